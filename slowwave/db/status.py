@@ -1,0 +1,62 @@
+"""What is in the database: episodes pending / consolidated / quarantined, facts active /
+invalidated, in total and per conversation."""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg.rows import dict_row
+from pydantic import BaseModel, Field
+
+import sql
+from slowwave.db.migrate import applied_versions, schema_embedding_dim
+
+COUNTS = (
+    "episodes_pending",
+    "episodes_consolidated",
+    "episodes_quarantined",
+    "facts_active",
+    "facts_invalidated",
+)
+
+
+class ConversationStatus(BaseModel):
+    conversation_id: str
+    episodes_pending: int = 0
+    episodes_consolidated: int = 0
+    episodes_quarantined: int = 0
+    facts_active: int = 0
+    facts_invalidated: int = 0
+
+
+class DatabaseStatus(BaseModel):
+    where: str = Field(description="The server in use, without secrets.")
+    migrations_applied: int
+    migrations_pending: int
+    embedding_dim: int | None
+    totals: ConversationStatus
+    conversations: list[ConversationStatus] | None = Field(
+        default=None, description="Per-conversation counts, when asked for."
+    )
+
+
+def read_status(
+    conn: psycopg.Connection, where: str, *, per_conversation: bool = False
+) -> DatabaseStatus:
+    done = applied_versions(conn)
+    pending = len([m for m in sql.migrations() if m.version not in done])
+    rows: list[ConversationStatus] = []
+    if schema_embedding_dim(conn) is not None:
+        with conn.cursor(row_factory=dict_row) as cur:
+            rows = [ConversationStatus(**r) for r in cur.execute(sql.statement("status"))]
+    totals = ConversationStatus(
+        conversation_id="*",
+        **{key: sum(getattr(r, key) for r in rows) for key in COUNTS},
+    )
+    return DatabaseStatus(
+        where=where,
+        migrations_applied=len(done),
+        migrations_pending=pending,
+        embedding_dim=schema_embedding_dim(conn),
+        totals=totals,
+        conversations=rows if per_conversation else None,
+    )

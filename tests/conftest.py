@@ -1,0 +1,10 @@
+"""Shared fixtures: one embedded Postgres for the whole session, emptied between tests."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+pytest_plugins = ["tests.fix_db", "tests.fix_models"]

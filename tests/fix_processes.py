@@ -1,0 +1,27 @@
+"""Helpers for tests that run slowwave in other processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def slowwave_env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("DATABASE_URL")}
+    env["SLOWWAVE_HOME"] = str(home)
+    env.update(extra)
+    return env
+
+
+def run_cli(home: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    """Run ``slowwave ARGS`` as a user would, with its own home."""
+    return subprocess.run(
+        [sys.executable, "-m", "slowwave", *args],
+        env=slowwave_env(home, **extra),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )

@@ -1,0 +1,43 @@
+"""The command line as a newcomer uses it, each call in its own process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from slowwave.db.embedded import postmaster_pid
+from slowwave.settings_doc import settings_markdown
+from tests.fix_processes import run_cli
+
+
+def test_migrate_then_status_prints_an_empty_migrated_database(tmp_path: Path) -> None:
+    migrated = run_cli(tmp_path, "db", "migrate")
+    assert migrated.returncode == 0, migrated.stderr
+    assert "applied  0001_schema" in migrated.stdout
+
+    status = run_cli(tmp_path, "db", "status", "--json")
+    assert status.returncode == 0, status.stderr
+    report = json.loads(status.stdout)
+    assert report["migrations_pending"] == 0
+    assert report["embedding_dim"] == 384
+    assert set(report["totals"].values()) == {"*", 0}
+    # each command stopped the embedded server it started
+    assert postmaster_pid(tmp_path / "pgdata") is None
+
+
+def test_an_unreachable_database_url_is_one_clear_line_without_the_password(
+    tmp_path: Path,
+) -> None:
+    result = run_cli(
+        tmp_path, "db", "status", DATABASE_URL="postgresql://app:s3cret@127.0.0.1:9/none"
+    )
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("error: cannot connect to Postgres at postgresql://app:***@")
+    assert "s3cret" not in result.stderr + result.stdout
+
+
+def test_the_readme_documents_every_setting() -> None:
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    assert settings_markdown() in readme, "regenerate with `slowwave settings --markdown`"
