@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
+from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
@@ -16,7 +17,7 @@ from slowwave.db import Database, DatabaseUnavailable, MigrationError, migrate
 from slowwave.db.embedded import EmbeddedPostgresError, stop_embedded
 from slowwave.db.status import COUNTS, read_status
 from slowwave.settings import Settings, get_settings
-from slowwave.settings_doc import settings_markdown
+from slowwave.settings_doc import settings_markdown, sync_readme
 
 app = typer.Typer(
     name="slowwave",
@@ -122,8 +123,16 @@ def show_settings(
     markdown: Annotated[
         bool, typer.Option("--markdown", help="The documented table of every setting.")
     ] = False,
+    sync_readme_path: Annotated[
+        Path | None,
+        typer.Option("--sync-readme", help="Rewrite the settings table in this README."),
+    ] = None,
 ) -> None:
     """Show the effective settings (secrets hidden), or document them all."""
+    if sync_readme_path is not None:
+        changed = sync_readme(sync_readme_path)
+        console.print(f"{sync_readme_path}: {'updated' if changed else 'already current'}")
+        return
     if markdown:
         typer.echo(settings_markdown())
         return

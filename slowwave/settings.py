@@ -93,6 +93,22 @@ class Settings(BaseSettings):
     dedupe_candidates: int = Field(
         default=5, ge=1, description="Nearest active facts checked for a duplicate."
     )
+    default_surprise: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="Surprise given to ingested episodes whose source has none: neutral, so "
+        "neither the gate nor the flashbulb rule fires on it.",
+    )
+    claim_lease_s: int = Field(
+        default=3600,
+        ge=10,
+        description="Seconds a run's claim on a conversation lasts; a crashed run's work is "
+        "taken up again once it expires.",
+    )
+    claim_max_conversations: int = Field(
+        default=10000, ge=1, description="Most conversations one run claims."
+    )
     max_attempts: int = Field(
         default=3,
         ge=1,

@@ -36,3 +36,13 @@ def settings_markdown() -> str:
         lines.append(f"| {_env_names(name)} | {_default(name)} | {description} |")
     lines.append(END)
     return "\n".join(lines)
+
+
+def sync_readme(path: Path) -> bool:
+    """Replace the settings block of ``path`` with the current table; True if it changed."""
+    text = path.read_text(encoding="utf-8")
+    start, end = text.index(BEGIN), text.index(END) + len(END)
+    updated = text[:start] + settings_markdown() + text[end:]
+    if updated != text:
+        path.write_text(updated, encoding="utf-8")
+    return updated != text

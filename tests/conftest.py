@@ -7,4 +7,4 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-pytest_plugins = ["tests.fix_db", "tests.fix_models"]
+pytest_plugins = ["tests.fix_db", "tests.fix_models", "tests.fix_locomo"]

@@ -13,7 +13,7 @@ import pytest
 from slowwave.db import Database, migrate
 from slowwave.settings import Settings
 
-TABLES = "decision_log, semantic_memory, episodic_memory, consolidation_runs"
+TABLES = "decision_log, consolidation_chunks, semantic_memory, episodic_memory, consolidation_runs"
 
 
 def wait_gone(pid: int, timeout: float = 10.0) -> bool:

@@ -121,13 +121,18 @@ class Database:
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
-        """A pooled connection; the pool opens on first use."""
+        """A pooled autocommit connection; the pool opens on first use."""
         if self._pool is None:
             self._pool = ConnectionPool(
                 self.url,
                 min_size=1,
                 max_size=self.settings.pool_max_size,
-                kwargs={"connect_timeout": int(self.settings.connect_timeout_s)},
+                # autocommit: a unit of work is always an explicit ``conn.transaction()``
+                # block, never a transaction left open by a stray read
+                kwargs={
+                    "connect_timeout": int(self.settings.connect_timeout_s),
+                    "autocommit": True,
+                },
                 configure=_configure,
                 timeout=self.settings.connect_timeout_s * 3,
                 open=True,

@@ -112,9 +112,7 @@ CREATE TABLE decision_log (
     episode_ids             uuid[] NOT NULL,
     event_time              timestamptz NOT NULL,
     recorded_at             timestamptz NOT NULL DEFAULT clock_timestamp(),
-    reason                  text,
-    prompt_tokens           integer NOT NULL DEFAULT 0,
-    completion_tokens       integer NOT NULL DEFAULT 0
+    reason                  text
 );
 
 CREATE INDEX decision_log_run_idx ON decision_log (run_id);

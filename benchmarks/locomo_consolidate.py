@@ -1,0 +1,72 @@
+"""In-process consolidation of the LoCoMo conversations with the replay model.
+
+Ingests every session as an episode into a fresh embedded database, consolidates them with
+the core stages (no Prefect, no Ray), and prints what happened and how long each stage took.
+
+    python -m benchmarks.locomo_consolidate [--data PATH] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--chunk-size", type=int, default=8)
+    parser.add_argument("--json", action="store_true", help="end with one line of JSON")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    from models.embedding import load_embedder
+    from models.llm.replay import LoCoMoReplayModel
+    from slowwave.db import Database, migrate
+    from slowwave.settings import Settings
+    from tasks.consolidate import consolidate
+    from tasks.ingest.load import load_episodes
+    from tasks.ingest.locomo import read_locomo
+
+    with tempfile.TemporaryDirectory(prefix="slowwave-bench-") as home:
+        settings = Settings(
+            home=Path(home), replay_data=args.data, chunk_size=args.chunk_size, _env_file=None
+        )  # type: ignore[call-arg]
+        embedder = load_embedder(settings)
+        with Database(settings) as db:
+            migrate(db)
+            start = time.perf_counter()
+            with db.connection() as conn:
+                loaded = load_episodes(
+                    conn, read_locomo(args.data, surprise=settings.default_surprise)
+                )
+            ingest_s = time.perf_counter() - start
+            start = time.perf_counter()
+            summary = consolidate(db, LoCoMoReplayModel(args.data), embedder, settings)
+            consolidate_s = time.perf_counter() - start
+    figures = {
+        "episodes_ingested": loaded,
+        "conversations": summary.conversations,
+        "chunks": summary.chunks,
+        "episodes_consolidated": summary.episodes_consolidated,
+        "facts_inserted": summary.facts_inserted,
+        "dedupe_merges": summary.dedupe_merges,
+        "chunks_failed": summary.chunks_failed,
+        "ingest_s": round(ingest_s, 2),
+        "consolidate_s": round(consolidate_s, 2),
+        "stage_s": summary.stage_seconds,
+    }
+    for key, value in figures.items():
+        print(f"{key:>22}: {value}")
+    if args.json:
+        print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

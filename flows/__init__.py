@@ -1,0 +1,1 @@
+"""Prefect flows: nightly consolidation, backfill, and the operational ones."""

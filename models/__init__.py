@@ -1,0 +1,1 @@
+"""Typed records (episodes, facts, plans) and the model runtimes the stages call."""

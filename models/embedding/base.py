@@ -1,0 +1,39 @@
+"""The one interface every embedding runtime implements."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+Vectors = npt.NDArray[np.float32]
+
+
+class EmbeddingDimensionMismatch(ValueError):
+    """The embedding model's dimension is not the schema's."""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into L2-normalised float32 vectors, in batches."""
+
+    name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """An array of shape (len(texts), dim), each row of unit length."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def check_dimension(embedder: Embedder, schema_dim: int) -> None:
+    """A clear error before any work when the model does not fit the schema."""
+    if embedder.dim != schema_dim:
+        raise EmbeddingDimensionMismatch(
+            f"embedding model {embedder.name} makes {embedder.dim}-dimensional vectors but "
+            f"the schema stores {schema_dim} (SLOWWAVE_EMBEDDING_DIM); use a matching model "
+            "or a database migrated for that dimension"
+        )

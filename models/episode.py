@@ -1,0 +1,42 @@
+"""Episodes: what happened in one stretch of a conversation (episodic memory)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from uuid import UUID
+
+from pydantic import AwareDatetime, BaseModel, Field
+
+
+class Message(BaseModel):
+    """One message of an episode's transcript."""
+
+    speaker: str = Field(description="Who said it: a name or a role (user, assistant).")
+    text: str = Field(description="What was said; image captions are kept as text.")
+    message_id: str | None = Field(default=None, description="The source's id of the message.")
+    at: datetime | None = Field(default=None, description="When it was said, when known.")
+
+
+class Episode(BaseModel):
+    """An episode as the consolidation stages see it."""
+
+    id: UUID
+    conversation_id: str
+    external_key: str = Field(description="Stable key of the source; re-ingesting adds nothing.")
+    messages: list[Message]
+    summary: str | None = None
+    surprise: float = Field(ge=0, le=1, description="How unexpected the episode was, 0..1.")
+    start_at: AwareDatetime
+    end_at: AwareDatetime
+
+    @property
+    def text_length(self) -> int:
+        """Characters of message text, the measure the extraction gate uses."""
+        return sum(len(m.text) for m in self.messages)
+
+    @property
+    def gist(self) -> str:
+        """What predict embeds: the summary, or the messages when there is none."""
+        if self.summary:
+            return self.summary
+        return " ".join(f"{m.speaker}: {m.text}" for m in self.messages)

@@ -1,0 +1,34 @@
+"""Facts: durable, categorised knowledge with provenance and bitemporal validity."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from pydantic import AwareDatetime, BaseModel, Field
+
+from models.category import Category
+
+
+class Fact(BaseModel):
+    """A row of semantic memory, as the stages read it."""
+
+    id: UUID
+    conversation_id: str
+    category: Category
+    fact: str
+    keywords: list[str] = Field(default_factory=list)
+    source_episodic_ids: list[UUID]
+    valid_at: AwareDatetime = Field(description="Event time from which the fact holds.")
+    invalid_at: AwareDatetime | None = Field(
+        default=None, description="Event time at which it stopped holding; None = active."
+    )
+    supersedes_id: UUID | None = Field(default=None, description="The fact this one updated.")
+
+    @property
+    def embedding_text(self) -> str:
+        return embedding_text(self.category, self.fact, self.keywords)
+
+
+def embedding_text(category: str, fact: str, keywords: list[str]) -> str:
+    """What a fact's vector encodes: ``"{category}: {fact} {keywords}"`` (seed 001)."""
+    return f"{category}: {fact} {' '.join(keywords)}".rstrip()

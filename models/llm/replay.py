@@ -1,0 +1,161 @@
+"""The LoCoMo replay model: answers a chunk of LoCoMo sessions with their gold observations.
+
+LoCoMo's ``observation`` facts are human-checked statements with evidence, i.e. realistic
+consolidation output. Replaying them as ``new`` facts gives tests and benchmarks real facts
+without a language model. Categories and keywords are not in the data; they are derived by
+fixed rules so a replay is deterministic.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from functools import cached_property
+from pathlib import Path
+
+from models.category import Category
+from models.consolidation import (
+    MAX_KEYWORD_CHARS,
+    MAX_KEYWORDS,
+    ConsolidatedFact,
+    ConsolidationOutput,
+    FactAction,
+    episode_short_id,
+)
+from models.llm.base import ConsolidationRequest, ModelAnswer
+
+LOCOMO_KEY = re.compile(r"^locomo:(?P<sample>[^:]+):session_(?P<session>\d+)$")
+
+_CATEGORY_RULES: tuple[tuple[Category, re.Pattern[str]], ...] = (
+    (
+        Category.goal,
+        re.compile(
+            r"\b(plan|plans|planning|want|wants|hope|hopes|goal|dream|"
+            r"aspire|intend|going to|looking forward|aim)\b",
+            re.I,
+        ),
+    ),
+    (
+        Category.preference,
+        re.compile(
+            r"\b(like|likes|love|loves|enjoy|enjoys|favorite|"
+            r"favourite|prefer|prefers|fan of|dislike|hate)\b",
+            re.I,
+        ),
+    ),
+    (
+        Category.relationship,
+        re.compile(
+            r"\b(friend|friends|husband|wife|partner|kids|children|"
+            r"daughter|son|mother|mom|father|dad|family|sister|"
+            r"brother|married|grandma|colleague)\b",
+            re.I,
+        ),
+    ),
+    (
+        Category.identity,
+        re.compile(
+            r"\b(is a|works as|lives in|moved to|from|years old|"
+            r"identifies|transgender|job|career|name)\b",
+            re.I,
+        ),
+    ),
+    (
+        Category.interest,
+        re.compile(
+            r"\b(interested|hobby|passion|paint|painting|music|art|"
+            r"reading|books|sports|photography|pottery|hiking)\b",
+            re.I,
+        ),
+    ),
+    (
+        Category.personality,
+        re.compile(
+            r"\b(feels|felt|proud|happy|grateful|kind|supportive|"
+            r"determined|values|believes)\b",
+            re.I,
+        ),
+    ),
+)
+_WORD = re.compile(r"[A-Za-z][A-Za-z'\-]+")
+_STOP = {"The", "A", "An", "She", "He", "They", "Her", "His", "Their", "It", "This", "That"}
+
+
+def categorize(sentence: str) -> Category:
+    """The first category whose cue words the sentence contains; experience otherwise."""
+    for category, pattern in _CATEGORY_RULES:
+        if pattern.search(sentence):
+            return category
+    return Category.experience
+
+
+def keywords_of(sentence: str, speaker: str) -> list[str]:
+    """The speaker and the capitalised words of the sentence, then its longest words."""
+    found: list[str] = [speaker]
+    words = _WORD.findall(sentence)
+    for word in words:
+        if word[0].isupper() and word not in _STOP and word not in found:
+            found.append(word)
+    for word in sorted(words, key=len, reverse=True):
+        if len(found) >= 3:
+            break
+        if word.lower() not in {w.lower() for w in found} and len(word) > 4:
+            found.append(word.lower())
+    return [w[:MAX_KEYWORD_CHARS] for w in found[:MAX_KEYWORDS]]
+
+
+class LoCoMoReplayModel:
+    """A ``ConsolidationModel`` that answers from a LoCoMo JSON file."""
+
+    name = "replay"
+
+    def __init__(self, data_path: Path) -> None:
+        if not data_path.is_file():
+            raise FileNotFoundError(
+                f"LoCoMo replay data not found at {data_path}; set SLOWWAVE_REPLAY_DATA"
+            )
+        self.data_path = data_path
+
+    @cached_property
+    def _observations(self) -> dict[tuple[str, int], list[tuple[str, str, list[str]]]]:
+        """(sample_id, session) → [(speaker, fact, evidence dia_ids)]."""
+        table: dict[tuple[str, int], list[tuple[str, str, list[str]]]] = {}
+        for conversation in json.loads(self.data_path.read_text(encoding="utf-8")):
+            sample = conversation["sample_id"]
+            for key, by_speaker in conversation.get("observation", {}).items():
+                session = int(key.split("_")[1])
+                rows = table.setdefault((sample, session), [])
+                for speaker, items in by_speaker.items():
+                    for fact, evidence in items:
+                        dia_ids = [evidence] if isinstance(evidence, str) else list(evidence)
+                        rows.append((speaker, fact, dia_ids))
+        return table
+
+    def answer(self, request: ConsolidationRequest) -> ConsolidationOutput:
+        facts: list[ConsolidatedFact] = []
+        for index, key in enumerate(request.episode_keys):
+            match = LOCOMO_KEY.match(key)
+            if match is None:
+                continue
+            observations = self._observations.get((match["sample"], int(match["session"])), [])
+            for speaker, sentence, _evidence in observations:
+                facts.append(
+                    ConsolidatedFact(
+                        action=FactAction.new,
+                        category=categorize(sentence).value,
+                        fact=sentence,
+                        keywords=keywords_of(sentence, speaker),
+                        episodes=[episode_short_id(index)],
+                    )
+                )
+        return ConsolidationOutput(facts=facts)
+
+    def consolidate(self, requests: Sequence[ConsolidationRequest]) -> list[ModelAnswer]:
+        return [
+            ModelAnswer(chunk_id=r.chunk_id, text=self.answer(r).model_dump_json())
+            for r in requests
+        ]
+
+    def close(self) -> None:
+        return None

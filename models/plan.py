@@ -1,0 +1,58 @@
+"""The guarded plan: what apply will do for one chunk, with real ids and reasons.
+
+The model's answer (``models.consolidation.ConsolidationOutput``) speaks in short ids; the
+guard turns it into this, so nothing the model invented can reach the database.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from uuid import UUID
+
+from pydantic import BaseModel, Field
+
+from models.category import Category
+from models.consolidation import FactAction
+
+
+class PlannedAction(BaseModel):
+    """One action apply takes."""
+
+    action: FactAction
+    proposed: FactAction = Field(description="What the model asked for, before the guard.")
+    target_id: UUID | None = Field(
+        default=None, description="The existing fact acted on (reinforce, update, invalidate)."
+    )
+    category: Category | None = None
+    fact: str | None = None
+    keywords: list[str] = Field(default_factory=list)
+    episode_ids: list[UUID] = Field(description="The episodes that evidence this action.")
+    event_time: datetime = Field(description="End of the latest evidence episode.")
+    reason: str | None = Field(default=None, description="Why the guard changed it, if it did.")
+
+    @property
+    def writes_fact(self) -> bool:
+        return self.action in (FactAction.new, FactAction.update)
+
+
+class Rejection(BaseModel):
+    """Something the model proposed that the guard refused, and why."""
+
+    proposed: str
+    fact: str | None = None
+    target_id: UUID | None = None
+    reason: str
+
+
+class Plan(BaseModel):
+    """Everything apply needs for one chunk."""
+
+    chunk_id: UUID
+    conversation_id: str
+    episode_ids: list[UUID] = Field(description="All episodes of the chunk, gated ones included.")
+    gated_ids: list[UUID] = Field(default_factory=list)
+    actions: list[PlannedAction] = Field(default_factory=list)
+    rejections: list[Rejection] = Field(default_factory=list)
+    event_time: datetime = Field(description="End of the chunk's latest episode.")
+    prompt_tokens: int = 0
+    completion_tokens: int = 0

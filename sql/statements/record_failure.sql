@@ -1,0 +1,8 @@
+-- A chunk failed: count the attempt, keep the reason, quarantine after %(max_attempts)s.
+UPDATE episodic_memory
+SET attempts = attempts + 1,
+    last_error = %(reason)s,
+    quarantined_at = CASE WHEN attempts + 1 >= %(max_attempts)s THEN now() END
+WHERE id = ANY(%(ids)s::uuid[])
+  AND consolidated_at IS NULL
+RETURNING quarantined_at IS NOT NULL AS quarantined

@@ -1,0 +1,92 @@
+"""calibrate: one model call per chunk, all chunks of a round in one batch (seed 001 step 2).
+
+Builds the prompt (byte-identical system part, then facts and episodes under short ids),
+submits the batch to the runtime, and parses each answer strictly. A malformed answer fails
+that chunk only, with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from models.consolidation import SYSTEM_PROMPT, ConsolidationOutput, render_user_prompt
+from models.episode import Episode
+from models.fact import Fact
+from models.llm.base import ConsolidationModel, ConsolidationRequest, ModelAnswer
+
+
+class MalformedAnswer(ValueError):
+    """The model's answer is not a valid ``ConsolidationOutput``."""
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The parsed answer for one chunk, or the reason there is none."""
+
+    chunk_id: str
+    output: ConsolidationOutput | None
+    error: str | None
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def build_request(
+    chunk_id: str, facts: Sequence[Fact], episodes: Sequence[Episode], flashbulb_surprise: float
+) -> ConsolidationRequest:
+    return ConsolidationRequest(
+        chunk_id=chunk_id,
+        system=SYSTEM_PROMPT,
+        user=render_user_prompt(facts, episodes, flashbulb_surprise),
+        json_schema=ConsolidationOutput.response_schema(),
+        episode_keys=tuple(e.external_key for e in episodes),
+    )
+
+
+def parse_answer(text: str) -> ConsolidationOutput:
+    """Strict: the whole answer must be the schema's JSON object, nothing around it."""
+    try:
+        return ConsolidationOutput.model_validate_json(text.strip())
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "answer"
+        raise MalformedAnswer(
+            f"model answer is not a valid consolidation output ({exc.error_count()} "
+            f"error(s); first at {where}: {first['msg']})"
+        ) from exc
+
+
+def _calibration(answer: ModelAnswer) -> Calibration:
+    tokens = (answer.prompt_tokens, answer.completion_tokens)
+    if answer.error is not None or answer.text is None:
+        reason = answer.error or "model returned no answer"
+        return Calibration(answer.chunk_id, None, f"model call failed: {reason}", *tokens)
+    try:
+        return Calibration(answer.chunk_id, parse_answer(answer.text), None, *tokens)
+    except MalformedAnswer as exc:
+        return Calibration(answer.chunk_id, None, str(exc), *tokens)
+
+
+def calibrate(
+    model: ConsolidationModel, requests: Sequence[ConsolidationRequest]
+) -> dict[str, Calibration]:
+    """Submit all requests together; chunk id → parsed answer or error."""
+    if not requests:
+        return {}
+    try:
+        answers = model.consolidate(requests)
+    except Exception as exc:  # a runtime that fails as a whole fails every chunk, not the run
+        reason = f"model runtime {model.name} failed: {type(exc).__name__}: {exc}"
+        return {r.chunk_id: Calibration(r.chunk_id, None, reason, 0, 0) for r in requests}
+    by_id = {a.chunk_id: a for a in answers}
+    result: dict[str, Calibration] = {}
+    for request in requests:
+        answer = by_id.get(request.chunk_id)
+        if answer is None:
+            missing = ModelAnswer(request.chunk_id, None, "runtime returned no answer for it")
+            result[request.chunk_id] = _calibration(missing)
+        else:
+            result[request.chunk_id] = _calibration(answer)
+    return result

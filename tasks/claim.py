@@ -1,0 +1,86 @@
+"""claim: take the due conversations' pending episodes for one run, cut into chunks.
+
+A claim is a lease (``claimed_by`` / ``claimed_until``) written in one statement, so it
+survives across connections and Ray workers; a crashed run's lease expires and the work is
+taken up again. Conversations are claimed whole; see ``sql/statements/claim.sql``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from uuid import UUID
+
+import psycopg
+from psycopg.rows import dict_row
+
+import sql
+from models.episode import Episode, Message
+from slowwave.settings import Settings
+
+
+@dataclass
+class ConversationWork:
+    """One claimed conversation: its pending episodes, oldest first, in chunks."""
+
+    conversation_id: str
+    chunks: list[list[Episode]]
+
+    @property
+    def episodes(self) -> int:
+        return sum(len(c) for c in self.chunks)
+
+
+def chunked(episodes: Sequence[Episode], size: int) -> list[list[Episode]]:
+    ordered = sorted(episodes, key=lambda e: (e.start_at, e.end_at, e.id))
+    return [list(ordered[i : i + size]) for i in range(0, len(ordered), size)]
+
+
+def claim(
+    conn: psycopg.Connection,
+    run_id: UUID,
+    settings: Settings,
+    *,
+    conversations: Sequence[str] | None = None,
+) -> list[ConversationWork]:
+    """Claim due conversations for ``run_id`` and commit the claim."""
+    params = {
+        "run_id": run_id,
+        "threshold": settings.episode_threshold,
+        "flashbulb": settings.flashbulb_surprise,
+        "lease_s": settings.claim_lease_s,
+        "max_conversations": settings.claim_max_conversations,
+        "conversations": list(conversations) if conversations is not None else None,
+    }
+    with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(sql.statement("claim"), params).fetchall()
+    by_conversation: dict[str, list[Episode]] = {}
+    for row in rows:
+        episode = Episode(
+            id=row["id"],
+            conversation_id=row["conversation_id"],
+            external_key=row["external_key"],
+            messages=[Message.model_validate(m) for m in row["messages"]],
+            summary=row["summary"],
+            surprise=row["surprise"],
+            start_at=row["start_at"],
+            end_at=row["end_at"],
+        )
+        by_conversation.setdefault(episode.conversation_id, []).append(episode)
+    return [
+        ConversationWork(conversation_id, chunked(episodes, settings.chunk_size))
+        for conversation_id, episodes in sorted(
+            by_conversation.items(), key=lambda kv: (min(e.start_at for e in kv[1]), kv[0])
+        )
+    ]
+
+
+def release(conn: psycopg.Connection, run_id: UUID) -> int:
+    """Give back what ``run_id`` claimed but did not consolidate; return how many episodes."""
+    with conn.transaction():
+        cur = conn.execute(
+            "UPDATE episodic_memory SET claimed_by = NULL, claimed_until = NULL "
+            "WHERE claimed_by = %s",
+            (run_id,),
+        )
+    return cur.rowcount

@@ -1,0 +1,208 @@
+"""guard: turn the model's answer into a plan that can only touch what the model was shown.
+
+- Short ids map back to the facts shown for this chunk; nothing else is addressable, so a fact
+  of another conversation can never be named (apply checks the same again in SQL).
+- Unknown id: ``reinforce`` / ``update`` become ``new``; ``invalidate`` is dropped.
+- Several actions on one fact: update > invalidate > reinforce; a second update of the same
+  fact becomes ``new`` (it is another fact the model tied to the wrong id).
+- Facts that would be written are checked: category one of the 8, a real sentence (not empty,
+  not a bare name, no runs of a repeated token), bounded length; keywords cleaned and capped.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from uuid import UUID
+
+from models.category import Category
+from models.consolidation import (
+    MAX_FACT_CHARS,
+    MAX_FACTS_PER_ANSWER,
+    MAX_KEYWORD_CHARS,
+    MAX_KEYWORDS,
+    MIN_FACT_CHARS,
+    ConsolidatedFact,
+    ConsolidationOutput,
+    FactAction,
+    episode_short_id,
+    fact_short_id,
+)
+from models.episode import Episode
+from models.fact import Fact
+from models.plan import PlannedAction, Rejection
+
+PRIORITY = {FactAction.update: 3, FactAction.invalidate: 2, FactAction.reinforce: 1}
+_SHORT_ID = re.compile(r"^\[?\s*([FE])?\s*(\d+)\s*\]?$", re.I)
+_WORD = re.compile(r"\w+", re.UNICODE)
+MIN_FACT_WORDS = 3
+MAX_TOKEN_REPEATS = 3
+
+
+def normalize_short_id(value: str | None, prefix: str) -> str | None:
+    """'F3', 'f3', '[F3]', '3' → 'F3'; anything else → None."""
+    if value is None:
+        return None
+    match = _SHORT_ID.match(value.strip())
+    if match is None or (match.group(1) and match.group(1).upper() != prefix):
+        return None
+    return f"{prefix}{int(match.group(2))}"
+
+
+def degenerate_reason(fact: str) -> str | None:
+    """Why ``fact`` is not a usable fact sentence, or None."""
+    words = _WORD.findall(fact)
+    if len(fact) < MIN_FACT_CHARS or len(words) < MIN_FACT_WORDS:
+        return f"degenerate fact: fewer than {MIN_FACT_WORDS} words ({fact!r})"
+    if len(fact) > MAX_FACT_CHARS:
+        return f"fact longer than {MAX_FACT_CHARS} characters"
+    tokens = [w.lower() for w in re.split(r"[\W_]+", fact) if w]
+    run = 1
+    for previous, current in itertools.pairwise(tokens):
+        run = run + 1 if current == previous else 1
+        if run >= MAX_TOKEN_REPEATS:
+            return f"degenerate fact: {current!r} repeated {run} times in a row"
+    return None
+
+
+def clean_keywords(keywords: Sequence[str]) -> list[str]:
+    """Stripped, de-duplicated, bounded keywords; degenerate ones dropped."""
+    cleaned: list[str] = []
+    seen: set[str] = set()
+    for raw in keywords:
+        keyword = " ".join(raw.split())
+        if not keyword or len(keyword) > MAX_KEYWORD_CHARS or keyword.lower() in seen:
+            continue
+        parts = [p.lower() for p in re.split(r"[\W_]+", keyword) if p]
+        if len(parts) >= MAX_TOKEN_REPEATS and len(set(parts)) == 1:
+            continue
+        seen.add(keyword.lower())
+        cleaned.append(keyword)
+        if len(cleaned) == MAX_KEYWORDS:
+            break
+    return cleaned
+
+
+def _evidence(item: ConsolidatedFact, episodes: Sequence[Episode]) -> list[Episode]:
+    by_short = {episode_short_id(i): e for i, e in enumerate(episodes)}
+    cited = [by_short.get(normalize_short_id(ref, "E") or "") for ref in item.episodes]
+    found = list({e.id: e for e in cited if e is not None}.values())
+    return found if found else list(episodes)
+
+
+def guard(
+    output: ConsolidationOutput,
+    shown: Sequence[Fact],
+    episodes: Sequence[Episode],
+) -> tuple[list[PlannedAction], list[Rejection]]:
+    """The plan apply may execute, and what was refused."""
+    known: dict[str, UUID] = {fact_short_id(i): f.id for i, f in enumerate(shown)}
+    actions: list[PlannedAction] = []
+    rejections: list[Rejection] = []
+
+    for position, item in enumerate(output.facts):
+        proposed = item.action
+        if position >= MAX_FACTS_PER_ANSWER:
+            rejections.append(
+                Rejection(proposed=proposed, fact=item.fact, reason="over the facts-per-answer cap")
+            )
+            continue
+        action = proposed
+        reason: str | None = None
+        short = normalize_short_id(item.existing_fact_id, "F")
+        target = known.get(short) if short else None
+        if action is not FactAction.new and target is None:
+            label = item.existing_fact_id or "no id"
+            if action is FactAction.invalidate:
+                rejections.append(
+                    Rejection(
+                        proposed=proposed,
+                        fact=item.fact,
+                        reason=f"invalidate of unknown fact id {label!r} dropped",
+                    )
+                )
+                continue
+            reason = f"{action.value} of unknown fact id {label!r} treated as new"
+            action = FactAction.new
+        if action is FactAction.new:
+            target = None
+
+        evidence = _evidence(item, episodes)
+        planned = PlannedAction(
+            action=action,
+            proposed=proposed,
+            target_id=target,
+            episode_ids=[e.id for e in evidence],
+            event_time=max(e.end_at for e in evidence),
+            reason=reason,
+            fact=" ".join(item.fact.split()) or None,
+        )
+        if planned.writes_fact:
+            problem = _fact_problem(item)
+            if problem is not None:
+                rejections.append(
+                    Rejection(proposed=proposed, fact=item.fact, target_id=target, reason=problem)
+                )
+                continue
+            planned.category = Category(item.category)
+            planned.keywords = clean_keywords(item.keywords)
+        actions.append(planned)
+
+    return _resolve_conflicts(actions, rejections)
+
+
+def _fact_problem(item: ConsolidatedFact) -> str | None:
+    if item.category not in Category.__members__:
+        return f"unknown category {item.category!r}"
+    return degenerate_reason(" ".join(item.fact.split()))
+
+
+def _resolve_conflicts(
+    actions: list[PlannedAction], rejections: list[Rejection]
+) -> tuple[list[PlannedAction], list[Rejection]]:
+    """One action per existing fact: update > invalidate > reinforce."""
+    winner: dict[UUID, PlannedAction] = {}
+    for planned in actions:
+        if planned.target_id is None:
+            continue
+        current = winner.get(planned.target_id)
+        if current is None or PRIORITY[planned.action] > PRIORITY[current.action]:
+            winner[planned.target_id] = planned
+
+    resolved: list[PlannedAction] = []
+    merged_reinforce: dict[UUID, PlannedAction] = {}
+    for planned in actions:
+        target = planned.target_id
+        if target is None:
+            resolved.append(planned)
+            continue
+        chosen = winner[target]
+        if planned is chosen:
+            resolved.append(planned)
+            if planned.action is FactAction.reinforce:
+                merged_reinforce[target] = planned
+        elif planned.action is FactAction.update and chosen.action is FactAction.update:
+            planned.action = FactAction.new
+            planned.target_id = None
+            planned.reason = "second update of the same fact treated as new"
+            resolved.append(planned)
+        elif planned.action is FactAction.reinforce and chosen.action is FactAction.reinforce:
+            chosen.episode_ids = list(dict.fromkeys([*chosen.episode_ids, *planned.episode_ids]))
+            chosen.event_time = max(chosen.event_time, planned.event_time)
+        else:
+            rejections.append(
+                Rejection(
+                    proposed=planned.proposed,
+                    fact=planned.fact,
+                    target_id=target,
+                    reason=f"{planned.action.value} overridden by {chosen.action.value} "
+                    "of the same fact",
+                )
+            )
+    return resolved, rejections
+
+
+def latest_end(episodes: Sequence[Episode]) -> datetime:
+    return max(e.end_at for e in episodes)

@@ -1,0 +1,1 @@
+"""ingest: historical transcripts into episodes, idempotently, in event time."""

@@ -1,0 +1,64 @@
+"""LoCoMo files → episodes: a session is an episode, its date-time the episode's time.
+
+LoCoMo times (``1:56 pm on 8 May, 2023``) carry no zone; they are read in the zone given
+(UTC by default). The session summary becomes the episode summary; image turns keep their
+caption as text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from datetime import datetime, tzinfo
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from models.episode import Episode, Message
+from models.ids import new_id
+
+_SESSION = re.compile(r"^session_(\d+)$")
+
+
+def parse_locomo_time(value: str, zone: tzinfo) -> datetime:
+    """``'1:56 pm on 8 May, 2023'`` → an aware datetime in ``zone``."""
+    naive = datetime.strptime(" ".join(value.split()), "%I:%M %p on %d %B, %Y")
+    return naive.replace(tzinfo=zone)
+
+
+def locomo_key(sample_id: str, session: int) -> str:
+    return f"locomo:{sample_id}:session_{session}"
+
+
+def _message(turn: dict[str, Any]) -> Message:
+    text = str(turn.get("text", ""))
+    caption = turn.get("blip_caption")
+    if caption:
+        text = f"{text} [image: {caption}]".strip()
+    return Message(speaker=str(turn["speaker"]), text=text, message_id=turn.get("dia_id"))
+
+
+def read_locomo(path: Path, *, surprise: float, zone: tzinfo | None = None) -> Iterator[Episode]:
+    """Every session of every conversation in ``path``, in file order."""
+    zone = zone or ZoneInfo("UTC")
+    for conversation in json.loads(path.read_text(encoding="utf-8")):
+        sample_id = str(conversation["sample_id"])
+        sessions = conversation["conversation"]
+        summaries = conversation.get("session_summary", {})
+        numbers = sorted(
+            int(m.group(1)) for key in sessions if (m := _SESSION.match(key)) is not None
+        )
+        for number in numbers:
+            turns = sessions[f"session_{number}"]
+            when = parse_locomo_time(sessions[f"session_{number}_date_time"], zone)
+            yield Episode(
+                id=new_id(),
+                conversation_id=sample_id,
+                external_key=locomo_key(sample_id, number),
+                messages=[_message(t) for t in turns],
+                summary=summaries.get(f"session_{number}_summary"),
+                surprise=surprise,
+                start_at=when,
+                end_at=when,
+            )

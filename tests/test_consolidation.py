@@ -1,0 +1,648 @@
+"""The consolidation core against the real Postgres and the real embedding model.
+
+The language model is a scripted double: each test says what the model answers; everything
+after it (guard, embeddings, dedupe, the transaction) is the production path.
+"""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from models.consolidation import ConsolidationOutput, FactAction
+from models.embedding.base import Embedder
+from slowwave.db import Database
+from slowwave.settings import Settings
+from tasks.consolidate import consolidate
+from tests.fix_episodes import (
+    active,
+    add,
+    at,
+    decisions,
+    episodes_state,
+    facts,
+    make_episode,
+    with_settings,
+)
+from tests.fix_models import ScriptedModel, fact, shown_facts
+
+
+def answer(*items: object) -> ConsolidationOutput:
+    return ConsolidationOutput(facts=list(items))  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def one_per_chunk(settings: Settings) -> Settings:
+    """Each episode its own chunk, so a conversation's chunks run in order across rounds."""
+    return with_settings(settings, chunk_size=1)
+
+
+# ── seed 000 scenarios ───────────────────────────────────────────────────────
+
+
+def test_scenario_a_a_repeated_mention_merges_into_one_fact(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, one_per_chunk: Settings
+) -> None:
+    e1, e2, e5 = add(
+        conn,
+        make_episode("c", "a1", "I like Rust, it is my favourite language.", at(2025, 1, 1)),
+        make_episode("c", "a2", "Let's talk about the weather today, it is sunny.", at(2025, 1, 2)),
+        make_episode("c", "a5", "Did I tell you I like Rust? I really do.", at(2025, 1, 5)),
+    )
+    model = ScriptedModel(
+        {
+            "a1": lambda r: answer(fact("User likes Rust", "preference", keywords=["Rust"])),
+            "a5": lambda r: answer(fact("User likes Rust.", "preference", keywords=["Rust"])),
+        }
+    )
+    summary = consolidate(db, model, embedder, one_per_chunk)
+
+    rows = facts(conn, "c")
+    assert [r["fact"] for r in rows] == ["User likes Rust"]
+    assert rows[0]["source_episodic_ids"] == [e1.id, e5.id]
+    assert rows[0]["valid_at"] == e1.end_at
+    assert summary.dedupe_merges == 1
+    merge = [d for d in decisions(conn) if d["action"] == "merge"]
+    assert len(merge) == 1 and merge[0]["similarity"] >= 0.95
+    assert merge[0]["fact_id"] == rows[0]["id"] and merge[0]["proposed_action"] == "new"
+    assert all(s["consolidated_at"] is not None for s in episodes_state(conn).values())
+    assert e2.id not in rows[0]["source_episodic_ids"]
+
+
+def test_scenario_b_additive_preferences_coexist(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, one_per_chunk: Settings
+) -> None:
+    add(
+        conn,
+        make_episode("c", "b1", "I like Rust a lot, honestly the best language.", at(2025, 1, 1)),
+        make_episode("c", "b2", "Nothing much happened today, just a normal day.", at(2025, 1, 2)),
+        make_episode("c", "b3", "I like TypeScript too, for the frontend work.", at(2025, 1, 3)),
+    )
+    model = ScriptedModel(
+        {
+            "b1": lambda r: answer(fact("User likes Rust", "preference", keywords=["Rust"])),
+            "b3": lambda r: answer(
+                fact("User likes TypeScript", "preference", keywords=["TypeScript"])
+            ),
+        }
+    )
+    consolidate(db, model, embedder, one_per_chunk)
+    assert set(active(conn, "c")) == {"User likes Rust", "User likes TypeScript"}
+
+
+def test_scenario_c_a_residence_change_updates_in_event_time_with_lineage(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, one_per_chunk: Settings
+) -> None:
+    moved = at(2025, 6, 15, 9)
+    add(
+        conn,
+        make_episode("c", "c1", "I live in Beijing, near the university.", at(2025, 1, 1)),
+        make_episode("c", "c2", "Work has been busy with meetings all week.", at(2025, 3, 1)),
+        make_episode("c", "c10", "Big news: I moved to Tokyo last week!", moved),
+    )
+    model = ScriptedModel(
+        {
+            "c1": lambda r: answer(fact("User lives in Beijing", keywords=["Beijing"])),
+            "c10": lambda r: answer(
+                fact(
+                    "User lives in Tokyo",
+                    action=FactAction.update,
+                    existing=shown_facts(r)["User lives in Beijing"],
+                    keywords=["Tokyo"],
+                )
+            ),
+        }
+    )
+    summary = consolidate(db, model, embedder, one_per_chunk)
+
+    rows = {r["fact"]: r for r in facts(conn, "c")}
+    beijing, tokyo = rows["User lives in Beijing"], rows["User lives in Tokyo"]
+    assert beijing["invalid_at"] == moved
+    assert tokyo["valid_at"] == moved and tokyo["invalid_at"] is None
+    assert tokyo["supersedes_id"] == beijing["id"]
+    assert summary.facts_updated == 1
+    update = next(d for d in decisions(conn) if d["action"] == "update")
+    assert (update["fact_id"], update["previous_fact_id"]) == (tokyo["id"], beijing["id"])
+    assert update["event_time"] == moved
+    # system time is kept apart from event time
+    assert update["recorded_at"] > moved
+
+
+def test_scenario_d_a_name_correction_replaces_the_wrong_name(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, one_per_chunk: Settings
+) -> None:
+    add(
+        conn,
+        make_episode("c", "d1", "Hi! My name is Bob, nice to meet you.", at(2025, 1, 1)),
+        make_episode("c", "d2", "Can you recommend a good book about history?", at(2025, 1, 2)),
+        make_episode("c", "d3", "Sorry, my name is actually Alice, not Bob.", at(2025, 1, 3)),
+    )
+    model = ScriptedModel(
+        {
+            "d1": lambda r: answer(fact("User's name is Bob", keywords=["Bob"])),
+            "d3": lambda r: answer(
+                fact(
+                    "User's name is Alice",
+                    action=FactAction.update,
+                    existing=shown_facts(r)["User's name is Bob"],
+                    keywords=["Alice"],
+                )
+            ),
+        }
+    )
+    consolidate(db, model, embedder, one_per_chunk)
+    assert set(active(conn, "c")) == {"User's name is Alice"}
+    bob = next(r for r in facts(conn, "c") if r["fact"] == "User's name is Bob")
+    assert bob["invalid_at"] == at(2025, 1, 3)
+
+
+# ── actions ──────────────────────────────────────────────────────────────────
+
+
+def test_invalidate_ends_a_fact_at_event_time_and_keeps_its_row(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, one_per_chunk: Settings
+) -> None:
+    e1, _, _ = add(
+        conn,
+        make_episode("c", "i1", "I work at Acme Corp as an engineer.", at(2025, 1, 1)),
+        make_episode("c", "i2", "Went hiking on the weekend, it was lovely.", at(2025, 2, 1)),
+        make_episode("c", "i3", "I quit Acme. Taking a break from work for now.", at(2025, 3, 1)),
+    )
+    model = ScriptedModel(
+        {
+            "i1": lambda r: answer(
+                fact("User works at Acme Corp", "experience", keywords=["Acme"])
+            ),
+            "i3": lambda r: answer(
+                fact(
+                    "User works at Acme Corp",
+                    "experience",
+                    action=FactAction.invalidate,
+                    existing=shown_facts(r)["User works at Acme Corp"],
+                )
+            ),
+        }
+    )
+    summary = consolidate(db, model, embedder, one_per_chunk)
+    (acme,) = facts(conn, "c")
+    assert acme["invalid_at"] == at(2025, 3, 1)
+    assert acme["source_episodic_ids"] == [e1.id]
+    assert summary.facts_invalidated == 1
+    assert active(conn, "c") == {}
+
+
+def test_reinforce_unions_episode_ids_and_is_idempotent(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, one_per_chunk: Settings
+) -> None:
+    e1, e2, e3 = add(
+        conn,
+        make_episode("c", "r1", "I play the piano every evening after work.", at(2025, 1, 1)),
+        make_episode("c", "r2", "Practised piano again tonight, Chopin this time.", at(2025, 1, 2)),
+        make_episode("c", "r3", "Some more piano practice today, scales and Bach.", at(2025, 1, 3)),
+    )
+
+    def reinforce(r: object) -> ConsolidationOutput:
+        short = shown_facts(r)["User plays the piano"]  # type: ignore[arg-type]
+        again = fact("User plays the piano", "interest", FactAction.reinforce, short)
+        return answer(again, again)  # the same reinforce twice in one answer
+
+    model = ScriptedModel(
+        {
+            "r1": lambda r: answer(fact("User plays the piano", "interest", keywords=["piano"])),
+            "r2": reinforce,
+            "r3": reinforce,
+        }
+    )
+    summary = consolidate(db, model, embedder, one_per_chunk)
+    (piano,) = facts(conn, "c")
+    assert piano["source_episodic_ids"] == [e1.id, *sorted([e2.id, e3.id])]
+    assert summary.facts_reinforced == 2
+
+    # replaying the same reinforcement changes nothing
+    import sql
+
+    conn.execute(
+        sql.statement("apply_reinforce"),
+        {"fact_ids": [piano["id"]] * 2, "episode_ids": [e2.id, e3.id], "conversation_id": "c"},
+    )
+    assert facts(conn, "c")[0]["source_episodic_ids"] == piano["source_episodic_ids"]
+
+
+def test_new_facts_that_duplicate_each_other_in_one_answer_merge(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    add(
+        conn,
+        *[
+            make_episode("c", f"n{i}", f"Episode {i}: I adore hiking in the Alps.", at(2025, 1, i))
+            for i in range(1, 4)
+        ],
+    )
+    model = ScriptedModel(
+        {
+            "n1": lambda r: answer(
+                fact("User likes hiking in the Alps", "interest", keywords=["Alps"]),
+                fact("User likes hiking in the Alps.", "interest", keywords=["Alps"]),
+                fact("User has a dog named Rex", "relationship", keywords=["Rex"]),
+            )
+        }
+    )
+    summary = consolidate(db, model, embedder, settings)
+    assert set(active(conn, "c")) == {"User likes hiking in the Alps", "User has a dog named Rex"}
+    assert summary.dedupe_merges == 1 and summary.facts_inserted == 2
+
+
+# ── guard ────────────────────────────────────────────────────────────────────
+
+
+def test_unknown_ids_turn_reinforce_and_update_into_new_and_drop_invalidate(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    add(
+        conn,
+        *[
+            make_episode("c", f"u{i}", f"Talking about my hobbies, round {i}.", at(2025, 1, i))
+            for i in range(1, 4)
+        ],
+    )
+    model = ScriptedModel(
+        {
+            "u1": lambda r: answer(
+                fact("User collects vintage stamps", "interest", FactAction.reinforce, "F9"),
+                fact("User is learning Japanese", "goal", FactAction.update, "F4"),
+                fact("User owns a red bicycle", "identity", FactAction.invalidate, "F2"),
+            )
+        }
+    )
+    consolidate(db, model, embedder, settings)
+    assert set(active(conn, "c")) == {"User collects vintage stamps", "User is learning Japanese"}
+    log = {(d["proposed_action"], d["action"]): d for d in decisions(conn)}
+    assert "unknown fact id 'F9'" in log[("reinforce", "new")]["reason"]
+    assert "unknown fact id 'F4'" in log[("update", "new")]["reason"]
+    assert "invalidate of unknown fact id 'F2' dropped" in log[("invalidate", "rejected")]["reason"]
+
+
+def test_conflicting_actions_on_one_fact_resolve_update_over_invalidate_over_reinforce(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, one_per_chunk: Settings
+) -> None:
+    add(
+        conn,
+        make_episode("c", "k1", "My favourite colour is blue, always has been.", at(2025, 1, 1)),
+        make_episode("c", "k2", "Let me think about colours for the new room.", at(2025, 1, 2)),
+        make_episode("c", "k3", "I changed my mind: my favourite colour is green.", at(2025, 1, 3)),
+    )
+
+    def conflicting(r: object) -> ConsolidationOutput:
+        short = shown_facts(r)["User's favourite colour is blue"]  # type: ignore[arg-type]
+        return answer(
+            fact("User's favourite colour is blue", "preference", FactAction.reinforce, short),
+            fact("User's favourite colour is blue", "preference", FactAction.invalidate, short),
+            fact("User's favourite colour is green", "preference", FactAction.update, short),
+        )
+
+    model = ScriptedModel(
+        {
+            "k1": lambda r: answer(fact("User's favourite colour is blue", "preference")),
+            "k3": conflicting,
+        }
+    )
+    consolidate(db, model, embedder, one_per_chunk)
+    assert set(active(conn, "c")) == {"User's favourite colour is green"}
+    rejected = [d["reason"] for d in decisions(conn) if d["action"] == "rejected"]
+    assert sorted(rejected) == [
+        "invalidate overridden by update of the same fact: User's favourite colour is blue",
+        "reinforce overridden by update of the same fact: User's favourite colour is blue",
+    ]
+
+
+def test_bad_categories_and_degenerate_facts_are_rejected_with_a_reason(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    add(
+        conn,
+        *[
+            make_episode(
+                "c", f"g{i}", f"We talked about Jolene and family, part {i}.", at(2025, 1, i)
+            )
+            for i in range(1, 4)
+        ],
+    )
+    model = ScriptedModel(
+        {
+            "g1": lambda r: answer(
+                fact("User enjoys long walks", "hobby"),
+                fact("Jolene", "relationship"),
+                fact("family family family family", "relationship"),
+                fact(
+                    "Jolene is the user's sister",
+                    "relationship",
+                    keywords=["family_family_family", "Jolene"],
+                ),
+            )
+        }
+    )
+    summary = consolidate(db, model, embedder, settings)
+    kept = active(conn, "c")
+    assert set(kept) == {"Jolene is the user's sister"}
+    assert kept["Jolene is the user's sister"]["keywords"] == ["Jolene"]
+    reasons = sorted(d["reason"] for d in decisions(conn) if d["action"] == "rejected")
+    assert reasons[0].startswith("degenerate fact: 'family' repeated 3 times")
+    assert reasons[1].startswith("degenerate fact: fewer than 3 words")
+    assert reasons[2].startswith("unknown category 'hobby'")
+    assert summary.actions_rejected == 3
+
+
+def test_a_fact_of_another_conversation_can_never_be_touched(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    add(
+        conn,
+        *[
+            make_episode("a", f"x{i}", f"I live in Paris, chapter {i}.", at(2025, 1, i))
+            for i in (1, 2, 3)
+        ],
+    )
+    consolidate(
+        db,
+        ScriptedModel({"x1": lambda r: answer(fact("User lives in Paris", keywords=["Paris"]))}),
+        embedder,
+        settings,
+    )
+    (paris,) = facts(conn, "a")
+
+    add(
+        conn,
+        *[
+            make_episode("b", f"y{i}", f"I live in Paris too, part {i}.", at(2025, 2, i))
+            for i in (1, 2, 3)
+        ],
+    )
+
+    def attack(r: object) -> ConsolidationOutput:
+        shown = shown_facts(r)  # type: ignore[arg-type]
+        assert "User lives in Paris" not in shown, "another conversation's fact was shown"
+        return answer(
+            fact("User lives in Paris", action=FactAction.invalidate, existing=str(paris["id"])),
+            fact("User lives in Lyon", action=FactAction.update, existing="F1"),
+            fact("User lives in Paris", action=FactAction.reinforce, existing=str(paris["id"])),
+        )
+
+    consolidate(db, ScriptedModel({"y1": attack}), embedder, settings)
+    assert facts(conn, "a") == [paris]
+    assert set(active(conn, "b")) == {"User lives in Lyon", "User lives in Paris"}
+
+
+def test_apply_refuses_a_plan_that_names_another_conversations_fact(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    """Even a plan built past the guard cannot reach across conversations: SQL checks again."""
+    from models.ids import new_id
+    from models.plan import Plan, PlannedAction
+    from tasks.apply import apply_plan
+    from tasks.claim import claim
+    from tasks.runs import start_run
+
+    add(
+        conn,
+        *[
+            make_episode("a", f"p{i}", f"I live in Oslo, part {i}.", at(2025, 1, i))
+            for i in (1, 2, 3)
+        ],
+    )
+    consolidate(
+        db,
+        ScriptedModel({"p1": lambda r: answer(fact("User lives in Oslo", keywords=["Oslo"]))}),
+        embedder,
+        settings,
+    )
+    (oslo,) = facts(conn, "a")
+    (b1, b2, b3) = add(
+        conn,
+        *[make_episode("b", f"q{i}", f"Hello there, part {i}.", at(2025, 2, i)) for i in (1, 2, 3)],
+    )
+    run = start_run(conn)
+    (_work,) = claim(conn, run.run_id, settings)
+    plan = Plan(
+        chunk_id=new_id(),
+        conversation_id="b",
+        episode_ids=[b1.id, b2.id, b3.id],
+        event_time=b3.end_at,
+        actions=[
+            PlannedAction(
+                action=FactAction.invalidate,
+                proposed=FactAction.invalidate,
+                target_id=oslo["id"],
+                episode_ids=[b1.id],
+                event_time=b3.end_at,
+            )
+        ],
+    )
+    result = apply_plan(conn, plan, embedder.embed([]), run.run_id, settings)
+    assert not result.applied and "IsolationViolation" in (result.error or "")
+    assert facts(conn, "a") == [oslo]
+    state = episodes_state(conn)
+    assert state["q1"]["attempts"] == 1 and state["q1"]["consolidated_at"] is None
+
+
+# ── gate, trigger, flashbulb ─────────────────────────────────────────────────
+
+
+def test_the_gate_consolidates_short_unsurprising_episodes_without_the_model(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    add(
+        conn,
+        make_episode("c", "s1", "ok", at(2025, 1, 1), surprise=0.1),
+        make_episode("c", "s2", "thanks!", at(2025, 1, 2), surprise=0.2),
+        make_episode("c", "s3", "got it", at(2025, 1, 3), surprise=0.1),
+        make_episode("d", "t1", "fine", at(2025, 1, 1), surprise=0.1),
+        make_episode("d", "t2", "ok!", at(2025, 1, 2), surprise=0.9),  # surprising: not gated
+        make_episode("d", "t3", "I have decided to move to Canada next spring.", at(2025, 1, 3)),
+    )
+    model = ScriptedModel({"t3": lambda r: answer(fact("User plans to move to Canada", "goal"))})
+    summary = consolidate(db, model, embedder, settings)
+
+    state = episodes_state(conn)
+    assert all(s["consolidated_at"] is not None for s in state.values())
+    assert {k for k, s in state.items() if s["gated"]} == {"s1", "s2", "s3", "t1"}
+    assert summary.episodes_skipped == 4
+    with conn.cursor() as cur:
+        chunks = dict(cur.execute("SELECT conversation_id, model FROM consolidation_chunks"))
+    assert chunks == {"c": None, "d": "scripted"}
+    assert set(active(conn, "d")) == {"User plans to move to Canada"}
+
+
+def test_a_conversation_is_due_at_three_episodes_or_one_flashbulb(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    add(
+        conn,
+        make_episode("two", "w1", "A perfectly ordinary conversation, first.", at(2025, 1, 1)),
+        make_episode("two", "w2", "A perfectly ordinary conversation, second.", at(2025, 1, 2)),
+        *[
+            make_episode("three", f"h{i}", f"An ordinary conversation, number {i}.", at(2025, 1, i))
+            for i in (1, 2, 3)
+        ],
+        make_episode(
+            "flash", "f1", "My father passed away this morning.", at(2025, 1, 1), surprise=0.9
+        ),
+    )
+    model = ScriptedModel(
+        {"f1": lambda r: answer(fact("User's father died in January 2025", "experience"))}
+    )
+    consolidate(db, model, embedder, settings)
+    state = episodes_state(conn)
+    assert {k for k, s in state.items() if s["consolidated_at"] is not None} == {
+        "h1",
+        "h2",
+        "h3",
+        "f1",
+    }
+    flash_prompt = next(r for r in model.requests if "f1" in r.episode_keys).user
+    assert "E1 had a surprise score of 0.90/1.0. Extract facts more thoroughly" in flash_prompt
+    ordinary = next(r for r in model.requests if "h1" in r.episode_keys).user
+    assert "Extract facts more thoroughly" not in ordinary
+
+
+def test_the_system_prompt_is_byte_identical_and_facts_are_shown_under_short_ids(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, one_per_chunk: Settings
+) -> None:
+    add(
+        conn,
+        *[
+            make_episode("c", f"z{i}", f"I like jazz music, especially record {i}.", at(2025, 1, i))
+            for i in (1, 2, 3)
+        ],
+    )
+    model = ScriptedModel({"z1": lambda r: answer(fact("User likes jazz music", "preference"))})
+    consolidate(db, model, embedder, one_per_chunk)
+    (jazz,) = facts(conn, "c")
+    first, second, third = model.requests
+    assert first.system == second.system == third.system
+    assert "[F1] [preference] User likes jazz music" in second.user
+    assert str(jazz["id"]) not in second.user
+    assert "(none yet)" in first.user
+
+
+# ── failures ─────────────────────────────────────────────────────────────────
+
+
+def test_a_malformed_answer_fails_only_its_chunk(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    add(
+        conn,
+        *[
+            make_episode("bad", f"m{i}", f"Some chatter about gardens, {i}.", at(2025, 1, i))
+            for i in (1, 2, 3)
+        ],
+        *[
+            make_episode("good", f"o{i}", f"I grow tomatoes in my garden, {i}.", at(2025, 1, i))
+            for i in (1, 2, 3)
+        ],
+    )
+    model = ScriptedModel(
+        {
+            "m1": lambda r: '{"facts": [{"action": "new"',
+            "o1": lambda r: answer(fact("User grows tomatoes in a garden", "interest")),
+        }
+    )
+    summary = consolidate(db, model, embedder, settings)
+    state = episodes_state(conn)
+    assert state["m1"]["consolidated_at"] is None and state["m1"]["attempts"] == 1
+    assert "model answer is not a valid consolidation output" in state["m1"]["last_error"]
+    assert state["o1"]["consolidated_at"] is not None
+    assert set(active(conn, "good")) == {"User grows tomatoes in a garden"}
+    assert summary.status == "completed_with_failures" and summary.chunks_failed == 1
+    assert state["m1"]["claimed_by"] is None, "the failed conversation's claim is released"
+
+
+FAULT = """
+CREATE FUNCTION fail_decision_log() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.conversation_id = 'faulty' THEN
+        RAISE EXCEPTION 'injected fault for %', NEW.conversation_id;
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER fail_decision_log BEFORE INSERT ON decision_log
+    FOR EACH ROW EXECUTE FUNCTION fail_decision_log();
+"""
+
+
+@pytest.fixture
+def faulty_decision_log(conn: psycopg.Connection) -> object:
+    """A fault inside apply's transaction: the decision-log write fails for one conversation."""
+    conn.execute(FAULT)
+    conn.commit()
+    yield
+    conn.execute("DROP TRIGGER fail_decision_log ON decision_log")
+    conn.execute("DROP FUNCTION fail_decision_log()")
+    conn.commit()
+
+
+def test_a_fault_inside_the_transaction_applies_nothing_and_quarantines_after_k_attempts(
+    db: Database,
+    conn: psycopg.Connection,
+    embedder: Embedder,
+    settings: Settings,
+    faulty_decision_log: object,
+) -> None:
+    k = with_settings(settings, chunk_size=2, max_attempts=2)
+    add(
+        conn,
+        *[
+            make_episode("faulty", f"v{i}", f"I build ships in bottles, {i}.", at(2025, 1, i))
+            for i in (1, 2, 3, 4)
+        ],
+    )
+    model = ScriptedModel(
+        {
+            "v1": lambda r: answer(fact("User builds ships in bottles", "interest")),
+            "v3": lambda r: answer(fact("User sells ships in bottles", "experience")),
+        }
+    )
+    first = consolidate(db, model, embedder, k)
+    state = episodes_state(conn)
+    assert facts(conn, "faulty") == [], "nothing of the failed chunk was applied"
+    assert [state[f"v{i}"]["attempts"] for i in (1, 2, 3, 4)] == [1, 1, 0, 0]
+    assert "injected fault for faulty" in state["v1"]["last_error"]
+    assert first.episodes_deferred == 2, "later chunks wait while an earlier one is retried"
+
+    second = consolidate(db, model, embedder, k)
+    state = episodes_state(conn)
+    assert state["v1"]["quarantined_at"] is not None and state["v2"]["quarantined_at"] is not None
+    assert second.episodes_quarantined == 2
+    # once quarantined, the conversation goes on (and fails again on the same fault)
+    assert state["v3"]["attempts"] == 1
+    with conn.cursor() as cur:
+        statuses = [
+            r[0]
+            for r in cur.execute("SELECT status FROM consolidation_chunks ORDER BY recorded_at")
+        ]
+    assert statuses == ["failed", "quarantined", "failed"]
+
+
+def test_a_rerun_after_success_claims_nothing_and_adds_no_facts(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    add(
+        conn,
+        *[
+            make_episode("c", f"e{i}", f"I study marine biology, {i}.", at(2025, 1, i))
+            for i in (1, 2, 3)
+        ],
+    )
+    model = ScriptedModel(
+        {"e1": lambda r: answer(fact("User studies marine biology", "experience"))}
+    )
+    consolidate(db, model, embedder, settings)
+    before = facts(conn)
+    again = consolidate(db, model, embedder, settings)
+    assert again.conversations == 0 and again.chunks == 0
+    assert facts(conn) == before
+    with conn.cursor() as cur:
+        runs = cur.execute(
+            "SELECT status, episodes_consolidated FROM consolidation_runs ORDER BY started_at"
+        ).fetchall()
+    assert runs == [("completed", 3), ("completed", 0)]

@@ -1,0 +1,68 @@
+"""All 7 LoCoMo conversations through the consolidation core with the replay model."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from models.embedding import EmbeddingDimensionMismatch, check_dimension
+from models.embedding.base import Embedder
+from models.llm.replay import LoCoMoReplayModel, categorize, keywords_of
+from slowwave.db import Database
+from slowwave.settings import Settings
+from tasks.consolidate import consolidate
+from tasks.ingest.load import load_episodes
+from tasks.ingest.locomo import read_locomo
+
+
+def test_the_replay_model_turns_locomo_sessions_into_facts_in_their_own_event_time(
+    db: Database,
+    conn: psycopg.Connection,
+    embedder: Embedder,
+    settings: Settings,
+    locomo_path: Path,
+) -> None:
+    assert load_episodes(conn, read_locomo(locomo_path, surprise=0.5)) == 187
+    summary = consolidate(db, LoCoMoReplayModel(locomo_path), embedder, settings)
+
+    assert summary.status == "completed"
+    assert summary.conversations == 7 and summary.episodes_consolidated == 187
+    assert summary.facts_inserted + summary.dedupe_merges == 1755
+    with conn.cursor() as cur:
+        low, high, count, sources = cur.execute(
+            "SELECT min(valid_at), max(valid_at), count(*), "
+            "max(cardinality(source_episodic_ids)) FROM semantic_memory"
+        ).fetchone()  # type: ignore[misc]
+        off_event_time = cur.execute(
+            "SELECT count(*) FROM semantic_memory f JOIN episodic_memory e "
+            "ON e.id = f.source_episodic_ids[1] WHERE f.valid_at <> e.end_at"
+        ).fetchone()
+        logged = cur.execute("SELECT count(*) FROM decision_log").fetchone()
+    assert count == summary.facts_inserted
+    # event time: the sessions' own dates (Jan 2022 to Jan 2024), never the night of the run
+    assert off_event_time == (0,)
+    assert datetime(2022, 1, 21, tzinfo=UTC) <= low <= high <= datetime(2024, 1, 13, tzinfo=UTC)
+    assert sources >= 2, "dedupe merged some repeated observations"
+    assert logged == (1755,)
+
+    again = consolidate(db, LoCoMoReplayModel(locomo_path), embedder, settings)
+    assert again.episodes_consolidated == 0
+
+
+def test_replay_categories_and_keywords_are_deterministic_rules() -> None:
+    assert categorize("Melanie loves painting landscapes.") == "preference"
+    assert categorize("Caroline plans to become a counselor.") == "goal"
+    assert categorize("Caroline went to a support group.") == "experience"
+    assert keywords_of("Caroline attended an LGBTQ support group in May.", "Caroline") == [
+        "Caroline",
+        "LGBTQ",
+        "May",
+    ]
+
+
+def test_an_embedding_model_of_another_dimension_is_a_clear_error(embedder: Embedder) -> None:
+    with pytest.raises(EmbeddingDimensionMismatch, match="makes 384-dimensional vectors"):
+        check_dimension(embedder, 1024)
