@@ -11,13 +11,26 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
 from rich.table import Table
 
+from models.embedding import EmbeddingDimensionMismatch, load_embedder
+from models.llm import RuntimeNotAvailable, load_model
+from models.run import RunSummary
 from slowwave.db import Database, DatabaseUnavailable, MigrationError, migrate
 from slowwave.db.embedded import EmbeddedPostgresError, stop_embedded
 from slowwave.db.status import COUNTS, read_status
 from slowwave.settings import Settings, get_settings
 from slowwave.settings_doc import settings_markdown, sync_readme
+from tasks.consolidate import consolidate
+from tasks.ingest.transcripts import Format, IngestReport, ingest
 
 app = typer.Typer(
     name="slowwave",
@@ -35,6 +48,9 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 EXPECTED_ERRORS: tuple[type[Exception], ...] = (
+    FileNotFoundError,
+    RuntimeNotAvailable,
+    EmbeddingDimensionMismatch,
     DatabaseUnavailable,
     MigrationError,
     EmbeddedPostgresError,
@@ -116,6 +132,122 @@ def db_stop(
         console.print(f"stopped the embedded Postgres in {settings.pgdata}")
     else:
         console.print(f"no embedded Postgres running in {settings.pgdata}")
+
+
+@app.command("ingest")
+@one_line_errors
+def ingest_command(
+    path: Annotated[
+        Path, typer.Argument(help="A transcript file (JSONL, Parquet) or LoCoMo JSON.")
+    ],
+    fmt: Annotated[
+        Format | None,
+        typer.Option("--format", "-f", help="jsonl, parquet or locomo (default: by suffix)."),
+    ] = None,
+) -> None:
+    """Turn a transcript into episodes: validated, idempotent, in event time."""
+    report = run_ingest(path, fmt)
+    print_ingest(report)
+
+
+def run_ingest(path: Path, fmt: Format | None, settings: Settings | None = None) -> IngestReport:
+    settings = settings or get_settings()
+    with open_database(settings) as db:
+        ensure_migrated(db)
+        columns = (
+            TextColumn("[bold]ingest[/] {task.description}"),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+        )
+        with Progress(*columns, console=errors, transient=True) as bar:
+            task = bar.add_task(path.name, total=path.stat().st_size if path.is_file() else None)
+            return ingest(db, path, settings, fmt=fmt, progress=lambda n: bar.advance(task, n))
+
+
+def print_ingest(report: IngestReport) -> None:
+    table = Table("source", "format", "read", "ingested", "rejected", "episodes made")
+    table.add_row(
+        report.source,
+        report.format,
+        str(report.read),
+        str(report.ingested),
+        str(report.rejected),
+        str(report.episodes),
+    )
+    console.print(table)
+    if report.rejects_path:
+        for reject in report.first_rejects[:5]:
+            console.print(f"  line {reject.line}: {reject.reason}", highlight=False)
+        console.print(f"all {report.rejected} rejects: {report.rejects_path}", highlight=False)
+
+
+@app.command("backfill")
+@one_line_errors
+def backfill_command(
+    path: Annotated[
+        Path, typer.Argument(help="A transcript file (JSONL, Parquet) or LoCoMo JSON.")
+    ],
+    fmt: Annotated[
+        Format | None,
+        typer.Option("--format", "-f", help="jsonl, parquet or locomo (default: by suffix)."),
+    ] = None,
+    conversation: Annotated[
+        list[str] | None,
+        typer.Option("--conversation", "-c", help="Only these conversations (repeatable)."),
+    ] = None,
+) -> None:
+    """Ingest a historical transcript, then consolidate everything pending."""
+    settings = get_settings()
+    print_ingest(run_ingest(path, fmt, settings))
+    print_summary(run_consolidation(settings, kind="backfill", conversations=conversation))
+
+
+def run_consolidation(
+    settings: Settings, *, kind: str, conversations: list[str] | None = None
+) -> RunSummary:
+    model = load_model(settings)
+    embedder = load_embedder(settings)
+    try:
+        with open_database(settings) as db:
+            ensure_migrated(db)
+            return consolidate(
+                db, model, embedder, settings, kind=kind, conversations=conversations
+            )
+    finally:
+        model.close()
+        embedder.close()
+
+
+def print_summary(summary: RunSummary) -> None:
+    table = Table("run " + str(summary.run_id), summary.status, show_lines=False)
+    rows = {
+        "conversations": summary.conversations,
+        "episodes consolidated": summary.episodes_consolidated,
+        "  of which skipped by the gate": summary.episodes_skipped,
+        "episodes quarantined": summary.episodes_quarantined,
+        "episodes deferred to a later run": summary.episodes_deferred,
+        "facts new": summary.facts_inserted,
+        "facts merged by dedupe": summary.dedupe_merges,
+        "facts reinforced": summary.facts_reinforced,
+        "facts updated": summary.facts_updated,
+        "facts invalidated": summary.facts_invalidated,
+        "actions rejected by the guard": summary.actions_rejected,
+        "model calls": summary.model_calls,
+        "tokens in / out": f"{summary.prompt_tokens} / {summary.completion_tokens}",
+    }
+    for label, value in rows.items():
+        table.add_row(label, str(value))
+    console.print(table)
+    for failure in summary.failures[:10]:
+        state = "quarantined" if failure.quarantined else "will retry"
+        console.print(f"  {failure.conversation_id}: {state}: {failure.reason}", highlight=False)
+
+
+def ensure_migrated(db: Database) -> None:
+    """Commands that write need the schema; migrating is idempotent and cheap."""
+    migrate(db)
 
 
 @app.command("settings")

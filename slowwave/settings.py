@@ -115,6 +115,23 @@ class Settings(BaseSettings):
         description="Failed applies of a chunk before its episodes are quarantined.",
     )
 
+    # ── ingestion ────────────────────────────────────────────────────────────
+    ingest_batch_rows: int = Field(
+        default=20000, ge=1, description="Transcript rows read and validated per batch."
+    )
+    segment_gap_s: int = Field(
+        default=1800,
+        ge=1,
+        description="Transcripts without sessions: a silence longer than this starts a new "
+        "episode.",
+    )
+    segment_max_messages: int = Field(
+        default=40, ge=1, description="Most messages in one episode made from a transcript."
+    )
+    max_message_chars: int = Field(
+        default=20000, ge=1, description="Longer messages are rejected at ingest."
+    )
+
     # ── model runtimes ───────────────────────────────────────────────────────
     llm_runtime: LLMRuntimeName = Field(
         default="replay",

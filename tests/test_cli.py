@@ -41,3 +41,38 @@ def test_an_unreachable_database_url_is_one_clear_line_without_the_password(
 def test_the_readme_documents_every_setting() -> None:
     readme = (Path(__file__).parents[1] / "README.md").read_text()
     assert settings_markdown() in readme, "regenerate with `slowwave settings --markdown`"
+
+
+def test_ingest_prints_its_table_and_where_the_rejects_are(tmp_path: Path) -> None:
+    source = tmp_path / "chat.jsonl"
+    good = (
+        '{"conversation_id": "c1", "message_id": "1", "timestamp": "2024-02-01T10:00:00+01:00",'
+        ' "role": "user", "text": "I just adopted a cat called Miso."}'
+    )
+    source.write_text(good + "\n{oops\n")
+    result = run_cli(tmp_path / "home", "ingest", str(source), COLUMNS="200")
+    assert result.returncode == 0, result.stderr
+    assert "│ jsonl  │ 2    │ 1        │ 1        │ 1             │" in result.stdout
+    assert "line 2: malformed JSON" in result.stdout
+    assert (tmp_path / "chat.jsonl.rejects.jsonl").exists()
+
+
+def test_backfill_ingests_then_consolidates_in_event_time(
+    tmp_path: Path, locomo_path: Path
+) -> None:
+    result = run_cli(
+        tmp_path,
+        "backfill",
+        str(locomo_path),
+        "--conversation",
+        "conv-30",
+        SLOWWAVE_REPLAY_DATA=str(locomo_path),
+        COLUMNS="200",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "│ locomo │ 4124 │ 4124     │ 0        │ 187           │" in result.stdout
+    assert "completed" in result.stdout
+    status = json.loads(run_cli(tmp_path, "db", "status", "--json", "-c").stdout)
+    conv30 = next(c for c in status["conversations"] if c["conversation_id"] == "conv-30")
+    assert conv30["episodes_pending"] == 0 and conv30["facts_active"] > 0
+    assert status["totals"]["episodes_pending"] == 187 - conv30["episodes_consolidated"]

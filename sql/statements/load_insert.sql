@@ -6,3 +6,4 @@ SELECT DISTINCT ON (external_key)
 FROM slowwave_staged_episodes
 ORDER BY external_key, start_at
 ON CONFLICT (external_key) DO NOTHING
+RETURNING jsonb_array_length(messages)

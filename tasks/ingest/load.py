@@ -15,6 +15,11 @@ _TYPES = ["uuid", "text", "text", "jsonb", "text", "float4", "timestamptz", "tim
 
 def load_episodes(conn: psycopg.Connection, episodes: Iterable[Episode]) -> int:
     """Insert the episodes whose external key is new, in one transaction; return how many."""
+    return load_episodes_counted(conn, episodes)[0]
+
+
+def load_episodes_counted(conn: psycopg.Connection, episodes: Iterable[Episode]) -> tuple[int, int]:
+    """Like ``load_episodes``; returns (episodes inserted, their messages)."""
     with conn.transaction():
         conn.execute(sql.statement("load_stage"))
         with conn.cursor().copy(
@@ -35,5 +40,5 @@ def load_episodes(conn: psycopg.Connection, episodes: Iterable[Episode]) -> int:
                         e.end_at,
                     )
                 )
-        cur = conn.execute(sql.statement("load_insert"))
-    return cur.rowcount
+        counts = [int(r[0]) for r in conn.execute(sql.statement("load_insert")).fetchall()]
+    return len(counts), sum(counts)

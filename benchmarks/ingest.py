@@ -1,0 +1,84 @@
+"""Ingest throughput and peak memory on a synthetic transcript.
+
+Writes a JSONL transcript of N messages (default 1,000,000) across many conversations, ingests
+it into a fresh embedded database, and prints messages/s and the ingesting process's peak RSS
+(the goal: under 1 GiB whatever the file's size, because reading is streamed).
+
+    python -m benchmarks.ingest [--messages N] [--conversations C] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+
+def write_transcript(path: Path, messages: int, conversations: int) -> None:
+    start = datetime(2023, 1, 1, tzinfo=UTC)
+    per = max(1, messages // conversations)
+    with path.open("w", encoding="utf-8") as out:
+        for n in range(messages):
+            conversation, index = divmod(n, per)
+            at = start + timedelta(minutes=index * 7)  # a new episode every few hours of chat
+            out.write(
+                json.dumps(
+                    {
+                        "conversation_id": f"conv-{conversation:05d}",
+                        "message_id": str(index),
+                        "timestamp": at.isoformat(),
+                        "speaker": "user" if index % 2 else "assistant",
+                        "text": f"Message {index} about gardening, travel and work plans.",
+                    }
+                )
+                + "\n"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--conversations", type=int, default=2_000)
+    parser.add_argument("--json", action="store_true", help="end with one line of JSON")
+    args = parser.parse_args()
+
+    from slowwave.db import Database, migrate
+    from slowwave.settings import Settings
+    from tasks.ingest.transcripts import ingest
+
+    with tempfile.TemporaryDirectory(prefix="slowwave-ingest-") as tmp:
+        source = Path(tmp) / "transcript.jsonl"
+        write_transcript(source, args.messages, args.conversations)
+        size_mb = source.stat().st_size / 2**20
+        settings = Settings(home=Path(tmp) / "home", _env_file=None)  # type: ignore[call-arg]
+        with Database(settings) as db:
+            migrate(db)
+            baseline_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            start = time.perf_counter()
+            report = ingest(db, source, settings)
+            seconds = time.perf_counter() - start
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    figures = {
+        "messages": args.messages,
+        "file_mb": round(size_mb, 1),
+        "ingested": report.ingested,
+        "episodes": report.episodes,
+        "rejected": report.rejected,
+        "seconds": round(seconds, 1),
+        "messages_per_s": round(report.ingested / seconds),
+        "peak_rss_mb": round(peak_mb),
+        "rss_before_ingest_mb": round(baseline_mb),
+        "goal_peak_under_1gib": peak_mb < 1024,
+    }
+    for key, value in figures.items():
+        print(f"{key:>22}: {value}")
+    if args.json:
+        print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

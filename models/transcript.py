@@ -1,0 +1,58 @@
+"""The canonical transcript schema: one message per row, from JSONL or Parquet.
+
+| field | type | required | meaning |
+|---|---|---|---|
+| `conversation_id` | string | yes | the conversation the message belongs to |
+| `message_id` | string (or integer) | yes | unique within its conversation |
+| `timestamp` | ISO 8601 string with a zone, or a zoned Parquet timestamp | yes | when |
+| `speaker` (or `role`) | string | yes | who said it |
+| `text` | string, not empty | yes | what was said |
+| `session_id` | string (or integer) | no | a session boundary given by the source |
+"""
+
+from __future__ import annotations
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+
+
+class TranscriptMessage(BaseModel):
+    """One valid message of a transcript."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, strict=False)
+
+    conversation_id: str = Field(min_length=1, description="The conversation it belongs to.")
+    message_id: str = Field(min_length=1, description="Unique within the conversation.")
+    timestamp: AwareDatetime = Field(description="When it was said; a zone is required.")
+    speaker: str = Field(min_length=1, description="Who said it (`role` is read too).")
+    text: str = Field(description="What was said; not empty.")
+    session_id: str | None = Field(default=None, description="Session given by the source.")
+
+    @field_validator("conversation_id", "speaker", "text", mode="before")
+    @classmethod
+    def _must_be_text(cls, value: object) -> object:
+        if not isinstance(value, str):
+            raise ValueError(f"must be a string, not {type(value).__name__}")
+        return value
+
+    @field_validator("text")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("is empty")
+        return value
+
+    @field_validator("message_id", "session_id", mode="before")
+    @classmethod
+    def _id_text(cls, value: object) -> object:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            raise ValueError(f"must be a string or an integer, not {type(value).__name__}")
+        return str(value)
+
+    @field_validator("timestamp", mode="before")
+    @classmethod
+    def _timestamp_text(cls, value: object) -> object:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            raise ValueError("must be an ISO 8601 string with a zone, not a number")
+        return value

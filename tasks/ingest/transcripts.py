@@ -1,0 +1,149 @@
+"""ingest: one source file → episodes, in one transaction, idempotently.
+
+Valid messages are streamed in batches into a staging table with COPY; rejects go to the
+rejects report as they are found. Then, set-wise in SQL: repeated message ids are rejected
+(first line wins), messages already ingested are skipped, the rest are segmented into episodes
+(sessions, time gaps, a size cap) and inserted with their provenance.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import psycopg
+from pydantic import ValidationError
+
+import sql
+from slowwave.db import Database
+from slowwave.settings import Settings
+from tasks.ingest.load import load_episodes_counted
+from tasks.ingest.locomo import read_locomo
+from tasks.ingest.read import READERS
+from tasks.ingest.rejects import Reject, RejectsReport, report_path
+
+Format = Literal["jsonl", "parquet", "locomo"]
+Progress = Callable[[int], None]
+
+_STAGE_TYPES = ["int8", "text", "text", "timestamptz", "text", "text", "text"]
+
+
+@dataclass
+class IngestReport:
+    """What one ingest did."""
+
+    source: str
+    format: str
+    read: int = 0
+    ingested: int = 0
+    rejected: int = 0
+    episodes: int = 0
+    rejects_path: str | None = None
+    first_rejects: list[Reject] = field(default_factory=list)
+
+
+def detect_format(path: Path) -> Format:
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        return "jsonl"
+    if suffix in (".parquet", ".pq"):
+        return "parquet"
+    if suffix == ".json":
+        return "locomo"
+    raise ValueError(f"cannot tell the format of {path}; pass --format jsonl|parquet|locomo")
+
+
+def ingest(
+    db: Database,
+    path: Path,
+    settings: Settings,
+    *,
+    fmt: Format | None = None,
+    progress: Progress | None = None,
+) -> IngestReport:
+    """Ingest ``path``; every valid message lands, every invalid one is reported."""
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    fmt = fmt or detect_format(path)
+    report = IngestReport(source=str(path), format=fmt)
+    with RejectsReport(report_path(path, settings.home)) as rejects, db.connection() as conn:
+        if fmt == "locomo":
+            _ingest_locomo(conn, path, settings, report, rejects)
+        else:
+            _ingest_transcript(conn, path, fmt, settings, report, rejects, progress)
+        report.rejected = rejects.count
+        report.first_rejects = rejects.first
+        report.rejects_path = str(rejects.path) if rejects.count else None
+    return report
+
+
+def _ingest_transcript(
+    conn: psycopg.Connection,
+    path: Path,
+    fmt: Format,
+    settings: Settings,
+    report: IngestReport,
+    rejects: RejectsReport,
+    progress: Progress | None,
+) -> None:
+    reader = READERS[fmt]
+    with conn.transaction():
+        conn.execute(sql.statement("ingest_stage"))
+        for batch in reader(path, settings.ingest_batch_rows, settings.max_message_chars):
+            report.read += batch.read
+            for reject in batch.rejects:
+                rejects.add(reject)
+            if batch.rows:
+                with conn.cursor().copy(
+                    "COPY slowwave_ingest (line, conversation_id, message_id, at, speaker, text, "
+                    "session_id) FROM STDIN WITH (FORMAT BINARY)"
+                ) as copy:
+                    copy.set_types(_STAGE_TYPES)
+                    for row in batch.rows:
+                        copy.write_row(row)
+            if progress is not None:
+                progress(batch.bytes_read)
+        for line, conversation, message, first in conn.execute(
+            sql.statement("ingest_duplicates")
+        ).fetchall():
+            rejects.add(
+                Reject(
+                    str(path),
+                    int(line),
+                    f"duplicate message_id {message!r} in conversation {conversation!r} "
+                    f"(first on line {first})",
+                )
+            )
+        made = conn.execute(
+            sql.statement("ingest_segment"),
+            {
+                "gap_s": settings.segment_gap_s,
+                "max_messages": settings.segment_max_messages,
+                "surprise": settings.default_surprise,
+            },
+        ).fetchone()
+    episodes, messages = made if made is not None else (0, 0)
+    report.episodes = int(episodes)
+    report.ingested = int(messages)
+
+
+def _ingest_locomo(
+    conn: psycopg.Connection,
+    path: Path,
+    settings: Settings,
+    report: IngestReport,
+    rejects: RejectsReport,
+) -> None:
+    try:
+        episodes = list(read_locomo(path, surprise=settings.default_surprise, on_error=rejects.add))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        rejects.add(Reject(str(path), 0, f"not a LoCoMo JSON file: {exc}"))
+        return
+    except ValidationError as exc:  # pragma: no cover - read_locomo reports per session
+        rejects.add(Reject(str(path), 0, f"invalid LoCoMo data: {exc}"))
+        return
+    report.read = sum(len(e.messages) for e in episodes)
+    report.episodes, report.ingested = load_episodes_counted(conn, episodes)

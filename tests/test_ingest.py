@@ -1,0 +1,302 @@
+"""Ingestion: transcripts and LoCoMo into episodes, validated, idempotent, in event time."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pyarrow as pa
+import pyarrow.parquet as pq
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
+from models.embedding.base import Embedder
+from models.llm.replay import LoCoMoReplayModel
+from slowwave.db import Database
+from slowwave.settings import Settings
+from tasks.consolidate import consolidate
+from tasks.ingest.transcripts import ingest
+from tests.fix_episodes import with_settings
+
+T0 = datetime(2023, 3, 1, 9, 0, tzinfo=UTC)
+
+
+def message(
+    conversation: str, mid: str, minutes: float, text: str = "", **extra: Any
+) -> dict[str, Any]:
+    return {
+        "conversation_id": conversation,
+        "message_id": mid,
+        "timestamp": (T0 + timedelta(minutes=minutes)).isoformat(),
+        "speaker": "user",
+        "text": text or f"Message {mid} about the garden and the weekend.",
+        **extra,
+    }
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any] | str | bytes]) -> Path:
+    with path.open("wb") as out:
+        for row in rows:
+            if isinstance(row, bytes):
+                out.write(row + b"\n")
+            elif isinstance(row, str):
+                out.write(row.encode() + b"\n")
+            else:
+                out.write(json.dumps(row).encode() + b"\n")
+    return path
+
+
+def episodes_of(conn: psycopg.Connection, conversation: str) -> list[tuple[Any, ...]]:
+    return conn.execute(
+        "SELECT external_key, jsonb_array_length(messages), start_at, end_at, consolidated_at "
+        "FROM episodic_memory WHERE conversation_id = %s ORDER BY start_at",
+        (conversation,),
+    ).fetchall()
+
+
+def test_locomo_ingests_into_187_episodes_at_their_own_2023_times_and_once_only(
+    db: Database, conn: psycopg.Connection, settings: Settings, locomo_path: Path
+) -> None:
+    first = ingest(db, locomo_path, settings)
+    assert (first.episodes, first.ingested, first.rejected) == (187, 4124, 0)
+    assert ingest(db, locomo_path, settings).episodes == 0
+    row = conn.execute(
+        "SELECT start_at, summary IS NOT NULL, jsonb_array_length(messages) FROM episodic_memory "
+        "WHERE external_key = 'locomo:conv-26:session_1'"
+    ).fetchone()
+    assert row == (datetime(2023, 5, 8, 13, 56, tzinfo=UTC), True, 18)
+    (count_2023,) = conn.execute(
+        "SELECT count(*) FROM episodic_memory WHERE extract(year FROM start_at) = 2023"
+    ).fetchone()  # type: ignore[misc]
+    assert count_2023 == 122
+
+
+def test_a_locomo_backfill_yields_facts_valid_in_their_own_time_not_today(
+    db: Database,
+    conn: psycopg.Connection,
+    settings: Settings,
+    embedder: Embedder,
+    locomo_path: Path,
+) -> None:
+    ingest(db, locomo_path, settings)
+    consolidate(db, LoCoMoReplayModel(locomo_path), embedder, settings, conversations=["conv-26"])
+    (latest,) = conn.execute(
+        "SELECT max(valid_at) FROM semantic_memory WHERE conversation_id = 'conv-26'"
+    ).fetchone()  # type: ignore[misc]
+    assert latest.year == 2023
+    assert latest < datetime.now(UTC) - timedelta(days=365)
+
+
+def test_transcripts_are_segmented_by_time_gaps_sessions_and_size(
+    db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path
+) -> None:
+    tuned = with_settings(settings, segment_gap_s=3600, segment_max_messages=3)
+    rows: list[dict[str, Any] | str | bytes] = [
+        # a gap of 2 hours splits; 4 messages in a burst are cut at 3
+        message("gaps", "1", 0),
+        message("gaps", "2", 1),
+        message("gaps", "3", 121),
+        message("gaps", "4", 122),
+        message("gaps", "5", 123),
+        message("gaps", "6", 124),
+        # sessions given by the source win over time gaps
+        message("sessions", "a", 0, session_id="s1"),
+        message("sessions", "b", 500, session_id="s1"),
+        message("sessions", "c", 501, session_id=2),
+    ]
+    report = ingest(db, write_jsonl(tmp_path / "t.jsonl", rows), tuned)
+    assert (report.read, report.ingested, report.rejected, report.episodes) == (9, 9, 0, 5)
+    assert [(k, n) for k, n, *_ in episodes_of(conn, "gaps")] == [
+        ("gaps:1", 2),
+        ("gaps:3", 3),
+        ("gaps:6", 1),
+    ]
+    assert [(k, n) for k, n, *_ in episodes_of(conn, "sessions")] == [
+        ("sessions:a", 2),
+        ("sessions:c", 1),
+    ]
+    (_, _, start, end, _) = episodes_of(conn, "gaps")[1]
+    assert (start, end) == (T0 + timedelta(minutes=121), T0 + timedelta(minutes=123))
+
+
+def test_a_grown_source_adds_only_new_episodes_and_never_rewrites_consolidated_ones(
+    db: Database,
+    conn: psycopg.Connection,
+    settings: Settings,
+    embedder: Embedder,
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "grow.jsonl"
+    rows: list[dict[str, Any] | str | bytes] = [message("g", str(i), i * 90) for i in range(6)]
+    write_jsonl(path, rows)
+    assert ingest(db, path, settings).episodes == 6
+    assert ingest(db, path, settings).episodes == 0, "re-ingesting adds nothing"
+
+    from tests.fix_models import ScriptedModel
+
+    consolidate(db, ScriptedModel(), embedder, settings)
+    before = episodes_of(conn, "g")
+    assert all(e[4] is not None for e in before)
+
+    # the source grew: a message that continues the last episode, and a later one
+    write_jsonl(path, [*rows, message("g", "6", 5 * 90 + 5), message("g", "7", 2000)])
+    grown = ingest(db, path, settings)
+    assert (grown.ingested, grown.episodes) == (2, 2)
+    after = episodes_of(conn, "g")
+    assert after[: len(before)] == before, "consolidated episodes are untouched"
+    assert [(k, n) for k, n, *_ in after[len(before) :]] == [("g:6", 1), ("g:7", 1)]
+
+
+def test_parquet_transcripts_ingest_and_zoneless_timestamps_are_rejected(
+    db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path
+) -> None:
+    zoned = pa.table(
+        {
+            "conversation_id": ["p", "p", "p"],
+            "message_id": ["1", "2", "3"],
+            "timestamp": pa.array(
+                [T0, T0 + timedelta(minutes=1), T0 + timedelta(minutes=2)],
+                type=pa.timestamp("us", tz="UTC"),
+            ),
+            "role": ["user", "assistant", "user"],
+            "text": ["I moved to Lisbon in March.", "How do you like it?", ""],
+        }
+    )
+    pq.write_table(zoned, tmp_path / "zoned.parquet")
+    report = ingest(db, tmp_path / "zoned.parquet", settings)
+    assert (report.read, report.ingested, report.rejected, report.episodes) == (3, 2, 1, 1)
+    assert report.first_rejects[0].line == 3 and "text: is empty" in report.first_rejects[0].reason
+
+    naive = zoned.set_column(
+        2, "timestamp", pa.array([T0.replace(tzinfo=None)] * 3, type=pa.timestamp("us"))
+    )
+    pq.write_table(naive, tmp_path / "naive.parquet")
+    bad = ingest(db, tmp_path / "naive.parquet", settings)
+    assert (bad.ingested, bad.rejected) == (0, 3)
+    assert "no time zone" in bad.first_rejects[0].reason
+
+
+def test_every_kind_of_bad_line_is_reported_with_file_line_and_reason(
+    db: Database, settings: Settings, tmp_path: Path
+) -> None:
+    small = with_settings(settings, max_message_chars=100)
+    rows: list[dict[str, Any] | str | bytes] = [
+        message("v", "1", 0),
+        "{not json",
+        {k: v for k, v in message("v", "2", 1).items() if k != "text"},
+        message("v", "3", 2, text=" "),
+        {**message("v", "4", 3), "timestamp": "2023-03-01T09:00:00"},
+        {**message("v", "5", 4), "timestamp": "last tuesday"},
+        b'{"conversation_id": "v", "message_id": "6", "text": "\xc3\x28"}',
+        message("v", "7", 5, text="x" * 101),
+        message("v", "1", 6),
+        {**message("v", "8", 7), "speaker": 42},
+        "[1, 2, 3]",
+        "",
+        message("v", "9", 8),
+    ]
+    path = write_jsonl(tmp_path / "bad.jsonl", rows)
+    report = ingest(db, path, small)
+    reasons = {r.line: r.reason for r in report.first_rejects}
+    assert set(reasons) == {2, 3, 4, 5, 6, 7, 8, 9, 10, 11}
+    assert reasons[2].startswith("malformed JSON")
+    assert reasons[3] == "text: Field required"
+    assert reasons[4] == "text: is empty"
+    assert reasons[5] == "timestamp: Input should have timezone info"
+    assert reasons[6].startswith("timestamp: Input should be a valid datetime")
+    assert reasons[7].startswith("invalid UTF-8")
+    assert reasons[8] == "text: 101 characters, more than the limit of 100"
+    assert reasons[9] == "duplicate message_id '1' in conversation 'v' (first on line 1)"
+    assert reasons[10] == "speaker: must be a string, not int"
+    assert reasons[11] == "not a JSON object"
+    assert (report.ingested, report.rejected) == (2, 10)
+    written = [
+        json.loads(line) for line in Path(report.rejects_path or "").read_text().splitlines()
+    ]
+    assert {w["line"] for w in written} == set(reasons)
+    assert all(w["source"] == str(path) for w in written)
+
+
+# ── property: whatever the mix, bad lines are reported and good lines land ─────
+
+GOOD = st.builds(
+    lambda mid, minutes, text: ("good", mid, minutes, text),
+    st.integers(0, 10_000),
+    st.floats(0, 10_000, allow_nan=False),
+    st.text(st.characters(blacklist_categories=["Cs", "Cc"]), min_size=1, max_size=80).filter(
+        lambda t: t.strip() != ""
+    ),
+)
+BAD = st.one_of(
+    st.binary(min_size=1, max_size=40).filter(lambda b: b"\n" not in b and b.strip() != b""),
+    st.sampled_from(
+        [
+            "{",
+            "null",
+            '"text"',
+            '{"conversation_id": 1}',
+            '{"conversation_id": "x", "message_id": "m", "timestamp": "2023-01-01", '
+            '"speaker": "u", "text": "zone-less"}',
+            '{"conversation_id": "x", "message_id": [1], "timestamp": "2023-01-01T00:00:00Z", '
+            '"speaker": "u", "text": "list id"}',
+        ]
+    ),
+)
+
+
+@hsettings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(lines=st.lists(st.one_of(GOOD, BAD), min_size=1, max_size=40))
+def test_generated_malformed_transcripts_never_crash_and_lose_no_good_line(
+    db: Database, settings: Settings, tmp_path_factory: Any, lines: list[Any]
+) -> None:
+    conversation = f"h-{uuid.uuid4()}"
+    rows: list[dict[str, Any] | str | bytes] = []
+    good_ids: dict[str, int] = {}
+    expected_bad: set[int] = set()
+    for number, item in enumerate(lines, start=1):
+        if isinstance(item, tuple):
+            _, mid, minutes, text = item
+            rows.append(message(conversation, str(mid), minutes, text=text))
+            if str(mid) in good_ids:
+                expected_bad.add(number)  # a repeated id: the first line wins
+            else:
+                good_ids[str(mid)] = number
+        else:
+            rows.append(item)
+            try:
+                parsed = json.loads(item.decode() if isinstance(item, bytes) else item)
+                is_good = isinstance(parsed, dict) and parsed.get("conversation_id") == conversation
+            except (UnicodeDecodeError, ValueError):
+                is_good = False
+            blank = (
+                item.decode(errors="replace") if isinstance(item, bytes) else item
+            ).strip() == ""
+            if not is_good and not blank:
+                expected_bad.add(number)
+    path = write_jsonl(tmp_path_factory.mktemp("hyp") / "t.jsonl", rows)
+    report = ingest(db, path, settings)
+
+    reported = (
+        {json.loads(x)["line"] for x in Path(report.rejects_path).read_text().splitlines()}
+        if report.rejects_path
+        else set()
+    )
+    assert reported == expected_bad
+    with db.connection() as conn:
+        landed = {
+            r[0]
+            for r in conn.execute(
+                "SELECT message_id FROM ingested_messages WHERE conversation_id = %s",
+                (conversation,),
+            ).fetchall()
+        }
+    assert landed == set(good_ids)
