@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
+from enum import StrEnum
 from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
@@ -21,12 +23,14 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from models.category import Category
 from models.embedding import EmbeddingDimensionMismatch, load_embedder
 from models.llm import RuntimeNotAvailable, load_model
 from models.run import RunSummary
 from slowwave.db import Database, DatabaseUnavailable, MigrationError, migrate
 from slowwave.db.embedded import EmbeddedPostgresError, stop_embedded
 from slowwave.db.status import COUNTS, read_status
+from slowwave.memory import Memory
 from slowwave.settings import Settings, get_settings
 from slowwave.settings_doc import settings_markdown, sync_readme
 from tasks.consolidate import consolidate
@@ -248,6 +252,66 @@ def print_summary(summary: RunSummary) -> None:
 def ensure_migrated(db: Database) -> None:
     """Commands that write need the schema; migrating is idempotent and cheap."""
     migrate(db)
+
+
+class OutputFormat(StrEnum):
+    md = "md"
+    json = "json"
+
+
+@app.command("search")
+@one_line_errors
+def search_command(
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    conversation: Annotated[str, typer.Option("--conversation", "-c", help="Conversation id.")],
+    k: Annotated[int, typer.Option("-k", help="How many facts.")] = 10,
+    category: Annotated[
+        Category | None, typer.Option("--category", help="Only this category.")
+    ] = None,
+    as_of: Annotated[
+        datetime | None,
+        typer.Option(
+            "--as-of",
+            help="What was valid at this event time (ISO 8601; UTC when no zone is given).",
+            formats=["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"],
+        ),
+    ] = None,
+    ranker: Annotated[str, typer.Option("--ranker", help="hybrid, vector or fulltext.")] = "hybrid",
+    output: Annotated[OutputFormat, typer.Option("--format", help="md or json.")] = OutputFormat.md,
+    split_guidelines: Annotated[
+        bool,
+        typer.Option("--split-guidelines", help="md as Known Facts / Behavioral Guidelines."),
+    ] = False,
+) -> None:
+    """Hybrid search over one conversation's facts."""
+    if ranker not in ("hybrid", "vector", "fulltext"):
+        raise typer.BadParameter("--ranker must be hybrid, vector or fulltext")
+    if as_of is not None and as_of.tzinfo is None:
+        as_of = as_of.replace(tzinfo=UTC)
+    with Memory(get_settings()) as memory:
+        hits = memory.search(
+            query,
+            conversation,
+            k,
+            category=category,
+            as_of=as_of,
+            ranker=ranker,  # type: ignore[arg-type]
+        )
+    if output is OutputFormat.json:
+        typer.echo(json.dumps([h.model_dump(mode="json") for h in hits], indent=2))
+    else:
+        typer.echo(Memory.markdown(hits, split_guidelines=split_guidelines))
+
+
+@app.command("context")
+@one_line_errors
+def context_command(
+    conversation: Annotated[str, typer.Option("--conversation", "-c", help="Conversation id.")],
+    budget: Annotated[int, typer.Option("--budget", help="Token budget.")] = 500,
+) -> None:
+    """Guidelines and top identity / preference facts for a system prompt."""
+    with Memory(get_settings()) as memory:
+        typer.echo(memory.context(conversation, budget))
 
 
 @app.command("settings")

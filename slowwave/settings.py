@@ -115,6 +115,16 @@ class Settings(BaseSettings):
         description="Failed applies of a chunk before its episodes are quarantined.",
     )
 
+    # ── retrieval ────────────────────────────────────────────────────────────
+    rrf_k: int = Field(
+        default=60,
+        ge=1,
+        description="Reciprocal rank fusion constant: score = sum of 1 / (rrf_k + rank).",
+    )
+    search_candidates: int = Field(
+        default=100, ge=1, description="Candidates each ranker contributes before fusion."
+    )
+
     # ── ingestion ────────────────────────────────────────────────────────────
     ingest_batch_rows: int = Field(
         default=20000, ge=1, description="Transcript rows read and validated per batch."

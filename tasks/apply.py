@@ -64,6 +64,7 @@ class _LogRow:
     episode_ids: list[UUID]
     event_time: datetime
     reason: str | None
+    proposed_fact: str | None
 
 
 _STAGE_TYPES = [
@@ -78,7 +79,7 @@ _STAGE_TYPES = [
 ]
 _LOG_COLUMNS = (
     "run_id, conversation_id, chunk_id, proposed_action, action, fact_id, previous_fact_id, "
-    "similarity, episode_ids, event_time, reason"
+    "similarity, episode_ids, event_time, reason, proposed_fact"
 )
 _LOG_TYPES = [
     "uuid",
@@ -91,6 +92,7 @@ _LOG_TYPES = [
     "float4",
     "uuid[]",
     "timestamptz",
+    "text",
     "text",
 ]
 
@@ -334,16 +336,15 @@ def _apply(
     for rejection in plan.rejections:
         log.append(
             _LogRow(
-                str(rejection.proposed),
-                "rejected",
-                None,
-                rejection.target_id,
-                None,
-                plan.episode_ids,
-                plan.event_time,
-                rejection.reason
-                if rejection.fact is None
-                else f"{rejection.reason}: {rejection.fact[:200]}",
+                proposed=str(rejection.proposed),
+                action="rejected",
+                fact_id=None,
+                previous_fact_id=rejection.target_id,
+                similarity=None,
+                episode_ids=plan.episode_ids,
+                event_time=plan.event_time,
+                reason=rejection.reason,
+                proposed_fact=rejection.fact,
             )
         )
 
@@ -400,6 +401,7 @@ def _apply(
                         entry.episode_ids,
                         entry.event_time,
                         entry.reason,
+                        entry.proposed_fact,
                     )
                 )
     conn.execute(
@@ -417,12 +419,13 @@ def _row(
     similarity: float | None,
 ) -> _LogRow:
     return _LogRow(
-        str(action.proposed),
-        applied,
-        fact_id,
-        previous,
-        similarity,
-        action.episode_ids,
-        action.event_time,
-        action.reason,
+        proposed=str(action.proposed),
+        action=applied,
+        fact_id=fact_id,
+        previous_fact_id=previous,
+        similarity=similarity,
+        episode_ids=action.episode_ids,
+        event_time=action.event_time,
+        reason=action.reason,
+        proposed_fact=action.fact,
     )

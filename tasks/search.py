@@ -1,0 +1,158 @@
+"""search: what an agent gets back out of semantic memory.
+
+Hybrid retrieval (full text + exact vector, fused by reciprocal rank fusion) over one
+conversation's facts: the active ones, or those valid at a point in event time (``as_of``).
+Renders seed 001's markdown, seed 000's Known Facts / Behavioral Guidelines split, or JSON
+with both ranks and the fused score; ``context`` packs the facts an agent should always have
+into a token budget.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Literal
+from uuid import UUID
+
+import numpy as np
+import psycopg
+from psycopg.rows import dict_row
+from pydantic import BaseModel, Field
+
+import sql
+from models.category import Category
+from models.embedding.base import Embedder
+from slowwave.settings import Settings
+
+Ranker = Literal["hybrid", "vector", "fulltext"]
+
+
+class SearchHit(BaseModel):
+    """One fact found, with how each ranker placed it."""
+
+    id: UUID
+    category: Category
+    fact: str
+    keywords: list[str]
+    source_episodic_ids: list[UUID]
+    valid_at: datetime
+    invalid_at: datetime | None
+    fulltext_rank: int | None = Field(description="Rank among full-text candidates, if any.")
+    vector_rank: int | None = Field(description="Rank among vector candidates, if any.")
+    score: float = Field(description="Reciprocal rank fusion score.")
+
+    @property
+    def sources(self) -> int:
+        return len(self.source_episodic_ids)
+
+
+def search(
+    conn: psycopg.Connection,
+    embedder: Embedder,
+    query: str,
+    conversation_id: str,
+    k: int = 10,
+    *,
+    category: Category | str | None = None,
+    as_of: datetime | None = None,
+    ranker: Ranker = "hybrid",
+    settings: Settings,
+) -> list[SearchHit]:
+    """The top ``k`` facts of ``conversation_id`` for ``query``."""
+    if category is not None:
+        category = Category(category)
+    if as_of is not None and as_of.tzinfo is None:
+        raise ValueError("as_of needs a time zone")
+    vector = (
+        embedder.embed([query])[0]
+        if ranker != "fulltext"
+        else np.zeros(embedder.dim, dtype=np.float32)
+    )
+    with conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(
+            sql.statement("search"),
+            {
+                "conversation_id": conversation_id,
+                "category": category.value if category is not None else None,
+                "as_of": as_of,
+                "query": query,
+                "vector": vector,
+                "use_fulltext": ranker != "vector",
+                "use_vector": ranker != "fulltext",
+                "candidates": settings.search_candidates,
+                "rrf_k": settings.rrf_k,
+                "k": k,
+            },
+        ).fetchall()
+    return [SearchHit.model_validate(r) for r in rows]
+
+
+def _sources(hit: SearchHit) -> str:
+    noun = "conversation" if hit.sources == 1 else "conversations"
+    return f"(sources: {hit.sources} {noun})"
+
+
+def render_markdown(hits: Sequence[SearchHit]) -> str:
+    """Seed 001's tool-result format."""
+    lines = ["## Semantic Memory"]
+    lines += [f"- [{h.category.value}] {h.fact} {_sources(h)}" for h in hits]
+    return "\n".join(lines)
+
+
+def render_split(hits: Sequence[SearchHit]) -> str:
+    """Seed 000's format: guidelines apart from the facts they govern."""
+    facts = [h for h in hits if h.category is not Category.guideline]
+    guidelines = [h for h in hits if h.category is Category.guideline]
+    lines = ["## Known Facts"]
+    lines += [f"- {h.fact} {_sources(h)}" for h in facts] or ["- (none)"]
+    lines += ["", "## Behavioral Guidelines"]
+    lines += [f"- {h.fact} {_sources(h)}" for h in guidelines] or ["- (none)"]
+    return "\n".join(lines)
+
+
+def estimate_tokens(text: str) -> int:
+    """A model-agnostic estimate (about four characters a token) for budgeting."""
+    return math.ceil(len(text) / 4)
+
+
+CONTEXT_CATEGORIES = (Category.guideline, Category.identity, Category.preference)
+
+
+def context(
+    conn: psycopg.Connection,
+    conversation_id: str,
+    budget_tokens: int,
+    *,
+    as_of: datetime | None = None,
+) -> str:
+    """Guidelines, then identity and preference facts, best corroborated first, within budget.
+
+    For a system prompt before any query is known (``context_pre_retrieve`` in seed 001).
+    """
+    with conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(
+            sql.statement("context"),
+            {
+                "conversation_id": conversation_id,
+                "categories": [c.value for c in CONTEXT_CATEGORIES],
+                "as_of": as_of,
+            },
+        ).fetchall()
+    chosen: dict[str, list[str]] = {c.value: [] for c in CONTEXT_CATEGORIES}
+    used = estimate_tokens("## Behavioral Guidelines\n## Known Facts\n")
+    for row in rows:
+        line = f"- [{row['category']}] {row['fact']}"
+        cost = estimate_tokens(line) + 1
+        if used + cost > budget_tokens:
+            continue
+        used += cost
+        chosen[row["category"]].append(line)
+    guidelines = chosen[Category.guideline.value]
+    known = chosen[Category.identity.value] + chosen[Category.preference.value]
+    parts = []
+    if guidelines:
+        parts += ["## Behavioral Guidelines", *guidelines]
+    if known:
+        parts += ["## Known Facts", *known]
+    return "\n".join(parts)

@@ -1,0 +1,250 @@
+"""Retrieval: hybrid ranking, event-time queries, category filter, exact vector search."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+import numpy as np
+import psycopg
+import pytest
+
+from models.consolidation import ConsolidationOutput, FactAction
+from models.embedding.base import Embedder
+from models.fact import embedding_text
+from slowwave.db import Database
+from slowwave.memory import Memory
+from slowwave.settings import Settings
+from tasks.consolidate import consolidate
+from tasks.search import context, render_markdown, render_split, search
+from tests.fix_episodes import add, at, make_episode, with_settings
+from tests.fix_models import ScriptedModel, fact, shown_facts
+
+NOW = datetime(2024, 1, 1, tzinfo=UTC)
+
+# (category, fact, keywords): a small labelled memory of one person
+MEMORY = [
+    (
+        "identity",
+        "Priya works as a veterinary nurse at the Riverside animal clinic",
+        ["Priya", "Riverside"],
+    ),
+    ("identity", "Priya grew up in Nairobi before moving abroad", ["Nairobi"]),
+    ("preference", "Priya's favourite food is spicy ramen", ["ramen"]),
+    ("preference", "Priya dislikes horror movies", ["horror"]),
+    ("interest", "Priya plays the cello in a community orchestra", ["cello", "orchestra"]),
+    ("interest", "Priya collects vintage postcards from train stations", ["postcards"]),
+    ("relationship", "Priya's brother Tomasz is a pilot for a cargo airline", ["Tomasz"]),
+    ("relationship", "Priya adopted a three-legged greyhound called Biscuit", ["Biscuit"]),
+    ("experience", "Priya ran the Berlin marathon in 2021", ["Berlin", "marathon"]),
+    ("experience", "Priya broke her wrist while ice skating last winter", ["wrist"]),
+    ("goal", "Priya wants to open a cat cafe within five years", ["cafe"]),
+    ("goal", "Priya is saving money for a trip to Patagonia", ["Patagonia"]),
+    ("personality", "Priya gets anxious before public speaking", ["anxious"]),
+    ("guideline", "The assistant should keep answers short when Priya is at work", ["short"]),
+    ("guideline", "The assistant should never mention Priya's ex-partner", ["ex-partner"]),
+]
+# (query, index of the relevant fact): keyword-led and meaning-led questions
+QUESTIONS = [
+    ("Where does Priya work?", 0),
+    ("Which city did she grow up in?", 1),
+    ("What meal does Priya love most?", 2),
+    ("What kind of films does she avoid?", 3),
+    ("Which instrument does Priya play?", 4),
+    ("What does Priya collect?", 5),
+    ("What is Tomasz's job?", 6),
+    ("What is the name of Priya's dog?", 7),
+    ("Has Priya run a marathon?", 8),
+    ("Which bone did she fracture?", 9),
+    ("What business does Priya dream of starting?", 10),
+    ("Where is Priya planning to travel?", 11),
+    ("How does Priya feel about giving talks?", 12),
+    ("How long should replies be during her shift?", 13),
+]
+
+
+def _insert(
+    conn: psycopg.Connection,
+    conversation: str,
+    rows: list[tuple[str, str, list[str]]],
+    vectors: np.ndarray,
+    **extra: object,
+) -> list[uuid.UUID]:
+    ids = [uuid.uuid4() for _ in rows]
+    with (
+        conn.transaction(),
+        conn.cursor().copy(
+            "COPY semantic_memory (id, conversation_id, category, fact, keywords, "
+            "source_episodic_ids, valid_at, embedding) FROM STDIN WITH (FORMAT BINARY)"
+        ) as copy,
+    ):
+        copy.set_types(
+            ["uuid", "text", "text", "text", "text[]", "uuid[]", "timestamptz", "vector"]
+        )
+        for fact_id, (category, text, keywords), vector in zip(ids, rows, vectors, strict=True):
+            copy.write_row(
+                (fact_id, conversation, category, text, keywords, [uuid.uuid4()], NOW, vector)
+            )
+    return ids
+
+
+@pytest.fixture
+def priya(conn: psycopg.Connection, embedder: Embedder) -> list[uuid.UUID]:
+    vectors = embedder.embed([embedding_text(c, f, k) for c, f, k in MEMORY])
+    return _insert(conn, "priya", MEMORY, vectors)
+
+
+def _recall(ranked: list[list[uuid.UUID]], ids: list[uuid.UUID], k: int) -> float:
+    hits = [ids[target] in found[:k] for found, (_, target) in zip(ranked, QUESTIONS, strict=True)]
+    return sum(hits) / len(hits)
+
+
+def test_hybrid_ranking_beats_or_equals_each_single_ranker(
+    conn: psycopg.Connection, embedder: Embedder, settings: Settings, priya: list[uuid.UUID]
+) -> None:
+    results = {}
+    for ranker in ("hybrid", "vector", "fulltext"):
+        ranked = [
+            [h.id for h in search(conn, embedder, q, "priya", 5, ranker=ranker, settings=settings)]  # type: ignore[arg-type]
+            for q, _ in QUESTIONS
+        ]
+        results[ranker] = {k: _recall(ranked, priya, k) for k in (1, 3, 5)}
+    for k in (1, 3, 5):
+        assert results["hybrid"][k] >= results["vector"][k], results
+        assert results["hybrid"][k] >= results["fulltext"][k], results
+    assert results["hybrid"][3] >= 0.8, results
+
+
+def test_hits_carry_both_ranks_and_the_fused_score(
+    conn: psycopg.Connection, embedder: Embedder, settings: Settings, priya: list[uuid.UUID]
+) -> None:
+    (top, *_) = search(conn, embedder, "Biscuit the greyhound", "priya", 3, settings=settings)
+    assert top.id == priya[7]
+    assert top.fulltext_rank == 1 and top.vector_rank == 1
+    assert top.score == pytest.approx(2 / (settings.rrf_k + 1))
+    other = with_settings(settings, rrf_k=30)
+    (top30, *_) = search(conn, embedder, "Biscuit the greyhound", "priya", 3, settings=other)
+    assert top30.score == pytest.approx(2 / 31)
+
+
+def test_the_category_filter_keeps_only_that_category(
+    conn: psycopg.Connection, embedder: Embedder, settings: Settings, priya: list[uuid.UUID]
+) -> None:
+    hits = search(conn, embedder, "Priya", "priya", 10, category="guideline", settings=settings)
+    assert {h.id for h in hits} == {priya[13], priya[14]}
+    split = render_split(hits)
+    assert split.startswith("## Known Facts\n- (none)\n\n## Behavioral Guidelines\n- The assistant")
+
+
+def test_search_never_returns_another_conversations_facts(
+    conn: psycopg.Connection, embedder: Embedder, settings: Settings, priya: list[uuid.UUID]
+) -> None:
+    other = [
+        ("identity", "Priya works as a veterinary nurse at the Riverside animal clinic", ["Priya"])
+    ]
+    _insert(conn, "someone-else", other, embedder.embed([other[0][1]]))
+    hits = search(conn, embedder, "veterinary nurse Riverside", "priya", 20, settings=settings)
+    assert {h.id for h in hits} <= set(priya)
+
+
+def test_markdown_follows_seed_001(
+    conn: psycopg.Connection, embedder: Embedder, settings: Settings, priya: list[uuid.UUID]
+) -> None:
+    hits = search(conn, embedder, "cello orchestra", "priya", 1, settings=settings)
+    assert render_markdown(hits) == (
+        "## Semantic Memory\n"
+        "- [interest] Priya plays the cello in a community orchestra (sources: 1 conversation)"
+    )
+
+
+def test_context_packs_guidelines_then_identity_and_preferences_into_the_budget(
+    conn: psycopg.Connection, priya: list[uuid.UUID]
+) -> None:
+    full = context(conn, "priya", 1000)
+    assert full.splitlines()[0] == "## Behavioral Guidelines"
+    assert "[identity] Priya grew up in Nairobi" in full and "[preference]" in full
+    assert "[interest]" not in full and "[goal]" not in full
+    small = context(conn, "priya", 60)
+    assert len(small) / 4 <= 60
+    assert small.count("[guideline]") == 2, "guidelines are packed first"
+    assert "[identity]" not in small, "the identity facts do not fit; shorter ones may"
+
+
+def test_as_of_returns_beijing_before_the_move_and_tokyo_after(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    moved = at(2025, 6, 15)
+    add(
+        conn,
+        make_episode("m", "m1", "I live in Beijing with my parents.", at(2025, 1, 1)),
+        make_episode("m", "m2", "The weather is nice today, sunny and warm.", at(2025, 2, 1)),
+        make_episode("m", "m3", "I moved to Tokyo for a new job!", moved),
+    )
+
+    def move(r: object) -> ConsolidationOutput:
+        old = shown_facts(r)["User lives in Beijing"]  # type: ignore[arg-type]
+        return ConsolidationOutput(
+            facts=[
+                fact(
+                    "User lives in Tokyo",
+                    action=FactAction.update,
+                    existing=old,
+                    keywords=["Tokyo"],
+                )
+            ]
+        )
+
+    model = ScriptedModel(
+        {
+            "m1": lambda r: ConsolidationOutput(
+                facts=[fact("User lives in Beijing", keywords=["Beijing"])]
+            ),
+            "m3": move,
+        }
+    )
+    consolidate(db, model, embedder, with_settings(settings, chunk_size=1))
+
+    def where(as_of: datetime | None) -> list[str]:
+        hits = search(
+            conn, embedder, "Where does the user live?", "m", 5, as_of=as_of, settings=settings
+        )
+        return [h.fact for h in hits]
+
+    assert where(at(2025, 3, 1)) == ["User lives in Beijing"]
+    assert where(at(2025, 7, 1)) == ["User lives in Tokyo"]
+    assert where(None) == ["User lives in Tokyo"]
+    assert where(at(2024, 12, 31)) == []
+
+
+def test_the_vector_query_is_exact_on_a_conversation_of_5000_facts(
+    conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    rng = np.random.default_rng(42)
+    vectors = rng.standard_normal((5000, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    rows = [("interest", f"Fact number {i} about topic {i % 97}", ["topic"]) for i in range(5000)]
+    ids = _insert(conn, "big", rows, vectors)
+    noise = rng.standard_normal((5000, 384)).astype(np.float32)
+    _insert(conn, "other", rows, noise)
+    conn.execute("ANALYZE semantic_memory")
+
+    query = "a question about topic forty-two"
+    expected = np.argsort(-(vectors @ embedder.embed([query])[0]), kind="stable")[:100]
+    hits = search(conn, embedder, query, "big", 100, ranker="vector", settings=settings)
+    assert [h.id for h in hits] == [ids[i] for i in expected]
+
+
+def test_the_python_api_searches_and_builds_context(
+    database: Database,
+    settings: Settings,
+    embedder: Embedder,
+    conn: psycopg.Connection,
+    priya: list[uuid.UUID],
+) -> None:
+    with Memory(settings, embedder=embedder) as memory:
+        hits = memory.search("What is Tomasz's job?", "priya", k=2)
+        assert hits[0].id == priya[6]
+        assert memory.markdown(hits).startswith(
+            "## Semantic Memory\n- [relationship] Priya's brother"
+        )
+        assert "## Behavioral Guidelines" in memory.context("priya", 200)
