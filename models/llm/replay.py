@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
 
@@ -25,7 +25,8 @@ from models.consolidation import (
 )
 from models.llm.base import ConsolidationRequest, ModelAnswer
 
-LOCOMO_KEY = re.compile(r"^locomo:(?P<sample>[^:]+):session_(?P<session>\d+)$")
+# locomo:<sample>:session_<n>, optionally with a suffix (a second copy of a session)
+LOCOMO_KEY = re.compile(r"^locomo:(?P<sample>[^:]+):session_(?P<session>\d+)(?::.*)?$")
 
 _CATEGORY_RULES: tuple[tuple[Category, re.Pattern[str]], ...] = (
     (
@@ -110,12 +111,13 @@ class LoCoMoReplayModel:
 
     name = "replay"
 
-    def __init__(self, data_path: Path) -> None:
+    def __init__(self, data_path: Path, reword: Callable[[str], str] | None = None) -> None:
         if not data_path.is_file():
             raise FileNotFoundError(
                 f"LoCoMo replay data not found at {data_path}; set SLOWWAVE_REPLAY_DATA"
             )
         self.data_path = data_path
+        self.reword = reword
 
     @cached_property
     def _observations(self) -> dict[tuple[str, int], list[tuple[str, str, list[str]]]]:
@@ -144,7 +146,7 @@ class LoCoMoReplayModel:
                     ConsolidatedFact(
                         action=FactAction.new,
                         category=categorize(sentence).value,
-                        fact=sentence,
+                        fact=self.reword(sentence) if self.reword else sentence,
                         keywords=keywords_of(sentence, speaker),
                         episodes=[episode_short_id(index)],
                     )

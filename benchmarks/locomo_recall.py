@@ -1,0 +1,280 @@
+"""Retrieval quality on LoCoMo: evidence recall@k per ranker, and dedupe quality.
+
+Ingests and consolidates the LoCoMo conversations with the replay model (gold observations
+as facts), then for every question retrieves the top-k facts of its conversation and measures
+evidence recall@k (k = 5, 10, 20):
+
+- session level: the share of the question's evidence sessions that some retrieved fact has
+  as a source episode;
+- turn level: the share of the question's evidence turns (``D3:7``) that some retrieved fact
+  carries as evidence (the replay model's facts are gold observations, whose evidence turns
+  the data set lists; a merged fact carries the evidence of every sentence merged into it);
+
+for hybrid, vector-only and full-text-only ranking, and by question category. Then dedupe
+quality: every session is replayed a second time with its facts lightly reworded by a fixed
+rule; the share merged into their originals and the share of distinct facts falsely merged
+are reported.
+
+    python -m benchmarks.locomo_recall [--data PATH] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
+KS = (5, 10, 20)
+RANKERS = ("hybrid", "vector", "fulltext")
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+_TURN = re.compile(r"^D(\d+):(\d+)$")
+_REWORDS = (
+    (" recently ", " lately "),
+    (" really ", " truly "),
+    (" also ", " as well "),
+    (" loves ", " adores "),
+    (" likes ", " enjoys "),
+)
+
+
+def reword(sentence: str) -> str:
+    """A light, deterministic rewording: one word swapped for a synonym, no final period."""
+    text = sentence.rstrip(". ")
+    for old, new in _REWORDS:
+        if old in text:
+            return text.replace(old, new, 1)
+    return text
+
+
+def normalize(sentence: str) -> str:
+    return " ".join(sentence.lower().rstrip(". ").split())
+
+
+def turns(evidence: Iterable[str]) -> set[str]:
+    """The well-formed dialogue ids among ``evidence`` (a few in the data set are not)."""
+    found = set()
+    for item in evidence:
+        for part in str(item).replace(",", ";").split(";"):
+            part = part.strip()
+            if _TURN.match(part):
+                found.add(part)
+    return found
+
+
+def session_of(turn: str) -> int:
+    match = _TURN.match(turn)
+    assert match is not None
+    return int(match.group(1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--json", action="store_true", help="end with one line of JSON")
+    args = parser.parse_args()
+
+    from models.embedding import load_embedder
+    from models.llm.replay import LoCoMoReplayModel
+    from slowwave.db import Database, migrate
+    from slowwave.settings import Settings
+    from tasks.consolidate import consolidate
+    from tasks.ingest.load import load_episodes
+    from tasks.ingest.locomo import read_locomo
+    from tasks.search import search
+
+    data = json.loads(args.data.read_text(encoding="utf-8"))
+    evidence_of: dict[tuple[str, str], set[str]] = defaultdict(set)  # (conv, sentence) → turns
+    for conversation in data:
+        for by_speaker in conversation.get("observation", {}).values():
+            for items in by_speaker.values():
+                for sentence, evidence in items:
+                    ev = [evidence] if isinstance(evidence, str) else evidence
+                    evidence_of[(conversation["sample_id"], normalize(sentence))] |= turns(ev)
+
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="slowwave-recall-") as home:
+        settings = Settings(home=Path(home), replay_data=args.data, _env_file=None)  # type: ignore[call-arg]
+        embedder = load_embedder(settings)
+        with Database(settings) as db:
+            migrate(db)
+            with db.connection() as conn:
+                load_episodes(conn, read_locomo(args.data, surprise=settings.default_surprise))
+            first = consolidate(db, LoCoMoReplayModel(args.data), embedder, settings)
+            with db.connection() as conn:
+                fact_sessions, fact_turns = _fact_provenance(conn, evidence_of)
+                recall, by_category, questions = _recall(
+                    conn, embedder, settings, data, fact_sessions, fact_turns, search
+                )
+                before = _fact_texts(conn)
+            # dedupe quality: every session again, its facts lightly reworded
+            with db.connection() as conn:
+                again = [
+                    e.model_copy(update={"external_key": e.external_key + ":replay"})
+                    for e in read_locomo(args.data, surprise=settings.default_surprise)
+                ]
+                load_episodes(conn, again)
+            second = consolidate(
+                db, LoCoMoReplayModel(args.data, reword=reword), embedder, settings
+            )
+            with db.connection() as conn:
+                dedupe = _dedupe(conn, first.run_id, second.run_id, before)
+    figures: dict[str, Any] = {
+        **recall,
+        "by_category": by_category,
+        "dedupe": dedupe,
+        "questions": questions,
+        "facts": first.facts_inserted,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    _print(figures)
+    if args.json:
+        print(json.dumps(figures))
+
+
+def _fact_provenance(
+    conn: Any, evidence_of: dict[tuple[str, str], set[str]]
+) -> tuple[dict[Any, set[int]], dict[Any, set[str]]]:
+    """fact id → evidence sessions (its source episodes), and → evidence turns."""
+    sessions: dict[Any, set[int]] = defaultdict(set)
+    for fact_id, key in conn.execute(
+        "SELECT f.id, e.external_key FROM semantic_memory f "
+        "JOIN episodic_memory e ON e.id = ANY(f.source_episodic_ids)"
+    ):
+        sessions[fact_id].add(int(key.split(":")[2].removeprefix("session_")))
+    fact_turns: dict[Any, set[str]] = defaultdict(set)
+    for fact_id, conversation, sentence in conn.execute(
+        "SELECT fact_id, conversation_id, proposed_fact FROM decision_log "
+        "WHERE action IN ('new', 'merge')"
+    ):
+        fact_turns[fact_id] |= evidence_of.get((conversation, normalize(sentence or "")), set())
+    return sessions, fact_turns
+
+
+def _recall(
+    conn: Any,
+    embedder: Any,
+    settings: Any,
+    data: list[dict[str, Any]],
+    fact_sessions: dict[Any, set[int]],
+    fact_turns: dict[Any, set[str]],
+    search: Any,
+) -> tuple[dict[str, Any], dict[str, Any], int]:
+    sums = {r: {lv: dict.fromkeys(KS, 0.0) for lv in ("session", "turn")} for r in RANKERS}
+    cat_sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    cat_counts: dict[str, int] = defaultdict(int)
+    count = 0
+    for conversation in data:
+        sample = conversation["sample_id"]
+        for qa in conversation["qa"]:
+            gold_turns = turns(qa.get("evidence", []))
+            if not gold_turns:
+                continue
+            gold_sessions = {session_of(t) for t in gold_turns}
+            count += 1
+            category = CATEGORIES.get(int(qa.get("category", 0)), "other")
+            cat_counts[category] += 1
+            for ranker in RANKERS:
+                hits = search(
+                    conn,
+                    embedder,
+                    qa["question"],
+                    sample,
+                    max(KS),
+                    ranker=ranker,
+                    settings=settings,
+                )
+                for k in KS:
+                    top = hits[:k]
+                    got_sessions = (
+                        set().union(*(fact_sessions[h.id] for h in top)) if top else set()
+                    )
+                    got_turns = set().union(*(fact_turns[h.id] for h in top)) if top else set()
+                    s = len(gold_sessions & got_sessions) / len(gold_sessions)
+                    t = len(gold_turns & got_turns) / len(gold_turns)
+                    sums[ranker]["session"][k] += s
+                    sums[ranker]["turn"][k] += t
+                    if k == 10:
+                        cat_sums[category][f"{ranker}_session"] += s
+                        cat_sums[category][f"{ranker}_turn"] += t
+    recall = {
+        r: {lv: {str(k): round(v / count, 4) for k, v in ks.items()} for lv, ks in levels.items()}
+        for r, levels in sums.items()
+    }
+    by_category = {
+        c: {
+            "questions": cat_counts[c],
+            **{f"{key}@10": round(v / cat_counts[c], 4) for key, v in sorted(cat_sums[c].items())},
+        }
+        for c in sorted(cat_counts)
+    }
+    return recall, by_category, count
+
+
+def _fact_texts(conn: Any) -> dict[Any, str]:
+    return {i: normalize(t) for i, t in conn.execute("SELECT id, fact FROM semantic_memory")}
+
+
+def _dedupe(conn: Any, first_run: Any, second_run: Any, texts: dict[Any, str]) -> dict[str, Any]:
+    """Merges in the first pass between different sentences are false; in the replay, a
+    reworded sentence should merge into the fact of its own original sentence."""
+    merged_into: dict[Any, set[str]] = defaultdict(set)  # fact → sentences it absorbed
+    first_false = 0
+    distinct = len(set(texts.values()))
+    for target, sentence in conn.execute(
+        "SELECT fact_id, proposed_fact FROM decision_log WHERE run_id = %s AND action = 'merge'",
+        (first_run,),
+    ):
+        merged_into[target].add(normalize(sentence))
+        if normalize(sentence) != texts.get(target):
+            first_false += 1
+    replayed = merged = false = 0
+    for action, target, sentence in conn.execute(
+        "SELECT action, fact_id, proposed_fact FROM decision_log "
+        "WHERE run_id = %s AND action IN ('new', 'merge')",
+        (second_run,),
+    ):
+        replayed += 1
+        if action != "merge":
+            continue
+        merged += 1
+        own = {texts.get(target), *merged_into[target]}
+        originals = {normalize(s) for s in own if s}
+        if not any(reword(o).lower().rstrip(". ") == normalize(sentence) for o in originals):
+            false += 1
+    return {
+        "distinct_facts": distinct,
+        "first_pass_false_merges": first_false,
+        "first_pass_false_merge_share": round(first_false / max(distinct, 1), 4),
+        "replayed_facts": replayed,
+        "replay_merged_share": round(merged / max(replayed, 1), 4),
+        "replay_false_merges": false,
+        "replay_false_merge_share": round(false / max(distinct, 1), 4),
+    }
+
+
+def _print(figures: dict[str, Any]) -> None:
+    print(f"questions with evidence: {figures['questions']}, facts: {figures['facts']}")
+    print(f"{'ranker':>9} {'level':>8} " + " ".join(f"{'@' + str(k):>7}" for k in KS))
+    for ranker in RANKERS:
+        for level in ("session", "turn"):
+            row = " ".join(f"{figures[ranker][level][str(k)]:>7.3f}" for k in KS)
+            print(f"{ranker:>9} {level:>8} {row}")
+    print("recall@10 by category (session level / turn level):")
+    for category, values in figures["by_category"].items():
+        cells = "  ".join(
+            f"{r} {values[f'{r}_session@10']:.3f}/{values[f'{r}_turn@10']:.3f}" for r in RANKERS
+        )
+        print(f"  {category:>12} ({values['questions']:>3}): {cells}")
+    print("dedupe:", json.dumps(figures["dedupe"]))
+    print(f"took {figures['seconds']} s")
+
+
+if __name__ == "__main__":
+    main()

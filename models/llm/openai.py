@@ -1,0 +1,141 @@
+"""Any OpenAI-compatible chat-completions endpoint: a vLLM server, llama.cpp's server,
+Ollama, or a hosted API.
+
+The batch is sent with bounded concurrency; each call asks for the answer schema through
+``response_format`` (JSON schema), has a timeout, and is retried with exponential backoff on
+429, 5xx and connection errors. The API key comes from settings and is never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+from tenacity import (
+    AsyncRetrying,
+    RetryError,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+from models.llm.base import ConsolidationRequest, ModelAnswer
+
+RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, httpx.HTTPStatusError):
+        return exc.response.status_code in RETRYABLE_STATUS
+    return isinstance(exc, httpx.TransportError)
+
+
+class OpenAICompatibleModel:
+    """A ``ConsolidationModel`` over HTTP."""
+
+    name = "openai"
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        max_tokens: int = 1024,
+        temperature: float = 0.0,
+        concurrency: int = 8,
+        timeout_s: float = 120.0,
+        max_retries: int = 5,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.concurrency = concurrency
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    def __repr__(self) -> str:  # never show the key
+        return f"OpenAICompatibleModel(base_url={self.base_url!r}, model={self.model!r})"
+
+    def body(self, request: ConsolidationRequest) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": request.system},
+                {"role": "user", "content": request.user},
+            ],
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": "consolidation_output",
+                    "schema": request.json_schema,
+                    "strict": True,
+                },
+            },
+        }
+
+    def consolidate(self, requests: Sequence[ConsolidationRequest]) -> list[ModelAnswer]:
+        if not requests:
+            return []
+        return asyncio.run(self._all(requests))
+
+    async def _all(self, requests: Sequence[ConsolidationRequest]) -> list[ModelAnswer]:
+        limit = asyncio.Semaphore(self.concurrency)
+        timeout = httpx.Timeout(self.timeout_s, connect=min(10.0, self.timeout_s))
+        async with httpx.AsyncClient(
+            base_url=self.base_url, headers=self._headers, timeout=timeout
+        ) as client:
+
+            async def one(request: ConsolidationRequest) -> ModelAnswer:
+                async with limit:
+                    return await self._call(client, request)
+
+            return list(await asyncio.gather(*(one(r) for r in requests)))
+
+    async def _call(self, client: httpx.AsyncClient, request: ConsolidationRequest) -> ModelAnswer:
+        try:
+            async for attempt in AsyncRetrying(
+                stop=stop_after_attempt(self.max_retries),
+                wait=wait_exponential_jitter(initial=0.5, max=20),
+                retry=retry_if_exception(_retryable),
+                reraise=False,
+            ):
+                with attempt:
+                    response = await client.post("/chat/completions", json=self.body(request))
+                    response.raise_for_status()
+        except RetryError as exc:
+            cause = exc.last_attempt.exception()
+            return ModelAnswer(request.chunk_id, None, f"gave up after retries: {_describe(cause)}")
+        except httpx.HTTPError as exc:
+            return ModelAnswer(request.chunk_id, None, _describe(exc))
+        payload = response.json()
+        usage = payload.get("usage") or {}
+        try:
+            text = payload["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError):
+            return ModelAnswer(request.chunk_id, None, "response has no choices[0].message.content")
+        return ModelAnswer(
+            request.chunk_id,
+            text,
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            extra={"finish_reason": payload["choices"][0].get("finish_reason")},
+        )
+
+    def close(self) -> None:
+        return None
+
+
+def _describe(exc: BaseException | None) -> str:
+    """An error's description without request headers (the key stays out of logs)."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        return f"HTTP {exc.response.status_code} from {exc.request.url}"
+    if exc is None:
+        return "unknown error"
+    return f"{type(exc).__name__}: {exc}"

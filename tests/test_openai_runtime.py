@@ -1,0 +1,120 @@
+"""The OpenAI-compatible runtime against a local HTTP server this test starts and stops."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from models.consolidation import ConsolidationOutput
+from models.llm.base import ConsolidationRequest
+from models.llm.openai import OpenAICompatibleModel
+from tasks.calibrate import parse_answer
+
+ANSWER = {
+    "facts": [
+        {
+            "action": "new",
+            "category": "identity",
+            "fact": "User lives in Porto",
+            "keywords": ["Porto"],
+            "episodes": ["E1"],
+        }
+    ]
+}
+
+
+class Endpoint(BaseHTTPRequestHandler):
+    """Fails the first ``failures`` calls of each chunk with 429 / 503, then answers."""
+
+    failures = 2
+    seen: dict[str, int] = {}  # noqa: RUF012 - shared by the handler instances on purpose
+    bodies: list[dict[str, Any]] = []  # noqa: RUF012
+    headers_seen: list[str] = []  # noqa: RUF012
+
+    def log_message(self, *args: object) -> None:
+        return None
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        Endpoint.bodies.append(body)
+        Endpoint.headers_seen.append(self.headers.get("Authorization", ""))
+        chunk = body["messages"][1]["content"]
+        count = Endpoint.seen.get(chunk, 0)
+        Endpoint.seen[chunk] = count + 1
+        if "always-broken" in chunk:
+            self._send(500, {"error": "boom"})
+        elif count < Endpoint.failures:
+            self._send(429 if count == 0 else 503, {"error": "busy"})
+        else:
+            self._send(
+                200,
+                {
+                    "choices": [
+                        {"message": {"content": json.dumps(ANSWER)}, "finish_reason": "stop"}
+                    ],
+                    "usage": {"prompt_tokens": 321, "completion_tokens": 45},
+                },
+            )
+
+    def _send(self, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def endpoint() -> Iterator[str]:
+    Endpoint.seen, Endpoint.bodies, Endpoint.headers_seen = {}, [], []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Endpoint)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def _request(chunk: str) -> ConsolidationRequest:
+    return ConsolidationRequest(
+        chunk_id=chunk,
+        system="system part",
+        user=f"episodes of {chunk}",
+        json_schema=ConsolidationOutput.response_schema(),
+    )
+
+
+def test_the_batch_is_answered_after_backoff_on_429_and_503_with_tokens_counted(
+    endpoint: str,
+) -> None:
+    model = OpenAICompatibleModel(endpoint, "m", api_key="sk-secret", max_retries=4, concurrency=2)
+    answers = model.consolidate([_request(f"c{i}") for i in range(4)])
+    assert [a.error for a in answers] == [None] * 4
+    assert all(parse_answer(a.text or "").facts[0].fact == "User lives in Porto" for a in answers)
+    assert {(a.prompt_tokens, a.completion_tokens) for a in answers} == {(321, 45)}
+    assert sorted(Endpoint.seen.values()) == [3, 3, 3, 3]
+    body = Endpoint.bodies[-1]
+    assert body["response_format"]["type"] == "json_schema"
+    assert body["response_format"]["json_schema"]["schema"]["required"] == ["facts"]
+    assert set(Endpoint.headers_seen) == {"Bearer sk-secret"}
+    assert "sk-secret" not in repr(model)
+
+
+def test_a_chunk_that_keeps_failing_is_an_answer_with_an_error_not_an_exception(
+    endpoint: str,
+) -> None:
+    model = OpenAICompatibleModel(endpoint, "m", api_key="sk-secret", max_retries=3)
+    good, bad = model.consolidate([_request("fine"), _request("always-broken")])
+    assert good.error is None
+    assert bad.text is None and bad.error is not None
+    assert bad.error.startswith("gave up after retries: HTTP 500")
+    assert "sk-secret" not in bad.error
