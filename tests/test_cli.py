@@ -67,6 +67,7 @@ def test_backfill_ingests_then_consolidates_in_event_time(
         "--conversation",
         "conv-30",
         SLOWWAVE_REPLAY_DATA=str(locomo_path),
+        SLOWWAVE_LLM_RUNTIME="replay",
         COLUMNS="200",
     )
     assert result.returncode == 0, result.stderr

@@ -1,21 +1,84 @@
-"""Embedding runtimes behind one interface (``base.Embedder``)."""
+"""Embedding runtimes behind one interface (``base.Embedder``), in process or on Ray."""
 
 from __future__ import annotations
 
-from models.embedding.base import Embedder, EmbeddingDimensionMismatch, check_dimension
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from models.embedding.base import (
+    Embedder,
+    EmbeddingDimensionMismatch,
+    Vectors,
+    check_dimension,
+)
 from slowwave.settings import Settings
 
-__all__ = ["Embedder", "EmbeddingDimensionMismatch", "check_dimension", "load_embedder"]
+__all__ = [
+    "Embedder",
+    "EmbeddingDimensionMismatch",
+    "RayEmbedder",
+    "check_dimension",
+    "load_embedder",
+]
+
+
+def embedder_factory(settings: Settings) -> partial[Any]:
+    """A picklable constructor of the configured runtime (for this process or an actor)."""
+    if settings.embedding_runtime == "vllm":
+        from models.embedding.vllm_pooling import VLLMEmbedder
+
+        return partial(VLLMEmbedder, settings.embedding_model, dtype=settings.embedding_dtype)
+    from models.embedding.sentence_transformer import SentenceTransformerEmbedder
+
+    return partial(
+        SentenceTransformerEmbedder,
+        settings.embedding_model,
+        device=settings.embedding_device,
+        batch_size=settings.embedding_batch_size,
+        dtype=settings.embedding_dtype,
+    )
+
+
+class RayEmbedder:
+    """Embedding actors on Ray; a batch is split into one contiguous shard per actor."""
+
+    def __init__(self, settings: Settings) -> None:
+        from models.actor_pool import ActorPool
+
+        self.pool = ActorPool(
+            settings,
+            embedder_factory(settings),
+            actors_per_node=settings.embedding_actors_per_node,
+            cpus_per_actor=settings.embedding_cpus_per_actor,
+            use_gpus=settings.embedding_device != "cpu",
+            name="embedding",
+        )
+        self.name = str(self.pool.attribute("name"))
+        self.dim = int(self.pool.attribute("dim"))
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        rows = self.pool.map("embed", list(texts))
+        if not rows:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack(rows).astype(np.float32, copy=False)
+
+    def close(self) -> None:
+        self.pool.close()
 
 
 def load_embedder(settings: Settings) -> Embedder:
     """The configured embedding model, checked against the schema's dimension."""
-    from models.embedding.sentence_transformer import SentenceTransformerEmbedder
-
-    embedder = SentenceTransformerEmbedder(
-        settings.embedding_model,
-        device=settings.embedding_device,
-        batch_size=settings.embedding_batch_size,
-    )
-    check_dimension(embedder, settings.embedding_dim)
+    embedder: Embedder
+    if settings.embedding_actors_per_node > 0:
+        embedder = RayEmbedder(settings)
+    else:
+        embedder = embedder_factory(settings)()
+    try:
+        check_dimension(embedder, settings.embedding_dim)
+    except EmbeddingDimensionMismatch:
+        embedder.close()
+        raise
     return embedder

@@ -40,7 +40,9 @@ def resolve_model_path(reference: str) -> Path:
 class SentenceTransformerEmbedder:
     """An ``Embedder`` backed by sentence-transformers."""
 
-    def __init__(self, reference: str, *, device: str = "cpu", batch_size: int = 64) -> None:
+    def __init__(
+        self, reference: str, *, device: str = "cpu", batch_size: int = 64, dtype: str = "float32"
+    ) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -54,6 +56,10 @@ class SentenceTransformerEmbedder:
         self.name = reference
         self.batch_size = batch_size
         self._model = SentenceTransformer(str(self.path), device=device, local_files_only=True)
+        if dtype == "bfloat16":
+            import torch
+
+            self._model = self._model.to(torch.bfloat16)
         dim = self._model.get_embedding_dimension()
         if dim is None:
             raise ValueError(f"cannot tell the dimension of embedding model {reference}")

@@ -48,6 +48,7 @@ class OpenAICompatibleModel:
         concurrency: int = 8,
         timeout_s: float = 120.0,
         max_retries: int = 5,
+        extra_body: dict[str, Any] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -56,6 +57,7 @@ class OpenAICompatibleModel:
         self.concurrency = concurrency
         self.timeout_s = timeout_s
         self.max_retries = max_retries
+        self.extra_body = dict(extra_body or {})
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
     def __repr__(self) -> str:  # never show the key
@@ -63,6 +65,7 @@ class OpenAICompatibleModel:
 
     def body(self, request: ConsolidationRequest) -> dict[str, Any]:
         return {
+            **self.extra_body,
             "model": self.model,
             "messages": [
                 {"role": "system", "content": request.system},
@@ -116,17 +119,19 @@ class OpenAICompatibleModel:
             return ModelAnswer(request.chunk_id, None, _describe(exc))
         payload = response.json()
         usage = payload.get("usage") or {}
+        prompt = int(usage.get("prompt_tokens") or 0)
+        completion = int(usage.get("completion_tokens") or 0)
         try:
-            text = payload["choices"][0]["message"]["content"]
+            choice = payload["choices"][0]
+            text = choice["message"]["content"]
         except (KeyError, IndexError, TypeError):
-            return ModelAnswer(request.chunk_id, None, "response has no choices[0].message.content")
-        return ModelAnswer(
-            request.chunk_id,
-            text,
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-            extra={"finish_reason": payload["choices"][0].get("finish_reason")},
-        )
+            reason = "response has no choices[0].message.content"
+            return ModelAnswer(request.chunk_id, None, reason, prompt, completion)
+        if choice.get("finish_reason") == "length":
+            reason = f"answer cut off at max_tokens ({completion} tokens)"
+            return ModelAnswer(request.chunk_id, None, reason, prompt, completion)
+        extra = {"finish_reason": choice.get("finish_reason")}
+        return ModelAnswer(request.chunk_id, text, None, prompt, completion, extra)
 
     def close(self) -> None:
         return None

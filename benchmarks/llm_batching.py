@@ -1,0 +1,83 @@
+"""Tokens/s of the default LLM runtime: a whole batch at once vs one prompt at a time.
+
+Runs the configured vLLM engine (the default small CPU model unless SLOWWAVE_LLM_MODEL says
+otherwise) in this process on N consolidation prompts built from LoCoMo sessions, first one by
+one, then all together, and prints the ratio (goal: batched at least 5x faster).
+
+    python -m benchmarks.llm_batching [--prompts N] [--max-tokens T] [--data PATH] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prompts", type=int, default=16)
+    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--json", action="store_true", help="end with one line of JSON")
+    args = parser.parse_args()
+
+    from models.llm import vllm_options
+    from models.llm.vllm_engine import VLLMConsolidationEngine
+    from slowwave.settings import Settings
+    from tasks.calibrate import build_request, parse_answer
+    from tasks.ingest.locomo import read_locomo
+
+    settings = Settings(llm_max_tokens=args.max_tokens)
+    episodes = list(read_locomo(args.data, surprise=0.5))[: args.prompts]
+    for e in episodes:  # keep each prompt to a few turns so it fits the small model's context
+        e.messages = e.messages[:8]
+    requests = [
+        build_request(f"p{i}", [], [e], settings.flashbulb_surprise) for i, e in enumerate(episodes)
+    ]
+    start = time.perf_counter()
+    engine = VLLMConsolidationEngine(vllm_options(settings))
+    startup = time.perf_counter() - start
+
+    start = time.perf_counter()
+    single = [engine.consolidate([r])[0] for r in requests]
+    single_s = time.perf_counter() - start
+    start = time.perf_counter()
+    batched = engine.consolidate(requests)
+    batched_s = time.perf_counter() - start
+    engine.close()
+
+    def tokens(answers: list) -> int:  # type: ignore[type-arg]
+        return sum(a.completion_tokens for a in answers)
+
+    def valid(answers: list) -> int:  # type: ignore[type-arg]
+        ok = 0
+        for a in answers:
+            try:
+                parse_answer(a.text or "")
+                ok += 1
+            except ValueError:
+                pass
+        return ok
+
+    figures = {
+        "prompts": len(requests),
+        "engine_start_s": round(startup, 1),
+        "one_at_a_time_tokens_per_s": round(tokens(single) / single_s, 1),
+        "batched_tokens_per_s": round(tokens(batched) / batched_s, 1),
+        "ratio": round((tokens(batched) / batched_s) / (tokens(single) / single_s), 2),
+        "valid_answers_one_at_a_time": valid(single),
+        "valid_answers_batched": valid(batched),
+        "goal_ratio_at_least_5": (tokens(batched) / batched_s) / (tokens(single) / single_s) >= 5,
+    }
+    for key, value in figures.items():
+        print(f"{key:>30}: {value}")
+    if args.json:
+        print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+"""The real model runtimes: CPU vLLM in Ray actors, vLLM's OpenAI server, embedding actors.
+
+These start real engines (tens of seconds each) with the small default model that
+``slowwave models setup`` prepares. Where vLLM or the model is missing they skip with the
+reason, unless ``SLOWWAVE_REQUIRE_VLLM=1`` (CI) turns that into a failure.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import numpy as np
+import psycopg
+import pytest
+
+from models.embedding import RayEmbedder
+from models.embedding.base import Embedder
+from models.llm import load_model
+from models.llm.base import ConsolidationModel
+from models.llm.openai import OpenAICompatibleModel
+from slowwave.db import Database
+from slowwave.settings import Settings
+from tasks.calibrate import build_request, parse_answer
+from tasks.consolidate import consolidate
+from tests.fix_db import wait_gone
+from tests.fix_episodes import add, at, make_episode, with_settings
+
+MODEL = Path(
+    os.environ.get(
+        "SLOWWAVE_TEST_LLM_MODEL",
+        Path(__file__).resolve().parents[1] / ".slowwave/models/smollm2-135m-instruct",
+    )
+)
+
+pytestmark = pytest.mark.slow
+
+
+def _require_vllm() -> None:
+    reason = None
+    if importlib.util.find_spec("vllm") is None:
+        reason = "vLLM is not installed (pip install -e '.[cpu]')"
+    elif not (MODEL / "config.json").is_file():
+        reason = f"no model at {MODEL} (run `slowwave models setup`)"
+    if reason is None:
+        return
+    if os.environ.get("SLOWWAVE_REQUIRE_VLLM") == "1":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def vllm_settings(settings: Settings) -> Settings:
+    _require_vllm()
+    return with_settings(
+        settings, llm_runtime="vllm", llm_model=str(MODEL), llm_max_tokens=384, chunk_size=4
+    )
+
+
+@pytest.fixture(scope="module")
+def vllm_model(vllm_settings: Settings) -> Iterator[ConsolidationModel]:
+    model = load_model(vllm_settings)
+    yield model
+    model.close()
+
+
+def _episodes() -> list:  # type: ignore[type-arg]
+    return [
+        make_episode(
+            "v", "v1", "Hi! I'm Dana, I teach chemistry at a high school in Leeds.", at(2024, 3, 1)
+        ),
+        make_episode(
+            "v",
+            "v2",
+            "On weekends I climb at the bouldering gym with my sister Mia.",
+            at(2024, 3, 8),
+        ),
+        make_episode(
+            "v",
+            "v3",
+            "I'm saving up to visit Japan next spring, mostly for the food.",
+            at(2024, 3, 15),
+        ),
+    ]
+
+
+def test_cpu_vllm_answers_consolidation_prompts_that_parse_into_the_output_model(
+    vllm_model: ConsolidationModel, vllm_settings: Settings
+) -> None:
+    episodes = _episodes()
+    requests = [
+        build_request(f"chunk-{i}", [], [e], vllm_settings.flashbulb_surprise)
+        for i, e in enumerate(episodes)
+    ]
+    answers = vllm_model.consolidate(requests)
+    assert [a.chunk_id for a in answers] == [r.chunk_id for r in requests]
+    for answer in answers:
+        assert answer.error is None, answer.error
+        assert answer.prompt_tokens > 100 and answer.completion_tokens > 0
+        parse_answer(answer.text or "")  # raises if the answer is not the output model
+
+
+def test_a_conversation_consolidates_end_to_end_on_cpu_vllm_with_tokens_recorded(
+    db: Database,
+    conn: psycopg.Connection,
+    embedder: Embedder,
+    vllm_model: ConsolidationModel,
+    vllm_settings: Settings,
+) -> None:
+    add(conn, *_episodes())
+    summary = consolidate(db, vllm_model, embedder, vllm_settings)
+    assert summary.chunks == 1 and summary.model_calls == 1
+    assert summary.prompt_tokens > 100 and summary.completion_tokens > 0
+    with conn.cursor() as cur:
+        chunk = cur.execute(
+            "SELECT status, model, prompt_tokens, completion_tokens FROM consolidation_chunks"
+        ).fetchone()
+        run = cur.execute(
+            "SELECT prompt_tokens, completion_tokens FROM consolidation_runs"
+        ).fetchone()
+        facts = cur.execute(
+            "SELECT count(*), min(valid_at) FROM semantic_memory WHERE conversation_id = 'v'"
+        ).fetchone()
+    assert chunk is not None and run is not None and facts is not None
+    assert chunk[1] == "vllm" and (chunk[2], chunk[3]) == (run[0], run[1])
+    if chunk[0] == "applied":
+        assert summary.episodes_consolidated == 3
+        # whatever the small model said, its facts sit in the episodes' time, not today's
+        assert facts[0] == 0 or facts[1] < datetime(2024, 4, 1, tzinfo=UTC)
+    else:  # a small model may still produce an unusable plan: then it is recorded, not lost
+        assert summary.chunks_failed == 1 and summary.failures[0].reason
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def vllm_server(vllm_settings: Settings, tmp_path: Path) -> Iterator[str]:
+    """vLLM's own OpenAI-compatible server on 127.0.0.1, stopped by pid afterwards."""
+    port = _free_port()
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "VLLM_HOST_IP": "127.0.0.1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "VLLM_RPC_BASE_PATH": str(tmp_path),
+        "VLLM_CACHE_ROOT": str(tmp_path / "cache"),
+        "TMPDIR": str(tmp_path),
+    }
+    command = [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(MODEL), "--served-model-name", "smollm2",
+        "--enforce-eager", "--max-model-len", "4096", "--dtype", "float32",
+        "--host", "127.0.0.1", "--port", str(port),
+        "--structured-outputs-config", '{"backend":"xgrammar","disable_any_whitespace":true}',
+    ]  # fmt: skip
+    log = (tmp_path / "server.log").open("w")
+    server = subprocess.Popen(
+        command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            assert server.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
+            try:
+                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(2)
+        else:
+            pytest.fail("vLLM server did not become healthy in 240 s")
+        yield f"{base}/v1"
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        log.close()
+        assert wait_gone(server.pid)
+
+
+def test_the_openai_runtime_consolidates_against_a_real_local_vllm_server(
+    vllm_server: str, vllm_settings: Settings
+) -> None:
+    model = OpenAICompatibleModel(
+        vllm_server,
+        "smollm2",
+        max_tokens=384,
+        concurrency=4,
+        extra_body={"repetition_penalty": 1.1},
+    )
+    requests = [
+        build_request(f"c{i}", [], [e], vllm_settings.flashbulb_surprise)
+        for i, e in enumerate(_episodes())
+    ]
+    answers = model.consolidate(requests)
+    for answer in answers:
+        assert answer.error is None, answer.error
+        assert answer.prompt_tokens > 100 and answer.completion_tokens > 0
+        parse_answer(answer.text or "")
+
+
+def test_embedding_actors_return_the_vectors_of_a_direct_encode(
+    settings: Settings, embedder: Embedder
+) -> None:
+    texts = [f"Fact {i}: Dana climbs at the bouldering gym with Mia." for i in range(50)]
+    on_ray = RayEmbedder(
+        with_settings(settings, embedding_actors_per_node=2, embedding_cpus_per_actor=0.25)
+    )
+    try:
+        remote = on_ray.embed(texts)
+    finally:
+        on_ray.close()
+    direct = embedder.embed(texts)
+    cosine = np.sum(remote * direct, axis=1)
+    assert remote.shape == direct.shape == (50, 384)
+    assert float(cosine.min()) > 0.999
