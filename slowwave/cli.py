@@ -3,6 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+
+# Before anything imports Prefect (it reads its settings once): the server's telemetry call
+# hangs for minutes where DNS has no answer, which stalls the ephemeral API server; models
+# load from local files only.
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -46,6 +55,15 @@ db_app = typer.Typer(help="Schema and state of the database.", no_args_is_help=T
 app.add_typer(db_app, name="db")
 models_app = typer.Typer(help="Model weights for the runtimes.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
+
+
+@app.callback()
+def _environment() -> None:
+    """Keep Prefect's and the model libraries' state under the slowwave home."""
+    prefect_home = get_settings().home / "prefect"
+    prefect_home.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("PREFECT_HOME", str(prefect_home))
+
 
 console = Console()
 errors = Console(stderr=True)
@@ -204,10 +222,24 @@ def backfill_command(
         typer.Option("--conversation", "-c", help="Only these conversations (repeatable)."),
     ] = None,
 ) -> None:
-    """Ingest a historical transcript, then consolidate everything pending."""
-    settings = get_settings()
-    print_ingest(run_ingest(path, fmt, settings))
-    print_summary(run_consolidation(settings, kind="backfill", conversations=conversation))
+    """Ingest a historical transcript, then consolidate everything pending (the backfill flow)."""
+    from flows.backfill import backfill
+
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    state = backfill(
+        source=str(path.resolve()), format=fmt, conversations=conversation, return_state=True
+    )
+    print_flow_result(state)
+
+
+def print_flow_result(state: Any) -> None:
+    data = state.result(raise_on_failure=False)
+    if isinstance(data, dict):
+        print_summary(RunSummary.model_validate(data))
+    if not state.is_completed():
+        errors.print(f"[bold red]error:[/] the run {state.name}: {state.message}", highlight=False)
+        raise typer.Exit(1)
 
 
 def run_consolidation(
@@ -340,8 +372,66 @@ def consolidate_command(
         typer.Option("--conversation", "-c", help="Only these conversations (repeatable)."),
     ] = None,
 ) -> None:
-    """Consolidate everything that is due, in this process."""
-    print_summary(run_consolidation(get_settings(), kind="manual", conversations=conversation))
+    """Consolidate everything that is due (the nightly flow, run here)."""
+    from flows.consolidate import nightly
+
+    print_flow_result(nightly(conversations=conversation, return_state=True))
+
+
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+
+
+def prefect_env(settings: Settings) -> dict[str, str]:
+    """The environment of `prefect` commands started for slowwave."""
+    env = dict(os.environ)
+    env.setdefault("PREFECT_API_URL", f"http://127.0.0.1:{settings.prefect_port}/api")
+    env["SLOWWAVE_PROJECT_DIR"] = str(PROJECT_DIR)
+    env["SLOWWAVE_NIGHTLY_TIMEZONE"] = settings.nightly_timezone
+    env.setdefault("SLOWWAVE_HOME", str(settings.home))
+    return env
+
+
+def _prefect(*args: str, settings: Settings, check: bool = True) -> int:
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "prefect", *args]
+    return subprocess.run(
+        command, env=prefect_env(settings), cwd=PROJECT_DIR, check=check
+    ).returncode
+
+
+@app.command("server")
+def server_command() -> None:
+    """Run a Prefect server (UI + API) for slowwave, on SLOWWAVE_PREFECT_PORT."""
+    import subprocess
+    import sys
+
+    settings = get_settings()
+    env = prefect_env(settings)
+    env.pop("PREFECT_API_URL", None)
+    # with --port the UI still calls 4200; the API port setting moves both
+    env["PREFECT_SERVER_API_PORT"] = str(settings.prefect_port)
+    env["PREFECT_SERVER_API_HOST"] = "127.0.0.1"
+    raise typer.Exit(subprocess.call([sys.executable, "-m", "prefect", "server", "start"], env=env))
+
+
+@app.command("deploy")
+def deploy_command() -> None:
+    """Create the `process` work pool if missing, then deploy prefect.yaml (nightly, backfill)."""
+    settings = get_settings()
+    if _prefect("work-pool", "inspect", "process", settings=settings, check=False) != 0:
+        _prefect("work-pool", "create", "process", "--type", "process", settings=settings)
+    _prefect("deploy", "--all", "--no-prompt", settings=settings)
+
+
+@app.command("worker")
+def worker_command() -> None:
+    """Serve the `process` work pool: run scheduled and requested slowwave flows."""
+    settings = get_settings()
+    raise typer.Exit(
+        _prefect("worker", "start", "--pool", "process", settings=settings, check=False)
+    )
 
 
 @app.command("settings")

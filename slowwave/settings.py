@@ -115,6 +115,20 @@ class Settings(BaseSettings):
         description="Failed applies of a chunk before its episodes are quarantined.",
     )
 
+    # ── orchestration ───────────────────────────────────────────────────────
+    shard_conversations: int = Field(
+        default=500,
+        ge=1,
+        description="Conversations per shard: the unit of a Prefect task in the flows.",
+    )
+    nightly_timezone: str = Field(
+        default="UTC",
+        description="Time zone of the nightly deployment's cron schedule (`slowwave deploy`).",
+    )
+    prefect_port: int = Field(
+        default=4200, ge=1, le=65535, description="Port of `slowwave server` (Prefect UI + API)."
+    )
+
     # ── retrieval ────────────────────────────────────────────────────────────
     rrf_k: int = Field(
         default=60,

@@ -39,6 +39,7 @@ _SHORT_ID = re.compile(r"^\[?\s*([FE])?\s*(\d+)\s*\]?$", re.I)
 _WORD = re.compile(r"\w+", re.UNICODE)
 MIN_FACT_WORDS = 3
 MAX_TOKEN_REPEATS = 3
+MIN_LETTER_SHARE = 0.6
 
 
 def normalize_short_id(value: str | None, prefix: str) -> str | None:
@@ -58,6 +59,10 @@ def degenerate_reason(fact: str) -> str | None:
         return f"degenerate fact: fewer than {MIN_FACT_WORDS} words ({fact!r})"
     if len(fact) > MAX_FACT_CHARS:
         return f"fact longer than {MAX_FACT_CHARS} characters"
+    visible = [c for c in fact if not c.isspace()]
+    letters = sum(c.isalpha() for c in visible)
+    if letters < MIN_LETTER_SHARE * len(visible):
+        return "degenerate fact: mostly symbols and digits, not a sentence"
     tokens = [w.lower() for w in re.split(r"[\W_]+", fact) if w]
     run = 1
     for previous, current in itertools.pairwise(tokens):

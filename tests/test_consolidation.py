@@ -335,6 +335,7 @@ def test_bad_categories_and_degenerate_facts_are_rejected_with_a_reason(
                 fact("User enjoys long walks", "hobby"),
                 fact("Jolene", "relationship"),
                 fact("family family family family", "relationship"),
+                fact("{{#1}}} #1 | 2023-03-11T09:16:10+00:00 to 2023", "identity"),
                 fact(
                     "Jolene is the user's sister",
                     "relationship",
@@ -350,8 +351,9 @@ def test_bad_categories_and_degenerate_facts_are_rejected_with_a_reason(
     reasons = sorted(d["reason"] for d in decisions(conn) if d["action"] == "rejected")
     assert reasons[0].startswith("degenerate fact: 'family' repeated 3 times")
     assert reasons[1].startswith("degenerate fact: fewer than 3 words")
-    assert reasons[2].startswith("unknown category 'hobby'")
-    assert summary.actions_rejected == 3
+    assert reasons[2] == "degenerate fact: mostly symbols and digits, not a sentence"
+    assert reasons[3].startswith("unknown category 'hobby'")
+    assert summary.actions_rejected == 4
 
 
 def test_a_fact_of_another_conversation_can_never_be_touched(

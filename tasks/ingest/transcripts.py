@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
@@ -26,6 +27,7 @@ from tasks.ingest.read import READERS
 from tasks.ingest.rejects import Reject, RejectsReport, report_path
 
 Format = Literal["jsonl", "parquet", "locomo"]
+Window = tuple[datetime | None, datetime | None]
 Progress = Callable[[int], None]
 
 _STAGE_TYPES = ["int8", "text", "text", "timestamptz", "text", "text", "text"]
@@ -41,6 +43,7 @@ class IngestReport:
     ingested: int = 0
     rejected: int = 0
     episodes: int = 0
+    out_of_range: int = 0
     rejects_path: str | None = None
     first_rejects: list[Reject] = field(default_factory=list)
 
@@ -63,17 +66,23 @@ def ingest(
     *,
     fmt: Format | None = None,
     progress: Progress | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
 ) -> IngestReport:
-    """Ingest ``path``; every valid message lands, every invalid one is reported."""
+    """Ingest ``path``; every valid message lands, every invalid one is reported.
+
+    ``since`` / ``until`` keep only messages in that event-time range (LoCoMo: sessions).
+    """
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
     fmt = fmt or detect_format(path)
     report = IngestReport(source=str(path), format=fmt)
     with RejectsReport(report_path(path, settings.home)) as rejects, db.connection() as conn:
+        window = (since, until)
         if fmt == "locomo":
-            _ingest_locomo(conn, path, settings, report, rejects)
+            _ingest_locomo(conn, path, settings, report, rejects, window)
         else:
-            _ingest_transcript(conn, path, fmt, settings, report, rejects, progress)
+            _ingest_transcript(conn, path, fmt, settings, report, rejects, progress, window)
         report.rejected = rejects.count
         report.first_rejects = rejects.first
         report.rejects_path = str(rejects.path) if rejects.count else None
@@ -88,6 +97,7 @@ def _ingest_transcript(
     report: IngestReport,
     rejects: RejectsReport,
     progress: Progress | None,
+    window: Window,
 ) -> None:
     reader = READERS[fmt]
     with conn.transaction():
@@ -96,13 +106,15 @@ def _ingest_transcript(
             report.read += batch.read
             for reject in batch.rejects:
                 rejects.add(reject)
-            if batch.rows:
+            rows = [r for r in batch.rows if _within(r[3], window)]
+            report.out_of_range += len(batch.rows) - len(rows)
+            if rows:
                 with conn.cursor().copy(
                     "COPY slowwave_ingest (line, conversation_id, message_id, at, speaker, text, "
                     "session_id) FROM STDIN WITH (FORMAT BINARY)"
                 ) as copy:
                     copy.set_types(_STAGE_TYPES)
-                    for row in batch.rows:
+                    for row in rows:
                         copy.write_row(row)
             if progress is not None:
                 progress(batch.bytes_read)
@@ -136,9 +148,11 @@ def _ingest_locomo(
     settings: Settings,
     report: IngestReport,
     rejects: RejectsReport,
+    window: Window,
 ) -> None:
     try:
-        episodes = list(read_locomo(path, surprise=settings.default_surprise, on_error=rejects.add))
+        read = read_locomo(path, surprise=settings.default_surprise, on_error=rejects.add)
+        episodes = list(read)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         rejects.add(Reject(str(path), 0, f"not a LoCoMo JSON file: {exc}"))
         return
@@ -146,4 +160,11 @@ def _ingest_locomo(
         rejects.add(Reject(str(path), 0, f"invalid LoCoMo data: {exc}"))
         return
     report.read = sum(len(e.messages) for e in episodes)
-    report.episodes, report.ingested = load_episodes_counted(conn, episodes)
+    kept = [e for e in episodes if _within(e.end_at, window)]
+    report.out_of_range = report.read - sum(len(e.messages) for e in kept)
+    report.episodes, report.ingested = load_episodes_counted(conn, kept)
+
+
+def _within(at: datetime, window: Window) -> bool:
+    since, until = window
+    return (since is None or at >= since) and (until is None or at < until)

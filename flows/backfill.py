@@ -1,0 +1,71 @@
+"""The backfill flow: ingest historical transcripts, then consolidate everything pending with
+the same machinery as the nightly flow."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from prefect import flow, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NONE
+from prefect.states import State
+
+from flows.consolidate import consolidate_run, final_state
+from slowwave.db import Database, migrate
+from slowwave.settings import get_settings
+from tasks.ingest.transcripts import Format, IngestReport, ingest
+
+
+@task(name="ingest", cache_policy=NONE)
+def ingest_task(
+    source: str, fmt: Format | None, since: datetime | None, until: datetime | None
+) -> IngestReport:
+    settings = get_settings()
+    with Database(settings) as db:
+        migrate(db)
+        report = ingest(db, Path(source), settings, fmt=fmt, since=since, until=until)
+    create_table_artifact(
+        table=[
+            {
+                "source": report.source,
+                "read": report.read,
+                "ingested": report.ingested,
+                "rejected": report.rejected,
+                "out of range": report.out_of_range,
+                "episodes made": report.episodes,
+            }
+        ],
+        key="slowwave-ingest",
+        description=f"ingest of {report.source}",
+    )
+    if report.rejected:
+        lines = ["| line | reason |", "|---|---|"]
+        lines += [
+            f"| {r.line} | {r.reason.replace('|', '/')[:300]} |" for r in report.first_rejects
+        ]
+        create_markdown_artifact(
+            markdown=f"# {report.rejected} rejected line(s)\n\nAll of them: "
+            f"`{report.rejects_path}`\n\n" + "\n".join(lines),
+            key="slowwave-ingest-rejects",
+            description="Lines of the source that were not ingested, and why",
+        )
+    return report
+
+
+@flow(name="slowwave-backfill", log_prints=True)
+def backfill(
+    source: str,
+    format: Format | None = None,
+    conversations: list[str] | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> State:
+    """Ingest ``source`` (messages from ``since`` to before ``until``), then consolidate."""
+    report = ingest_task(source, format, since, until)
+    print(
+        f"ingested {report.ingested} of {report.read} messages into {report.episodes} episodes, "
+        f"{report.rejected} rejected"
+    )
+    summary = consolidate_run(get_settings(), kind="backfill", conversations=conversations)
+    return final_state(summary)

@@ -1,0 +1,250 @@
+"""The nightly consolidation flow: what slowwave's users schedule and watch in the Prefect UI.
+
+Claims the due conversations, cuts them into shards (``SLOWWAVE_SHARD_CONVERSATIONS``) and
+runs a Prefect task per shard and stage — never one per conversation, a task costs
+milliseconds on threads and far more on Ray. Inside a shard, chunks go to the runtime pools
+(vLLM / embedding Ray actors, created once per run) a whole round at a time: chunk k of every
+conversation of the shard together, chunk k+1 only after chunk k is applied.
+
+Transient failures (an engine restart, a dropped connection) are retried with backoff; poison
+work is quarantined by the core and listed. The run ends Completed — with a warning artifact
+when some conversations failed — and Failed only when nothing could be done.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import (
+    create_markdown_artifact,
+    create_progress_artifact,
+    create_table_artifact,
+    update_progress_artifact,
+)
+from prefect.cache_policies import NONE
+from prefect.runtime import flow_run
+from prefect.states import Completed, Failed, State
+from prefect.tasks import exponential_backoff
+
+from models.embedding import load_embedder
+from models.embedding.base import Embedder
+from models.llm import load_model
+from models.llm.base import ConsolidationModel
+from models.run import RunSummary
+from slowwave.db import Database, migrate
+from slowwave.settings import Settings, get_settings
+from tasks.claim import ConversationWork, claim, release
+from tasks.consolidate import PreparedChunk, apply_round, prepare_round
+from tasks.runs import finish_run, start_run
+
+
+def _transient(task: Any, task_run: Any, state: State) -> bool:
+    """Retry what a restart fixes: lost connections, dead actors, timeouts."""
+    try:
+        state.result()
+    except (psycopg.OperationalError, ConnectionError, TimeoutError):
+        return True
+    except Exception as exc:
+        return type(exc).__module__.startswith("ray.")
+    return False
+
+
+@task(
+    name="claim",
+    cache_policy=NONE,
+    retries=3,
+    retry_delay_seconds=exponential_backoff(backoff_factor=5),
+    retry_condition_fn=_transient,
+)
+def claim_task(
+    db: Database, settings: Settings, summary: RunSummary, conversations: list[str] | None
+) -> list[ConversationWork]:
+    with db.connection() as conn:
+        return claim(conn, summary.run_id, settings, conversations=conversations)
+
+
+@task(
+    name="prepare",
+    task_run_name="prepare shard {shard} round {round_}",
+    cache_policy=NONE,
+    retries=2,
+    retry_delay_seconds=exponential_backoff(backoff_factor=10),
+    retry_condition_fn=_transient,
+)
+def prepare_task(
+    db: Database,
+    chunks: list[list[Any]],
+    model: ConsolidationModel,
+    embedder: Embedder,
+    settings: Settings,
+    summary: RunSummary,
+    shard: int,
+    round_: int,
+) -> list[PreparedChunk]:
+    """gate → predict → calibrate (model) → guard → embed, for one round of a shard."""
+    return prepare_round(db, chunks, model, embedder, settings, summary)
+
+
+@task(name="apply", task_run_name="apply shard {shard} round {round_}", cache_policy=NONE)
+def apply_task(
+    db: Database,
+    prepared: list[PreparedChunk],
+    settings: Settings,
+    summary: RunSummary,
+    model_name: str,
+    shard: int,
+    round_: int,
+) -> list[tuple[str, bool, bool]]:
+    """One transaction per chunk; (conversation, applied, quarantined) per chunk."""
+    results = apply_round(db, prepared, settings, summary, model_name)
+    return [(r.conversation_id, r.applied, r.quarantined) for r in results]
+
+
+def shards_of(work: Sequence[ConversationWork], size: int) -> list[list[ConversationWork]]:
+    return [list(work[i : i + size]) for i in range(0, len(work), size)]
+
+
+def run_shard(
+    db: Database,
+    shard: list[ConversationWork],
+    index: int,
+    model: ConsolidationModel,
+    embedder: Embedder,
+    settings: Settings,
+    summary: RunSummary,
+    progress: Any,
+) -> None:
+    """Rounds over the shard's conversations: chronology within, batches across."""
+    queues = {w.conversation_id: deque(w.chunks) for w in shard if w.chunks}
+    round_ = 0
+    while queues:
+        chunks = [queue.popleft() for queue in queues.values()]
+        prepared = prepare_task(db, chunks, model, embedder, settings, summary, index, round_)
+        outcome = apply_task(db, prepared, settings, summary, model.name, index, round_)
+        for conversation, applied, quarantined in outcome:
+            if not applied and not quarantined:
+                summary.episodes_deferred += sum(len(c) for c in queues[conversation])
+                queues[conversation].clear()
+        queues = {c: q for c, q in queues.items() if q}
+        round_ += 1
+        progress()
+
+
+def summary_table(summary: RunSummary) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = [
+        {"measure": "conversations", "value": summary.conversations},
+        {"measure": "chunks (model calls)", "value": f"{summary.chunks} ({summary.model_calls})"},
+        {"measure": "episodes consolidated", "value": summary.episodes_consolidated},
+        {"measure": "episodes skipped by the gate", "value": summary.episodes_skipped},
+        {"measure": "episodes quarantined", "value": summary.episodes_quarantined},
+        {"measure": "episodes deferred to a later run", "value": summary.episodes_deferred},
+        {"measure": "facts new", "value": summary.facts_inserted},
+        {"measure": "facts reinforced", "value": summary.facts_reinforced},
+        {"measure": "facts updated", "value": summary.facts_updated},
+        {"measure": "facts invalidated", "value": summary.facts_invalidated},
+        {"measure": "dedupe merges", "value": summary.dedupe_merges},
+        {"measure": "actions rejected by the guard", "value": summary.actions_rejected},
+        {"measure": "tokens in", "value": summary.prompt_tokens},
+        {"measure": "tokens out", "value": summary.completion_tokens},
+    ]
+    rows += [{"measure": f"seconds in {k}", "value": v} for k, v in summary.stage_seconds.items()]
+    return rows
+
+
+def publish(summary: RunSummary) -> None:
+    """The run's summary table, and a warning listing failed conversations if any."""
+    create_table_artifact(
+        table=summary_table(summary),
+        key="slowwave-run-summary",
+        description=f"slowwave {summary.kind} run `{summary.run_id}`: {summary.status}",
+    )
+    if summary.failures:
+        lines = [
+            f"# {len(summary.failures)} chunk(s) failed",
+            "",
+            "| conversation | episodes | state | reason |",
+            "|---|---|---|---|",
+        ]
+        for f in summary.failures[:200]:
+            state = "quarantined" if f.quarantined else "retried next run"
+            reason = f.reason.replace("|", "\\|")[:300]
+            lines.append(f"| {f.conversation_id} | {f.episodes} | {state} | {reason} |")
+        create_markdown_artifact(
+            markdown="\n".join(lines),
+            key="slowwave-run-failures",
+            description="Conversations whose chunks failed in this run",
+        )
+
+
+def consolidate_run(
+    settings: Settings,
+    *,
+    kind: str,
+    conversations: list[str] | None = None,
+    model: ConsolidationModel | None = None,
+    embedder: Embedder | None = None,
+) -> RunSummary:
+    """The body of the nightly and backfill flows (call it inside a flow)."""
+    logger = get_run_logger()
+    own_model, own_embedder = model is None, embedder is None
+    with Database(settings) as db:
+        migrate(db)
+        with db.connection() as conn:
+            summary = start_run(conn, kind=kind, flow_run_id=str(flow_run.get_id() or ""))
+        error: str | None = None
+        model = model or load_model(settings)
+        try:
+            embedder = embedder or load_embedder(settings)
+            start = time.perf_counter()
+            work = claim_task(db, settings, summary, conversations)
+            summary.add_time("claim", time.perf_counter() - start)
+            summary.conversations = len(work)
+            shards = shards_of(work, settings.shard_conversations)
+            total_rounds = sum(max((len(w.chunks) for w in s), default=0) for s in shards) or 1
+            done = 0
+            artifact: Any = create_progress_artifact(
+                0.0, key="slowwave-progress", description=f"{len(work)} conversations"
+            )
+
+            def progress() -> None:
+                nonlocal done
+                done += 1
+                update_progress_artifact(artifact, 100.0 * done / total_rounds)
+
+            logger.info("claimed %d conversations in %d shard(s)", len(work), len(shards))
+            for index, shard in enumerate(shards):
+                run_shard(db, shard, index, model, embedder, settings, summary, progress)
+        except BaseException as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            with db.connection() as conn:
+                release(conn, summary.run_id)
+                finish_run(conn, summary, error)
+            if own_model:
+                model.close()
+            if own_embedder and embedder is not None:
+                embedder.close()
+    publish(summary)
+    return summary
+
+
+def final_state(summary: RunSummary) -> State:
+    """Completed unless nothing could be done."""
+    data = summary.model_dump(mode="json")
+    if summary.chunks and summary.chunks_failed == summary.chunks:
+        return Failed(message=f"all {summary.chunks} chunk(s) failed", data=data)
+    message = "completed" if not summary.failures else f"{summary.chunks_failed} chunk(s) failed"
+    return Completed(message=message, data=data)
+
+
+@flow(name="slowwave-nightly", log_prints=True)
+def nightly(conversations: list[str] | None = None) -> State:
+    """Consolidate every conversation that is due (optionally only some)."""
+    summary = consolidate_run(get_settings(), kind="nightly", conversations=conversations)
+    return final_state(summary)

@@ -1,0 +1,92 @@
+"""The nightly and backfill flows under a real (test) Prefect API, with the replay model."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+from prefect.testing.utilities import prefect_test_harness
+
+from slowwave.db import Database
+from slowwave.settings import Settings, get_settings
+from tasks.ingest.transcripts import ingest
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "transcripts"
+
+
+@pytest.fixture(scope="session")
+def prefect_api() -> Iterator[None]:
+    """One Prefect test server for the session (starting one costs 10-15 s)."""
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+@pytest.fixture
+def flow_settings(
+    settings: Settings, locomo_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Settings]:
+    """The flows read settings from the environment, as a deployment would."""
+    monkeypatch.setenv("SLOWWAVE_HOME", str(settings.home))
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("SLOWWAVE_LLM_RUNTIME", "replay")
+    monkeypatch.setenv("SLOWWAVE_REPLAY_DATA", str(locomo_path))
+    monkeypatch.setenv("SLOWWAVE_SHARD_CONVERSATIONS", "2")
+    get_settings.cache_clear()
+    yield get_settings()
+    get_settings.cache_clear()
+
+
+def _artifact(key: str) -> object:
+    with get_client(sync_client=True) as client:
+        found = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])), limit=1
+        )
+    assert found, f"no artifact {key}"
+    data = found[0].data
+    return json.loads(data) if isinstance(data, str) else data
+
+
+def test_the_nightly_flow_consolidates_locomo_in_shards_and_publishes_its_summary(
+    prefect_api: None,
+    db: Database,
+    conn: psycopg.Connection,
+    flow_settings: Settings,
+    locomo_path: Path,
+) -> None:
+    from flows.consolidate import nightly
+
+    ingest(db, locomo_path, flow_settings)
+    state = nightly(conversations=["conv-26", "conv-30", "conv-41"], return_state=True)
+    assert state.is_completed(), state.message
+    summary = state.result()
+    assert summary["conversations"] == 3 and summary["chunks_failed"] == 0
+    (consolidated,) = conn.execute(
+        "SELECT count(*) FROM episodic_memory WHERE consolidated_at IS NOT NULL"
+    ).fetchone()  # type: ignore[misc]
+    assert consolidated == summary["episodes_consolidated"] == 19 + 19 + 32
+    run = conn.execute(
+        "SELECT status, flow_run_id, facts_inserted, summary->>'kind' FROM consolidation_runs"
+    ).fetchone()
+    assert run is not None and run[0] == "completed" and run[1] and run[3] == "nightly"
+    assert run[2] == summary["facts_inserted"] > 0
+    table = _artifact("slowwave-run-summary")
+    assert {"measure": "facts new", "value": summary["facts_inserted"]} in table  # type: ignore[operator]
+    assert _artifact("slowwave-progress") == 100.0
+
+
+def test_the_backfill_flow_ingests_then_consolidates_and_fails_only_when_nothing_worked(
+    prefect_api: None, db: Database, conn: psycopg.Connection, flow_settings: Settings
+) -> None:
+    from flows.backfill import backfill
+
+    state = backfill(source=str(EXAMPLES / "sample-chats.jsonl"), return_state=True)
+    assert state.is_completed(), state.message
+    summary = state.result()
+    assert summary["conversations"] == 3 and summary["episodes_consolidated"] == 10
+    ingest_table = _artifact("slowwave-ingest")
+    assert ingest_table[0]["ingested"] == 26  # type: ignore[index]
