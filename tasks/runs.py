@@ -44,7 +44,7 @@ def start_run(
 def finish_run(conn: psycopg.Connection, summary: RunSummary, error: str | None = None) -> None:
     """Store the final counts; status says whether anything failed."""
     summary.finished_at = datetime.now(UTC)
-    if error is not None:
+    if error is not None or (summary.chunks and summary.chunks_failed == summary.chunks):
         summary.status = "failed"
     elif summary.chunks_failed:
         summary.status = "completed_with_failures"
