@@ -12,8 +12,11 @@ from prefect.cache_policies import NONE
 from prefect.states import State
 
 from flows.consolidate import consolidate_run, final_state
+from models.llm import load_model
+from models.llm.base import ConsolidationModel
 from slowwave.db import Database, migrate
 from slowwave.settings import get_settings
+from tasks.ingest.summarize import SummaryReport, summarize_missing
 from tasks.ingest.transcripts import Format, IngestReport, ingest
 
 
@@ -67,5 +70,23 @@ def backfill(
         f"ingested {report.ingested} of {report.read} messages into {report.episodes} episodes, "
         f"{report.rejected} rejected"
     )
-    summary = consolidate_run(get_settings(), kind="backfill", conversations=conversations)
+    settings = get_settings()
+    model = load_model(settings)
+    try:
+        if settings.summarize_on_ingest and settings.llm_runtime != "replay":
+            written = summarize_task(model, conversations)
+            print(f"summaries written for {written.summarized} episodes, {written.failed} failed")
+        summary = consolidate_run(
+            settings, kind="backfill", conversations=conversations, model=model
+        )
+    finally:
+        model.close()
     return final_state(summary)
+
+
+@task(name="summarize", cache_policy=NONE)
+def summarize_task(model: ConsolidationModel, conversations: list[str] | None) -> SummaryReport:
+    """Summaries for ingested episodes whose source had none, in batches."""
+    settings = get_settings()
+    with Database(settings) as db, db.connection() as conn:
+        return summarize_missing(conn, model, conversations=conversations)

@@ -152,6 +152,11 @@ class Settings(BaseSettings):
     segment_max_messages: int = Field(
         default=40, ge=1, description="Most messages in one episode made from a transcript."
     )
+    summarize_on_ingest: bool = Field(
+        default=True,
+        description="Backfill: have the model runtime write summaries for ingested episodes "
+        "that have none (not with the replay runtime).",
+    )
     max_message_chars: int = Field(
         default=20000, ge=1, description="Longer messages are rejected at ingest."
     )

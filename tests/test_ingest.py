@@ -300,3 +300,45 @@ def test_generated_malformed_transcripts_never_crash_and_lose_no_good_line(
             ).fetchall()
         }
     assert landed == set(good_ids)
+
+
+def test_episodes_without_a_summary_get_one_from_the_model_in_batches(
+    db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path
+) -> None:
+    from models.llm.base import ConsolidationRequest, ModelAnswer
+    from tasks.ingest.summarize import summarize_missing
+
+    class Summarizer:
+        name = "summarizer"
+
+        def consolidate(self, requests: list[ConsolidationRequest]) -> list[ModelAnswer]:
+            answers = []
+            for r in requests:
+                if "Lisbon" in r.user:  # one answer the model gets wrong
+                    answers.append(ModelAnswer(r.chunk_id, '{"summary": 42}'))
+                else:
+                    first = r.user.splitlines()[1]
+                    text = json.dumps({"summary": f"The user said: {first}"})
+                    answers.append(ModelAnswer(r.chunk_id, text, None, 50, 12))
+            return answers
+
+        def close(self) -> None:
+            return None
+
+    rows: list[dict[str, Any] | str | bytes] = [
+        message("s", "1", 0, text="I adopted a cat called Miso."),
+        message("s", "2", 300, text="I am moving to Lisbon in May."),
+        message("s", "3", 600, text="Miso knocked over my plants again."),
+    ]
+    ingest(db, write_jsonl(tmp_path / "s.jsonl", rows), settings)
+    report = summarize_missing(conn, Summarizer(), batch=2)
+    assert (report.summarized, report.failed) == (2, 1)
+    assert (report.prompt_tokens, report.completion_tokens) == (100, 24)
+    summaries = dict(
+        conn.execute(
+            "SELECT external_key, summary FROM episodic_memory WHERE conversation_id = 's'"
+        ).fetchall()
+    )
+    assert summaries["s:1"] == "The user said: user: I adopted a cat called Miso."
+    assert summaries["s:2"] is None, "a failed answer leaves no summary, and stops nothing"
+    assert summaries["s:3"].startswith("The user said: user: Miso knocked")

@@ -154,8 +154,11 @@ class LoCoMoReplayModel:
         return ConsolidationOutput(facts=facts)
 
     def consolidate(self, requests: Sequence[ConsolidationRequest]) -> list[ModelAnswer]:
+        schema = ConsolidationOutput.response_schema()
         return [
             ModelAnswer(chunk_id=r.chunk_id, text=self.answer(r).model_dump_json())
+            if r.json_schema == schema
+            else ModelAnswer(r.chunk_id, None, "the replay runtime answers consolidation only")
             for r in requests
         ]
 
