@@ -3,6 +3,7 @@ the same machinery as the nightly flow."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 
@@ -81,7 +82,7 @@ def backfill(
         )
     finally:
         model.close()
-    return final_state(summary)
+    return final_state(summary, ingest=asdict(report))
 
 
 @task(name="summarize", cache_policy=NONE)

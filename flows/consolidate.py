@@ -234,9 +234,9 @@ def consolidate_run(
     return summary
 
 
-def final_state(summary: RunSummary) -> State:
-    """Completed unless nothing could be done."""
-    data = summary.model_dump(mode="json")
+def final_state(summary: RunSummary, **extra: Any) -> State:
+    """Completed unless nothing could be done; the summary (and ``extra``) as its data."""
+    data = {**summary.model_dump(mode="json"), **extra}
     if summary.chunks and summary.chunks_failed == summary.chunks:
         return Failed(message=f"all {summary.chunks} chunk(s) failed", data=data)
     message = "completed" if not summary.failures else f"{summary.chunks_failed} chunk(s) failed"

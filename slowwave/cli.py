@@ -43,6 +43,7 @@ from slowwave.memory import Memory
 from slowwave.settings import Settings, get_settings
 from slowwave.settings_doc import settings_markdown, sync_readme
 from tasks.consolidate import consolidate
+from tasks.ingest.rejects import Reject
 from tasks.ingest.transcripts import Format, IngestReport, ingest
 
 app = typer.Typer(
@@ -236,6 +237,10 @@ def backfill_command(
 def print_flow_result(state: Any) -> None:
     data = state.result(raise_on_failure=False)
     if isinstance(data, dict):
+        if isinstance(data.get("ingest"), dict):
+            report = data.pop("ingest")
+            rejects = [Reject(**r) for r in report.pop("first_rejects", [])]
+            print_ingest(IngestReport(**report, first_rejects=rejects))
         print_summary(RunSummary.model_validate(data))
     if not state.is_completed():
         errors.print(f"[bold red]error:[/] the run {state.name}: {state.message}", highlight=False)
