@@ -13,8 +13,8 @@ when some conversations failed — and Failed only when nothing could be done.
 
 from __future__ import annotations
 
+import itertools
 import time
-from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,9 +38,10 @@ from models.llm.base import ConsolidationModel
 from models.run import RunSummary
 from slowwave.db import Database, migrate
 from slowwave.settings import Settings, get_settings
-from tasks.claim import ConversationWork, claim, release
-from tasks.consolidate import PreparedChunk, apply_round, prepare_round
-from tasks.runs import finish_run, start_run
+from tasks.apply import ApplyResult
+from tasks.claim import ConversationWork, claim
+from tasks.consolidate import PreparedChunk, apply_round, prepare_round, run_rounds
+from tasks.runs import recorded_run
 
 
 def _transient(task: Any, task_run: Any, state: State) -> bool:
@@ -99,10 +100,9 @@ def apply_task(
     model_name: str,
     shard: int,
     round_: int,
-) -> list[tuple[str, bool, bool]]:
-    """One transaction per chunk; (conversation, applied, quarantined) per chunk."""
-    results = apply_round(db, prepared, settings, summary, model_name)
-    return [(r.conversation_id, r.applied, r.quarantined) for r in results]
+) -> list[ApplyResult]:
+    """One transaction per chunk."""
+    return apply_round(db, prepared, settings, summary, model_name)
 
 
 def shards_of(work: Sequence[ConversationWork], size: int) -> list[list[ConversationWork]]:
@@ -119,20 +119,21 @@ def run_shard(
     summary: RunSummary,
     progress: Any,
 ) -> None:
-    """Rounds over the shard's conversations: chronology within, batches across."""
-    queues = {w.conversation_id: deque(w.chunks) for w in shard if w.chunks}
-    round_ = 0
-    while queues:
-        chunks = [queue.popleft() for queue in queues.values()]
-        prepared = prepare_task(db, chunks, model, embedder, settings, summary, index, round_)
-        outcome = apply_task(db, prepared, settings, summary, model.name, index, round_)
-        for conversation, applied, quarantined in outcome:
-            if not applied and not quarantined:
-                summary.episodes_deferred += sum(len(c) for c in queues[conversation])
-                queues[conversation].clear()
-        queues = {c: q for c, q in queues.items() if q}
-        round_ += 1
-        progress()
+    """The core's rounds over one shard, each stage a Prefect task."""
+    rounds = itertools.count()
+    current = 0
+
+    def prepare(chunks: Sequence[Sequence[Any]]) -> list[PreparedChunk]:
+        nonlocal current
+        current = next(rounds)
+        return prepare_task(
+            db, [list(c) for c in chunks], model, embedder, settings, summary, index, current
+        )
+
+    def apply(prepared: Sequence[PreparedChunk]) -> list[ApplyResult]:
+        return apply_task(db, list(prepared), settings, summary, model.name, index, current)
+
+    run_rounds(shard, summary, prepare, apply, after_round=progress)
 
 
 def summary_table(summary: RunSummary) -> list[dict[str, Any]]:
@@ -194,38 +195,31 @@ def consolidate_run(
     own_model, own_embedder = model is None, embedder is None
     with Database(settings) as db:
         migrate(db)
-        with db.connection() as conn:
-            summary = start_run(conn, kind=kind, flow_run_id=str(flow_run.get_id() or ""))
-        error: str | None = None
+        flow_run_id = str(flow_run.get_id() or "")
         model = model or load_model(settings)
         try:
-            embedder = embedder or load_embedder(settings)
-            start = time.perf_counter()
-            work = claim_task(db, settings, summary, conversations)
-            summary.add_time("claim", time.perf_counter() - start)
-            summary.conversations = len(work)
-            shards = shards_of(work, settings.shard_conversations)
-            total_rounds = sum(max((len(w.chunks) for w in s), default=0) for s in shards) or 1
-            done = 0
-            artifact: Any = create_progress_artifact(
-                0.0, key="slowwave-progress", description=f"{len(work)} conversations"
-            )
+            with recorded_run(db, kind=kind, flow_run_id=flow_run_id) as summary:
+                embedder = embedder or load_embedder(settings)
+                start = time.perf_counter()
+                work = claim_task(db, settings, summary, conversations)
+                summary.add_time("claim", time.perf_counter() - start)
+                summary.conversations = len(work)
+                shards = shards_of(work, settings.shard_conversations)
+                rounds = sum(max((len(w.chunks) for w in s), default=0) for s in shards) or 1
+                done = 0
+                artifact: Any = create_progress_artifact(
+                    0.0, key="slowwave-progress", description=f"{len(work)} conversations"
+                )
 
-            def progress() -> None:
-                nonlocal done
-                done += 1
-                update_progress_artifact(artifact, 100.0 * done / total_rounds)
+                def progress() -> None:
+                    nonlocal done
+                    done += 1
+                    update_progress_artifact(artifact, 100.0 * done / rounds)
 
-            logger.info("claimed %d conversations in %d shard(s)", len(work), len(shards))
-            for index, shard in enumerate(shards):
-                run_shard(db, shard, index, model, embedder, settings, summary, progress)
-        except BaseException as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            raise
+                logger.info("claimed %d conversations in %d shard(s)", len(work), len(shards))
+                for index, shard in enumerate(shards):
+                    run_shard(db, shard, index, model, embedder, settings, summary, progress)
         finally:
-            with db.connection() as conn:
-                release(conn, summary.run_id)
-                finish_run(conn, summary, error)
             if own_model:
                 model.close()
             if own_embedder and embedder is not None:

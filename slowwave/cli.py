@@ -33,8 +33,8 @@ from rich.progress import (
 from rich.table import Table
 
 from models.category import Category
-from models.embedding import EmbeddingDimensionMismatch, load_embedder
-from models.llm import RuntimeNotAvailable, load_model
+from models.embedding import EmbeddingDimensionMismatch
+from models.llm import RuntimeNotAvailable
 from models.run import RunSummary
 from slowwave.db import Database, DatabaseUnavailable, MigrationError, migrate
 from slowwave.db.embedded import EmbeddedPostgresError, stop_embedded
@@ -42,7 +42,6 @@ from slowwave.db.status import COUNTS, read_status
 from slowwave.memory import Memory
 from slowwave.settings import Settings, get_settings
 from slowwave.settings_doc import settings_markdown, sync_readme
-from tasks.consolidate import consolidate
 from tasks.ingest.rejects import Reject
 from tasks.ingest.transcripts import Format, IngestReport, ingest
 
@@ -68,6 +67,18 @@ def _environment() -> None:
 
 console = Console()
 errors = Console(stderr=True)
+
+SourceArgument = Annotated[
+    Path, typer.Argument(help="A transcript file (JSONL, Parquet) or LoCoMo JSON.")
+]
+FormatOption = Annotated[
+    Format | None,
+    typer.Option("--format", "-f", help="jsonl, parquet or locomo (default: by suffix)."),
+]
+ConversationsOption = Annotated[
+    list[str] | None,
+    typer.Option("--conversation", "-c", help="Only these conversations (repeatable)."),
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -162,13 +173,8 @@ def db_stop(
 @app.command("ingest")
 @one_line_errors
 def ingest_command(
-    path: Annotated[
-        Path, typer.Argument(help="A transcript file (JSONL, Parquet) or LoCoMo JSON.")
-    ],
-    fmt: Annotated[
-        Format | None,
-        typer.Option("--format", "-f", help="jsonl, parquet or locomo (default: by suffix)."),
-    ] = None,
+    path: SourceArgument,
+    fmt: FormatOption = None,
 ) -> None:
     """Turn a transcript into episodes: validated, idempotent, in event time."""
     report = run_ingest(path, fmt)
@@ -211,17 +217,9 @@ def print_ingest(report: IngestReport) -> None:
 @app.command("backfill")
 @one_line_errors
 def backfill_command(
-    path: Annotated[
-        Path, typer.Argument(help="A transcript file (JSONL, Parquet) or LoCoMo JSON.")
-    ],
-    fmt: Annotated[
-        Format | None,
-        typer.Option("--format", "-f", help="jsonl, parquet or locomo (default: by suffix)."),
-    ] = None,
-    conversation: Annotated[
-        list[str] | None,
-        typer.Option("--conversation", "-c", help="Only these conversations (repeatable)."),
-    ] = None,
+    path: SourceArgument,
+    fmt: FormatOption = None,
+    conversation: ConversationsOption = None,
 ) -> None:
     """Ingest a historical transcript, then consolidate everything pending (the backfill flow)."""
     from flows.backfill import backfill
@@ -245,22 +243,6 @@ def print_flow_result(state: Any) -> None:
     if not state.is_completed():
         errors.print(f"[bold red]error:[/] the run {state.name}: {state.message}", highlight=False)
         raise typer.Exit(1)
-
-
-def run_consolidation(
-    settings: Settings, *, kind: str, conversations: list[str] | None = None
-) -> RunSummary:
-    model = load_model(settings)
-    embedder = load_embedder(settings)
-    try:
-        with open_database(settings) as db:
-            ensure_migrated(db)
-            return consolidate(
-                db, model, embedder, settings, kind=kind, conversations=conversations
-            )
-    finally:
-        model.close()
-        embedder.close()
 
 
 def print_summary(summary: RunSummary) -> None:
@@ -372,10 +354,7 @@ def models_setup() -> None:
 @app.command("consolidate")
 @one_line_errors
 def consolidate_command(
-    conversation: Annotated[
-        list[str] | None,
-        typer.Option("--conversation", "-c", help="Only these conversations (repeatable)."),
-    ] = None,
+    conversation: ConversationsOption = None,
 ) -> None:
     """Consolidate everything that is due (the nightly flow, run here)."""
     from flows.consolidate import nightly

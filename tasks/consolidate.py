@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -29,12 +29,12 @@ from slowwave.db import Database
 from slowwave.settings import Settings
 from tasks.apply import ApplyResult, apply_plan, record_failure
 from tasks.calibrate import build_request, calibrate
-from tasks.claim import ConversationWork, claim, release
+from tasks.claim import ConversationWork, claim
 from tasks.embed import embed_plans
 from tasks.gate import split_gated
 from tasks.guard import guard, latest_end
 from tasks.predict import related_facts
-from tasks.runs import finish_run, start_run
+from tasks.runs import recorded_run
 
 
 @dataclass
@@ -171,26 +171,32 @@ def count(summary: RunSummary, plan: Plan, result: ApplyResult) -> None:
     summary.actions_rejected += result.rejected
 
 
+Prepare = Callable[[Sequence[Sequence[Episode]]], list[PreparedChunk]]
+Apply = Callable[[Sequence[PreparedChunk]], list[ApplyResult]]
+
+
 def run_rounds(
-    db: Database,
     work: Sequence[ConversationWork],
-    model: ConsolidationModel,
-    embedder: Embedder,
-    settings: Settings,
     summary: RunSummary,
+    prepare: Prepare,
+    apply: Apply,
+    after_round: Callable[[], None] | None = None,
 ) -> None:
-    """Wavefront over the claimed conversations: one chunk of each per round."""
+    """Wavefront over the conversations: one chunk of each per round, applied before the next.
+
+    ``prepare`` and ``apply`` run one round; the flows pass their Prefect tasks here.
+    """
     queues = {w.conversation_id: deque(w.chunks) for w in work if w.chunks}
-    summary.conversations += len(queues)
     while queues:
-        round_chunks = [queue.popleft() for queue in queues.values()]
-        prepared = prepare_round(db, round_chunks, model, embedder, settings, summary)
-        for result in apply_round(db, prepared, settings, summary, model.name):
+        prepared = prepare([queue.popleft() for queue in queues.values()])
+        for result in apply(prepared):
             queue = queues[result.conversation_id]
             if not result.applied and not result.quarantined:
                 summary.episodes_deferred += sum(len(c) for c in queue)
                 queue.clear()
         queues = {c: q for c, q in queues.items() if q}
+        if after_round is not None:
+            after_round()
 
 
 def consolidate(
@@ -203,19 +209,15 @@ def consolidate(
     conversations: Sequence[str] | None = None,
     flow_run_id: str | None = None,
 ) -> RunSummary:
-    """Claim what is due, consolidate it, release the rest, record the run."""
-    with db.connection() as conn:
-        summary = start_run(conn, kind=kind, flow_run_id=flow_run_id)
-    error: str | None = None
-    try:
+    """Claim what is due, consolidate it in this process, release the rest, record the run."""
+    with recorded_run(db, kind=kind, flow_run_id=flow_run_id) as summary:
         with timed(summary, "claim"), db.connection() as conn:
             work = claim(conn, summary.run_id, settings, conversations=conversations)
-        run_rounds(db, work, model, embedder, settings, summary)
-    except BaseException as exc:
-        error = f"{type(exc).__name__}: {exc}"
-        raise
-    finally:
-        with db.connection() as conn:
-            release(conn, summary.run_id)
-            finish_run(conn, summary, error)
+        summary.conversations = len(work)
+        run_rounds(
+            work,
+            summary,
+            lambda chunks: prepare_round(db, chunks, model, embedder, settings, summary),
+            lambda prepared: apply_round(db, prepared, settings, summary, model.name),
+        )
     return summary

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import psycopg
 from psycopg.types.json import Jsonb
 
 from models.ids import new_id
 from models.run import RunSummary
+
+if TYPE_CHECKING:
+    from slowwave.db import Database
 
 _COUNTS = (
     "conversations",
@@ -66,3 +72,25 @@ def finish_run(conn: psycopg.Connection, summary: RunSummary, error: str | None 
                 "id": summary.run_id,
             },
         )
+
+
+@contextmanager
+def recorded_run(
+    db: Database, *, kind: str = "manual", flow_run_id: str | None = None
+) -> Iterator[RunSummary]:
+    """A run row for the block: whatever happens, its claims are released and the outcome
+    (counts, status, the error if one escaped) is stored."""
+    from tasks.claim import release
+
+    with db.connection() as conn:
+        summary = start_run(conn, kind=kind, flow_run_id=flow_run_id)
+    error: str | None = None
+    try:
+        yield summary
+    except BaseException as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        with db.connection() as conn:
+            release(conn, summary.run_id)
+            finish_run(conn, summary, error)
