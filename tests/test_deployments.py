@@ -1,0 +1,149 @@
+"""prefect.yaml deployed to a real Prefect server, run by a real worker, as a user runs it:
+`slowwave server`, `slowwave deploy`, `slowwave worker`, then the backfill deployment."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from uuid import UUID
+
+import httpx
+import psycopg
+import pytest
+from prefect.client.orchestration import SyncPrefectClient
+from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+from prefect.client.schemas.objects import FlowRun
+
+from slowwave.db import Database
+from tests.fix_processes import free_port, slowwave_env, start_background, stop_background
+
+PROJECT = Path(__file__).resolve().parents[1]
+SLOWWAVE = [sys.executable, "-m", "slowwave"]
+
+
+@dataclass
+class PrefectStack:
+    api_url: str
+    env: dict[str, str]
+    logs: Path
+
+    def client(self) -> SyncPrefectClient:
+        return SyncPrefectClient(api=self.api_url)
+
+    def log_tail(self, name: str, lines: int = 40) -> str:
+        text = (self.logs / f"{name}.log").read_text(errors="replace").splitlines()
+        return f"--- {name} ---\n" + "\n".join(text[-lines:])
+
+
+def _wait_healthy(api_url: str, server_log: Path, timeout: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{api_url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    pytest.fail(f"Prefect server not healthy after {timeout} s:\n{server_log.read_text()[-3000:]}")
+
+
+@pytest.fixture
+def prefect_stack(database: Database, locomo_path: Path, tmp_path: Path) -> Iterator[PrefectStack]:
+    """A Prefect server on a free port with its own home, slowwave deployed to it and a worker
+    serving the pool; server, worker and every flow run they started are stopped by pid."""
+    port = free_port()
+    api_url = f"http://127.0.0.1:{port}/api"
+    env = slowwave_env(
+        tmp_path / "slowwave-home",
+        DATABASE_URL=database.url,
+        PREFECT_HOME=str(tmp_path / "prefect-home"),
+        PREFECT_API_URL=api_url,
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        PREFECT_WORKER_QUERY_SECONDS="2",
+        SLOWWAVE_PREFECT_PORT=str(port),
+        SLOWWAVE_NIGHTLY_TIMEZONE="Europe/Berlin",
+        SLOWWAVE_LLM_RUNTIME="replay",
+        SLOWWAVE_REPLAY_DATA=str(locomo_path),
+    )
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    server = start_background([*SLOWWAVE, "server"], env, logs / "server.log")
+    worker = None
+    try:
+        _wait_healthy(api_url, logs / "server.log")
+        deployed = _run([*SLOWWAVE, "deploy"], env, logs / "deploy.log")
+        assert deployed == 0, (logs / "deploy.log").read_text()[-3000:]
+        worker = start_background([*SLOWWAVE, "worker"], env, logs / "worker.log")
+        yield PrefectStack(api_url=api_url, env=env, logs=logs)
+    finally:
+        left = stop_background(worker) if worker is not None else []
+        left += stop_background(server)
+        assert not left, f"processes still running after SIGKILL: {left}"
+
+
+def _run(args: list[str], env: dict[str, str], log: Path) -> int:
+    import subprocess
+
+    with log.open("wb") as out:
+        return subprocess.run(
+            args, env=env, cwd=PROJECT, stdout=out, stderr=subprocess.STDOUT, timeout=180
+        ).returncode
+
+
+def _wait_final(client: SyncPrefectClient, run_id: UUID, timeout: float = 400.0) -> FlowRun:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = client.read_flow_run(run_id)
+        if run.state is not None and run.state.is_final():
+            return run
+        time.sleep(1)
+    return client.read_flow_run(run_id)
+
+
+def test_the_deployed_backfill_runs_on_a_worker_to_completed_and_consolidates(
+    prefect_stack: PrefectStack, conn: psycopg.Connection, locomo_path: Path
+) -> None:
+    with prefect_stack.client() as client:
+        nightly = client.read_deployment_by_name("slowwave-nightly/nightly")
+        assert nightly.work_pool_name == "process"
+        assert [s.schedule.timezone for s in nightly.schedules] == ["Europe/Berlin"]  # type: ignore[union-attr]
+        assert nightly.global_concurrency_limit is not None
+        assert nightly.global_concurrency_limit.limit == 1
+
+        backfill = client.read_deployment_by_name("slowwave-backfill/backfill")
+        requested = client.create_flow_run_from_deployment(
+            backfill.id,
+            parameters={"source": str(locomo_path), "conversations": ["conv-30"]},
+        )
+        run = _wait_final(client, requested.id)
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[run.id]))
+        )
+
+    assert run.state is not None and run.state.is_completed(), (
+        f"{run.state}\n{prefect_stack.log_tail('worker')}"
+    )
+    assert {"slowwave-ingest", "slowwave-run-summary", "slowwave-progress"} <= {
+        a.key for a in artifacts
+    }
+    row = conn.execute(
+        "SELECT status, kind, episodes_consolidated, facts_inserted FROM consolidation_runs "
+        "WHERE flow_run_id = %s",
+        (str(run.id),),
+    ).fetchone()
+    assert row is not None, prefect_stack.log_tail("worker")
+    status, kind, consolidated, facts = row
+    assert (status, kind, consolidated) == ("completed", "backfill", 19)
+    assert facts > 0
+    (ingested,) = conn.execute(  # type: ignore[misc]
+        "SELECT count(DISTINCT conversation_id) FROM episodic_memory"
+    ).fetchone()
+    assert ingested == 7  # the whole file is ingested; only conv-30 is consolidated
+    (pending,) = conn.execute(  # type: ignore[misc]
+        "SELECT count(*) FROM episodic_memory "
+        "WHERE conversation_id = 'conv-30' AND consolidated_at IS NULL"
+    ).fetchone()
+    assert pending == 0
