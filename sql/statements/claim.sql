@@ -17,10 +17,11 @@ WITH due AS (
     SELECT conversation_id FROM due
     WHERE pg_try_advisory_xact_lock(hashtextextended('slowwave:claim:' || conversation_id, 0))
 )
+-- The locked conversations as one array probed through the pending index: a join against the
+-- CTE was planned as a nested loop (quadratic) on a table not yet analysed after a bulk load.
 UPDATE episodic_memory e
 SET claimed_by = %(run_id)s, claimed_until = now() + make_interval(secs => %(lease_s)s)
-FROM locked
-WHERE e.conversation_id = locked.conversation_id
+WHERE e.conversation_id = ANY (ARRAY(SELECT conversation_id FROM locked))
   AND e.consolidated_at IS NULL AND e.quarantined_at IS NULL
   AND (e.claimed_until IS NULL OR e.claimed_until < now())
 RETURNING e.id, e.conversation_id, e.external_key, e.messages, e.summary, e.surprise,
