@@ -21,7 +21,8 @@ def _env_names(name: str) -> str:
 
 
 def _default(name: str) -> str:
-    default = Settings.model_fields[name].default
+    field = Settings.model_fields[name]
+    default = field.get_default(call_default_factory=True)
     if default is None:
         return "unset"
     if isinstance(default, Path):

@@ -41,6 +41,7 @@ def test_an_unreachable_database_url_is_one_clear_line_without_the_password(
 def test_the_readme_documents_every_setting() -> None:
     readme = (Path(__file__).parents[1] / "README.md").read_text()
     assert settings_markdown() in readme, "regenerate with `slowwave settings --markdown`"
+    assert "Undefined" not in settings_markdown()  # defaults from a factory are shown too
 
 
 def test_ingest_prints_its_table_and_where_the_rejects_are(tmp_path: Path) -> None:
