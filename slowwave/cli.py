@@ -351,6 +351,26 @@ def models_setup() -> None:
     console.print(f"default model ready: {path}")
 
 
+@models_app.command("serve")
+@one_line_errors
+def models_serve(
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8000,
+) -> None:
+    """Serve the configured vLLM model over vLLM's OpenAI-compatible API, for the `openai`
+    runtime (SLOWWAVE_LLM_RUNTIME=openai, SLOWWAVE_OPENAI_MODEL=slowwave)."""
+    import subprocess
+
+    from models.llm import vllm_options
+    from models.llm.vllm_server import SERVED_NAME, server_command, server_env
+
+    settings = get_settings()
+    options = vllm_options(settings)
+    console.print(f"serving {options.model} as {SERVED_NAME!r} on http://127.0.0.1:{port}/v1")
+    workdir = settings.home / "run" / "vllm-server"
+    env = server_env(options, workdir)
+    raise typer.Exit(subprocess.call(server_command(options, port), env=env))
+
+
 @app.command("consolidate")
 @one_line_errors
 def consolidate_command(

@@ -18,7 +18,8 @@ from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRun
 from prefect.client.schemas.objects import FlowRun
 
 from slowwave.db import Database
-from tests.fix_processes import free_port, slowwave_env, start_background, stop_background
+from slowwave.processes import free_port, start_in_own_group, stop_process_tree
+from tests.fix_processes import slowwave_env
 
 PROJECT = Path(__file__).resolve().parents[1]
 SLOWWAVE = [sys.executable, "-m", "slowwave"]
@@ -70,17 +71,17 @@ def prefect_stack(database: Database, locomo_path: Path, tmp_path: Path) -> Iter
     )
     logs = tmp_path / "logs"
     logs.mkdir()
-    server = start_background([*SLOWWAVE, "server"], env, logs / "server.log")
+    server = start_in_own_group([*SLOWWAVE, "server"], env, logs / "server.log")
     worker = None
     try:
         _wait_healthy(api_url, logs / "server.log")
         deployed = _run([*SLOWWAVE, "deploy"], env, logs / "deploy.log")
         assert deployed == 0, (logs / "deploy.log").read_text()[-3000:]
-        worker = start_background([*SLOWWAVE, "worker"], env, logs / "worker.log")
+        worker = start_in_own_group([*SLOWWAVE, "worker"], env, logs / "worker.log")
         yield PrefectStack(api_url=api_url, env=env, logs=logs)
     finally:
-        left = stop_background(worker) if worker is not None else []
-        left += stop_background(server)
+        left = stop_process_tree(worker) if worker is not None else []
+        left += stop_process_tree(server)
         assert not left, f"processes still running after SIGKILL: {left}"
 
 

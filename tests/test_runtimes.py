@@ -9,30 +9,25 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-import httpx
 import numpy as np
 import psycopg
 import pytest
 
 from models.embedding import RayEmbedder
 from models.embedding.base import Embedder
-from models.llm import load_model
+from models.llm import load_model, vllm_options
 from models.llm.base import ConsolidationModel
 from models.llm.openai import OpenAICompatibleModel
+from models.llm.vllm_server import SERVED_NAME, running_vllm_server
 from slowwave.db import Database
 from slowwave.settings import Settings
 from tasks.calibrate import build_request, parse_answer
 from tasks.consolidate import consolidate
-from tests.fix_db import wait_gone
 from tests.fix_episodes import add, at, make_episode, with_settings
 
 MODEL = Path(
@@ -140,60 +135,12 @@ def test_a_conversation_consolidates_end_to_end_on_cpu_vllm_with_tokens_recorded
         assert summary.chunks_failed == 1 and summary.failures[0].reason
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def vllm_server(vllm_settings: Settings, tmp_path: Path) -> Iterator[str]:
     """vLLM's own OpenAI-compatible server on 127.0.0.1, stopped by pid afterwards."""
-    port = _free_port()
-    env = {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "VLLM_CPU_KVCACHE_SPACE": "1",
-        "VLLM_HOST_IP": "127.0.0.1",
-        "VLLM_NO_USAGE_STATS": "1",
-        "VLLM_RPC_BASE_PATH": str(tmp_path),
-        "VLLM_CACHE_ROOT": str(tmp_path / "cache"),
-        "TMPDIR": str(tmp_path),
-    }
-    command = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(MODEL), "--served-model-name", "smollm2",
-        "--enforce-eager", "--max-model-len", "4096", "--dtype", "float32",
-        "--host", "127.0.0.1", "--port", str(port),
-        "--structured-outputs-config", '{"backend":"xgrammar","disable_any_whitespace":true}',
-    ]  # fmt: skip
-    log = (tmp_path / "server.log").open("w")
-    server = subprocess.Popen(
-        command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:
-            assert server.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
-            try:
-                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(2)
-        else:
-            pytest.fail("vLLM server did not become healthy in 240 s")
-        yield f"{base}/v1"
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
-        log.close()
-        assert wait_gone(server.pid)
+    options = replace(vllm_options(vllm_settings), max_model_len=4096)
+    with running_vllm_server(options, None, tmp_path) as base_url:
+        yield base_url
 
 
 def test_the_openai_runtime_consolidates_against_a_real_local_vllm_server(
@@ -201,7 +148,7 @@ def test_the_openai_runtime_consolidates_against_a_real_local_vllm_server(
 ) -> None:
     model = OpenAICompatibleModel(
         vllm_server,
-        "smollm2",
+        SERVED_NAME,
         max_tokens=384,
         concurrency=4,
         extra_body={"repetition_penalty": 1.1},
