@@ -1,0 +1,197 @@
+"""Which schedule keeps the engine fuller: rounds (wavefront) or per-conversation chains.
+
+Both keep a conversation's chronology (its chunk k+1 goes to the model only after chunk k's
+answer is back). Rounds send chunk k of every conversation together and wait for the whole
+round; chains let each conversation send its next chunk as soon as its own answer is back,
+so the engine is fed continuously. The same requests (LoCoMo sessions, chunked, temperature
+0, no prefix cache) go to one real vLLM server (the configured model, vLLM's OpenAI API)
+under each schedule; its ``/metrics`` are sampled for the requests running and waiting.
+
+Shown facts are left empty in both (they would come from the previous chunk's apply, which
+is not what is measured here), so the prompts are the same under both schedules.
+
+    python -m benchmarks.schedules [--conversations 7] [--sessions 8] [--chunk-size 2]
+                                   [--max-tokens 128] [--repeat 1] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
+_GAUGE = re.compile(r"^vllm:num_requests_(running|waiting)\{[^}]*\}\s+([0-9.eE+-]+)$", re.M)
+
+Chains = list[list[Any]]  # per conversation, its requests in order
+
+
+@dataclass
+class Sampler:
+    """Samples the engine's running / waiting request gauges until stopped."""
+
+    metrics_url: str
+    interval_s: float = 0.2
+
+    def __post_init__(self) -> None:
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        with httpx.Client(timeout=5) as client:
+            while not self._stop.is_set():
+                try:
+                    text = client.get(self.metrics_url).text
+                    found = {"running": 0.0, "waiting": 0.0}
+                    for kind, value in _GAUGE.findall(text):
+                        found[kind] += float(value)
+                    self.samples.append((found["running"], found["waiting"]))
+                except httpx.HTTPError:
+                    pass
+                self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def chunked_requests(data: Path, conversations: int, sessions: int, chunk_size: int) -> Chains:
+    from slowwave.settings import Settings
+    from tasks.calibrate import build_request
+    from tasks.ingest.locomo import read_locomo
+
+    flashbulb = Settings(_env_file=None).flashbulb_surprise
+    by_conversation: dict[str, list[Any]] = {}
+    for episode in read_locomo(data, surprise=0.5):
+        by_conversation.setdefault(episode.conversation_id, []).append(episode)
+    chains: Chains = []
+    for name in sorted(by_conversation)[:conversations]:
+        episodes = by_conversation[name][:sessions]
+        chunks = [episodes[i : i + chunk_size] for i in range(0, len(episodes), chunk_size)]
+        chains.append(
+            [build_request(f"{name}:{k}", [], chunk, flashbulb) for k, chunk in enumerate(chunks)]
+        )
+    return chains
+
+
+def rounds(model: Any, chains: Chains) -> list[Any]:
+    """Chunk k of every conversation together; the next round after the whole round."""
+    answers: list[Any] = []
+    for k in range(max(len(c) for c in chains)):
+        answers += model.consolidate([c[k] for c in chains if k < len(c)])
+    return answers
+
+
+def chains_of(model: Any, chains: Chains) -> list[Any]:
+    """Each conversation on its own: its next chunk as soon as its previous answer is back."""
+
+    def one(requests: Sequence[Any]) -> list[Any]:
+        answers: list[Any] = []
+        for request in requests:
+            answers += model.consolidate([request])
+        return answers
+
+    with ThreadPoolExecutor(max_workers=len(chains)) as pool:
+        return [a for answers in pool.map(one, chains) for a in answers]
+
+
+def run(
+    name: str, schedule: Callable[[Any, Chains], list[Any]], model: Any, chains: Chains, url: str
+) -> dict[str, Any]:
+    with Sampler(url) as sampler:
+        start = time.perf_counter()
+        answers = schedule(model, chains)
+        seconds = time.perf_counter() - start
+    running = [r for r, _ in sampler.samples]
+    waiting = [w for _, w in sampler.samples]
+    tokens = sum(a.completion_tokens for a in answers)
+    return {
+        "schedule": name,
+        "requests": len(answers),
+        "errors": sum(a.error is not None for a in answers),
+        "completion_tokens": tokens,
+        "seconds": round(seconds, 1),
+        "tokens_per_s": round(tokens / seconds, 1),
+        "mean_running": round(sum(running) / max(1, len(running)), 2),
+        "mean_waiting": round(sum(waiting) / max(1, len(waiting)), 2),
+        "share_at_full": round(sum(r >= len(chains) for r in running) / max(1, len(running)), 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--conversations", type=int, default=7)
+    parser.add_argument("--sessions", type=int, default=8, help="first sessions of each")
+    parser.add_argument("--chunk-size", type=int, default=2)
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--repeat", type=int, default=1, help="pairs, in alternating order")
+    parser.add_argument("--json", action="store_true", help="end with one line of JSON")
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+    from models.llm import vllm_options
+    from models.llm.openai import OpenAICompatibleModel
+    from models.llm.vllm_server import SERVED_NAME, running_vllm_server
+    from slowwave.settings import get_settings
+
+    settings = get_settings()
+    chains = chunked_requests(args.data, args.conversations, args.sessions, args.chunk_size)
+    options = replace(vllm_options(settings), max_tokens=args.max_tokens)
+    with (
+        tempfile.TemporaryDirectory(prefix="slowwave-schedules-") as workdir,
+        running_vllm_server(
+            options, None, Path(workdir), extra_args=["--no-enable-prefix-caching"]
+        ) as base_url,
+    ):
+        model = OpenAICompatibleModel(
+            base_url,
+            SERVED_NAME,
+            max_tokens=args.max_tokens,
+            concurrency=len(chains),
+            timeout_s=1800,
+            extra_body={"repetition_penalty": settings.llm_repetition_penalty},
+        )
+        model.consolidate([chains[0][0]])  # warm-up: first-call costs go to neither schedule
+        metrics = base_url.removesuffix("/v1") + "/metrics"
+        results = []
+        for n in range(args.repeat):
+            order = [("rounds", rounds), ("chains", chains_of)]
+            for name, schedule in order if n % 2 == 0 else order[::-1]:
+                results.append(run(name, schedule, model, chains, metrics))
+                print(json.dumps(results[-1]), flush=True)
+    print(
+        f"\n{len(chains)} conversations x {max(len(c) for c in chains)} chunks of "
+        f"{args.chunk_size} sessions, max {args.max_tokens} tokens, {options.model}"
+    )
+    print(f"{'schedule':>8} {'s':>7} {'tok/s':>7} {'running':>8} {'waiting':>8} {'at full':>8}")
+    for r in results:
+        print(
+            f"{r['schedule']:>8} {r['seconds']:>7} {r['tokens_per_s']:>7} "
+            f"{r['mean_running']:>8} {r['mean_waiting']:>8} {r['share_at_full']:>8}"
+        )
+    by = {name: [r for r in results if r["schedule"] == name] for name in ("rounds", "chains")}
+    wall = {name: sum(r["seconds"] for r in rows) for name, rows in by.items()}
+    print(f"chains / rounds wall time: {wall['chains'] / wall['rounds']:.2f}")
+    if args.json:
+        print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
