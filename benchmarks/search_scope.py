@@ -21,7 +21,6 @@ import json
 import statistics
 import tempfile
 import time
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -41,32 +40,12 @@ ORDER BY embedding <=> %(q)s LIMIT %(k)s
 
 
 def fill(conn: Any, conversation: str, count: int, rng: np.random.Generator) -> None:
+    from tests.fix_facts import copy_facts
+
     vectors = rng.standard_normal((count, 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    now = datetime(2024, 1, 1, tzinfo=UTC)
-    with (
-        conn.transaction(),
-        conn.cursor().copy(
-            "COPY semantic_memory (id, conversation_id, category, fact, keywords, "
-            "source_episodic_ids, valid_at, embedding) FROM STDIN WITH (FORMAT BINARY)"
-        ) as copy,
-    ):
-        copy.set_types(
-            ["uuid", "text", "text", "text", "text[]", "uuid[]", "timestamptz", "vector"]
-        )
-        for i, vector in enumerate(vectors):
-            copy.write_row(
-                (
-                    uuid.uuid4(),
-                    conversation,
-                    "interest",
-                    f"fact {i}",
-                    [],
-                    [uuid.uuid4()],
-                    now,
-                    vector,
-                )
-            )
+    rows = [("interest", f"fact {i}", []) for i in range(count)]
+    copy_facts(conn, conversation, rows, vectors, datetime(2024, 1, 1, tzinfo=UTC))
 
 
 def main() -> None:

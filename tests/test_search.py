@@ -18,6 +18,7 @@ from slowwave.settings import Settings
 from tasks.consolidate import consolidate
 from tasks.search import context, render_markdown, render_split, search
 from tests.fix_episodes import add, at, make_episode, with_settings
+from tests.fix_facts import copy_facts
 from tests.fix_models import ScriptedModel, fact, shown_facts
 
 NOW = datetime(2024, 1, 1, tzinfo=UTC)
@@ -68,24 +69,8 @@ def _insert(
     conversation: str,
     rows: list[tuple[str, str, list[str]]],
     vectors: np.ndarray,
-    **extra: object,
 ) -> list[uuid.UUID]:
-    ids = [uuid.uuid4() for _ in rows]
-    with (
-        conn.transaction(),
-        conn.cursor().copy(
-            "COPY semantic_memory (id, conversation_id, category, fact, keywords, "
-            "source_episodic_ids, valid_at, embedding) FROM STDIN WITH (FORMAT BINARY)"
-        ) as copy,
-    ):
-        copy.set_types(
-            ["uuid", "text", "text", "text", "text[]", "uuid[]", "timestamptz", "vector"]
-        )
-        for fact_id, (category, text, keywords), vector in zip(ids, rows, vectors, strict=True):
-            copy.write_row(
-                (fact_id, conversation, category, text, keywords, [uuid.uuid4()], NOW, vector)
-            )
-    return ids
+    return copy_facts(conn, conversation, rows, vectors, NOW)
 
 
 @pytest.fixture
