@@ -86,8 +86,9 @@ def running_vllm_server(
         yield f"{base}/v1"
     finally:
         left = stop_process_tree(server)
-        if left:
-            raise VLLMServerError(f"vLLM server processes {left} did not stop")
+    # reached only when the block succeeded: a failure inside it is not masked by this one
+    if left:
+        raise VLLMServerError(f"vLLM server processes {left} did not stop")
 
 
 def _healthy(base: str) -> bool:
