@@ -4,11 +4,19 @@ Created once per run and reused: an engine takes seconds to minutes to start. Si
 cluster: one actor per GPU where there are GPUs, otherwise ``actors_per_node`` CPU actors per
 node. Work is split into one contiguous shard per actor and the results put back in order, so
 the stages see the same interface as for an in-process runtime.
+
+A streaming pool (``streaming=True``) hosts runtimes that answer request by request
+(``submit``): each item becomes its own call on the least busy actor, and the caller gets a
+future per item that resolves as soon as that item is done.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from functools import partial
 from typing import Any, TypeVar
 
 from models.ray_cluster import acquire_ray, cluster_shape, ray_module, release_ray
@@ -30,6 +38,22 @@ class _Host:
         return getattr(self.runtime, name)
 
     def close(self) -> None:
+        self.runtime.close()
+
+
+class _StreamingHost:
+    """An async actor: many ``submit`` calls in flight at once, all into one runtime."""
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self.runtime = factory()
+
+    async def submit_one(self, method: str, item: Any) -> Any:
+        return await asyncio.wrap_future(getattr(self.runtime, method)([item])[0])
+
+    async def attribute(self, name: str) -> Any:
+        return getattr(self.runtime, name)
+
+    async def close(self) -> None:
         self.runtime.close()
 
 
@@ -57,6 +81,7 @@ class ActorPool:
         cpus_per_actor: float = 1.0,
         use_gpus: bool = True,
         name: str = "runtime",
+        streaming: bool = False,
     ) -> None:
         acquire_ray(settings)
         self._holding_ray = True
@@ -66,9 +91,11 @@ class ActorPool:
             count, resources = gpus, {"num_gpus": 1, "num_cpus": cpus_per_actor}
         else:
             count, resources = nodes * actors_per_node, {"num_cpus": cpus_per_actor}
-        remote = ray.remote(**resources)(_Host)
+        remote = ray.remote(**resources)(_StreamingHost if streaming else _Host)
         self.name = name
         self.actors = [remote.remote(factory) for _ in range(max(count, 1))]
+        self._busy = [0] * len(self.actors)  # items in flight per actor, for ``submit``
+        self._lock = threading.Lock()
         try:  # fail now, with the runtime's own error, if an engine cannot start
             ray.get([a.attribute.remote("name") for a in self.actors])
         except BaseException:
@@ -89,6 +116,22 @@ class ActorPool:
         for part in ray.get(futures):
             results.extend(part)
         return results
+
+    def submit(self, method: str, items: Sequence[Any]) -> list[Future[Any]]:
+        """Each item to the least busy actor (a streaming pool); a future per item, in order."""
+        futures: list[Future[Any]] = []
+        for item in items:
+            with self._lock:
+                index = min(range(len(self.actors)), key=self._busy.__getitem__)
+                self._busy[index] += 1
+            future: Future[Any] = self.actors[index].submit_one.remote(method, item).future()
+            future.add_done_callback(partial(self._done, index))
+            futures.append(future)
+        return futures
+
+    def _done(self, index: int, _: Future[Any]) -> None:
+        with self._lock:
+            self._busy[index] -= 1
 
     def close(self) -> None:
         ray = ray_module()

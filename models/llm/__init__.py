@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Future
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -26,7 +27,7 @@ class RuntimeNotAvailable(RuntimeError):
 
 
 class RayModel:
-    """The vLLM runtime: engines in a pool of Ray actors, a batch spread over them."""
+    """The vLLM runtime: engines in a pool of Ray actors, each request to the least busy one."""
 
     name = "vllm"
 
@@ -40,11 +41,14 @@ class RayModel:
             partial(VLLMConsolidationEngine, options),
             actors_per_node=settings.llm_actors_per_node,
             name="vllm",
+            streaming=True,
         )
 
+    def submit(self, requests: Sequence[ConsolidationRequest]) -> list[Future[ModelAnswer]]:
+        return self.pool.submit("submit", requests)
+
     def consolidate(self, requests: Sequence[ConsolidationRequest]) -> list[ModelAnswer]:
-        answers: list[ModelAnswer] = self.pool.map("consolidate", requests)
-        return answers
+        return [f.result() for f in self.submit(requests)]
 
     def close(self) -> None:
         self.pool.close()

@@ -2,11 +2,16 @@
 
 Runtimes return the model's raw text; parsing and validation happen once, in the calibrate
 and guard stages, so every runtime is held to the same rules.
+
+Runtimes backed by a serving engine also stream (``StreamingModel``): each request is started
+at once and its answer handed back as soon as it is done, so the scheduler can send a
+conversation's next chunk while other conversations' answers are still being generated.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -49,3 +54,38 @@ class ConsolidationModel(Protocol):
     def close(self) -> None:
         """Release engines, actors, connections."""
         ...
+
+
+@runtime_checkable
+class StreamingModel(ConsolidationModel, Protocol):
+    """A runtime that answers each request as soon as it is done, not the batch at once."""
+
+    def submit(self, requests: Sequence[ConsolidationRequest]) -> list[Future[ModelAnswer]]:
+        """Start every request now; one future per request, in order."""
+        ...
+
+
+def submit(
+    model: ConsolidationModel, requests: Sequence[ConsolidationRequest]
+) -> list[Future[ModelAnswer]]:
+    """One future per request: streamed by a ``StreamingModel``, else the batch answered now.
+
+    A runtime that fails as a whole fails every future with its exception.
+    """
+    if isinstance(model, StreamingModel):
+        return model.submit(requests)
+    futures: list[Future[ModelAnswer]] = [Future() for _ in requests]
+    if not requests:
+        return futures
+    try:
+        answers = {a.chunk_id: a for a in model.consolidate(requests)}
+    except Exception as exc:
+        for future in futures:
+            future.set_exception(exc)
+        return futures
+    for request, future in zip(requests, futures, strict=True):
+        answer = answers.get(request.chunk_id)
+        future.set_result(
+            answer or ModelAnswer(request.chunk_id, None, "runtime returned no answer for it")
+        )
+    return futures

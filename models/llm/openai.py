@@ -1,15 +1,17 @@
 """Any OpenAI-compatible chat-completions endpoint: a vLLM server, llama.cpp's server,
 Ollama, or a hosted API.
 
-The batch is sent with bounded concurrency; each call asks for the answer schema through
-``response_format`` (JSON schema), has a timeout, and is retried with exponential backoff on
-429, 5xx and connection errors. The API key comes from settings and is never logged.
+Requests are streamed with bounded concurrency, each answered as it returns; each call asks
+for the answer schema through ``response_format`` (JSON schema), has a timeout, and is
+retried with exponential backoff on 429, 5xx and connection errors. The API key comes from
+settings and is never logged.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import Any
 
 import httpx
@@ -21,6 +23,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from models.llm.background_loop import BackgroundLoop
 from models.llm.base import ConsolidationRequest, ModelAnswer
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
@@ -59,6 +62,9 @@ class OpenAICompatibleModel:
         self.max_retries = max_retries
         self.extra_body = dict(extra_body or {})
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._loop: BackgroundLoop | None = None  # started on first use: the model pickles
+        self._client: httpx.AsyncClient | None = None
+        self._limit: asyncio.Semaphore | None = None
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAICompatibleModel(base_url={self.base_url!r}, model={self.model!r})"
@@ -83,23 +89,24 @@ class OpenAICompatibleModel:
             },
         }
 
+    def submit(self, requests: Sequence[ConsolidationRequest]) -> list[Future[ModelAnswer]]:
+        """Each request in flight at once (at most ``concurrency``), answered as it returns."""
+        if self._loop is None:
+            self._loop = BackgroundLoop("openai-client")
+        return [self._loop.submit(self._limited(r)) for r in requests]
+
     def consolidate(self, requests: Sequence[ConsolidationRequest]) -> list[ModelAnswer]:
-        if not requests:
-            return []
-        return asyncio.run(self._all(requests))
+        return [f.result() for f in self.submit(requests)]
 
-    async def _all(self, requests: Sequence[ConsolidationRequest]) -> list[ModelAnswer]:
-        limit = asyncio.Semaphore(self.concurrency)
-        timeout = httpx.Timeout(self.timeout_s, connect=min(10.0, self.timeout_s))
-        async with httpx.AsyncClient(
-            base_url=self.base_url, headers=self._headers, timeout=timeout
-        ) as client:
-
-            async def one(request: ConsolidationRequest) -> ModelAnswer:
-                async with limit:
-                    return await self._call(client, request)
-
-            return list(await asyncio.gather(*(one(r) for r in requests)))
+    async def _limited(self, request: ConsolidationRequest) -> ModelAnswer:
+        if self._client is None or self._limit is None:  # made on the loop that uses them
+            timeout = httpx.Timeout(self.timeout_s, connect=min(10.0, self.timeout_s))
+            self._client = httpx.AsyncClient(
+                base_url=self.base_url, headers=self._headers, timeout=timeout
+            )
+            self._limit = asyncio.Semaphore(self.concurrency)
+        async with self._limit:
+            return await self._call(self._client, request)
 
     async def _call(self, client: httpx.AsyncClient, request: ConsolidationRequest) -> ModelAnswer:
         try:
@@ -134,7 +141,13 @@ class OpenAICompatibleModel:
         return ModelAnswer(request.chunk_id, text, None, prompt, completion, extra)
 
     def close(self) -> None:
-        return None
+        if self._loop is None:
+            return
+        if self._client is not None:
+            self._loop.run(self._client.aclose())
+            self._client = None
+        self._loop.close()
+        self._loop = None
 
 
 def _describe(exc: BaseException | None) -> str:

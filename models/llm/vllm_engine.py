@@ -1,18 +1,21 @@
-"""vLLM, in this process: chat with JSON-schema structured outputs, the whole batch at once.
+"""vLLM, in this process: chat with JSON-schema structured outputs, each request streamed.
 
 This is what each Ray actor of the vLLM runtime hosts (``models.actor_pool``); it can also
-run directly. All prompts of a batch go to ``LLM.chat`` together so the engine batches them
-continuously. A prompt that cannot fit the context is answered with an error up front instead
-of failing the whole batch.
+run directly. Requests go into one ``AsyncLLM`` as they are submitted and come back one by
+one as they finish, so the engine batches continuously across conversations. A prompt that
+cannot fit the context is answered with an error up front instead of reaching the engine.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
+from models.llm.background_loop import BackgroundLoop
 from models.llm.base import ConsolidationRequest, ModelAnswer
 
 
@@ -29,6 +32,8 @@ class VLLMOptions:
     memory_fraction: float = 0.9
     enforce_eager: bool = True
     kv_cache_gb: int = 1
+    # off only to compare schedules on the same prompts (a warm cache favours the later run)
+    prefix_caching: bool = True
 
 
 def _on_gpu() -> bool:
@@ -45,6 +50,7 @@ def engine_kwargs(options: VLLMOptions) -> dict[str, Any]:
         "model": options.model,
         "max_model_len": options.max_model_len,
         "enforce_eager": options.enforce_eager,
+        "enable_prefix_caching": options.prefix_caching,
         # without any-whitespace, small models fill their token budget with blank space
         "structured_outputs_config": {"backend": "xgrammar", "disable_any_whitespace": True},
     }
@@ -59,7 +65,12 @@ def engine_kwargs(options: VLLMOptions) -> dict[str, Any]:
 
 
 class VLLMConsolidationEngine:
-    """A ``ConsolidationModel`` backed by one vLLM engine."""
+    """A ``StreamingModel`` backed by one vLLM engine (``AsyncLLM``, on its own event loop).
+
+    Every request submitted goes into the engine at once; the engine batches whatever is in
+    flight continuously, so a conversation's next chunk joins the running batch the moment
+    it is submitted instead of waiting for a whole batch to drain.
+    """
 
     name = "vllm"
 
@@ -67,61 +78,93 @@ class VLLMConsolidationEngine:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(options.kv_cache_gb))
-        from vllm import LLM
+        from vllm.config import StructuredOutputsConfig
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
 
+        kwargs = engine_kwargs(options)
+        kwargs["structured_outputs_config"] = StructuredOutputsConfig(
+            **kwargs["structured_outputs_config"]
+        )
+        args = AsyncEngineArgs(**kwargs, disable_log_stats=True)
         self.options = options
-        self._llm: Any = LLM(**engine_kwargs(options))
+        self._ids = itertools.count()
+        self._loop = BackgroundLoop("vllm-engine")
+
+        async def start() -> Any:  # on the loop, so the engine's output handler lives there
+            return AsyncLLM.from_engine_args(args)
+
+        try:
+            self._llm: Any = self._loop.run(start())
+        except BaseException:
+            self._loop.close()
+            raise
         self._tokenizer = self._llm.get_tokenizer()
 
     def _sampling(self, schema: dict[str, Any]) -> Any:
         from vllm import SamplingParams
-        from vllm.sampling_params import StructuredOutputsParams
+        from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
         return SamplingParams(
             structured_outputs=StructuredOutputsParams(json=schema),
             max_tokens=self.options.max_tokens,
             temperature=self.options.temperature,
             repetition_penalty=self.options.repetition_penalty,
+            output_kind=RequestOutputKind.FINAL_ONLY,
         )
 
-    def prompt_tokens(self, request: ConsolidationRequest) -> int:
+    def prompt_ids(self, request: ConsolidationRequest) -> list[int]:
         ids = self._tokenizer.apply_chat_template(
             _messages(request), add_generation_prompt=True, tokenize=True
         )
-        if isinstance(ids, dict):  # some tokenizers return an encoding
+        if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # some return an encoding
             ids = ids["input_ids"]
-        return len(ids)
+        return list(ids)
+
+    def prompt_tokens(self, request: ConsolidationRequest) -> int:
+        return len(self.prompt_ids(request))
+
+    async def answer(self, request: ConsolidationRequest) -> ModelAnswer:
+        """One request through the engine; a prompt that cannot fit is answered with an error."""
+        from vllm.inputs import TokensPrompt
+
+        ids = self.prompt_ids(request)
+        budget = self.options.max_model_len - self.options.max_tokens
+        if len(ids) > budget:
+            return ModelAnswer(
+                request.chunk_id,
+                None,
+                f"prompt of {len(ids)} tokens does not fit max_model_len "
+                f"{self.options.max_model_len} minus max_tokens {self.options.max_tokens}; "
+                "lower SLOWWAVE_CHUNK_SIZE or raise SLOWWAVE_LLM_MAX_MODEL_LEN",
+                prompt_tokens=len(ids),
+            )
+        final = None
+        async for output in self._llm.generate(
+            TokensPrompt(prompt_token_ids=ids),
+            self._sampling(request.json_schema),
+            request_id=f"{request.chunk_id}-{next(self._ids)}",
+        ):
+            final = output
+        if final is None:
+            return ModelAnswer(request.chunk_id, None, "the engine returned no output")
+        return _answer(request, final)
+
+    def submit(self, requests: Sequence[ConsolidationRequest]) -> list[Future[ModelAnswer]]:
+        return [self._loop.submit(self.answer(r)) for r in requests]
 
     def consolidate(self, requests: Sequence[ConsolidationRequest]) -> list[ModelAnswer]:
-        answers: dict[str, ModelAnswer] = {}
-        fitting: list[ConsolidationRequest] = []
-        budget = self.options.max_model_len - self.options.max_tokens
-        for request in requests:
-            size = self.prompt_tokens(request)
-            if size > budget:
-                answers[request.chunk_id] = ModelAnswer(
-                    request.chunk_id,
-                    None,
-                    f"prompt of {size} tokens does not fit max_model_len "
-                    f"{self.options.max_model_len} minus max_tokens {self.options.max_tokens}; "
-                    "lower SLOWWAVE_CHUNK_SIZE or raise SLOWWAVE_LLM_MAX_MODEL_LEN",
-                    prompt_tokens=size,
-                )
-            else:
-                fitting.append(request)
-        by_schema: dict[str, list[ConsolidationRequest]] = {}
-        for request in fitting:
-            by_schema.setdefault(repr(request.json_schema), []).append(request)
-        for group in by_schema.values():
-            outputs = self._llm.chat(
-                [_messages(r) for r in group], self._sampling(group[0].json_schema), use_tqdm=False
-            )
-            for request, output in zip(group, outputs, strict=True):
-                answers[request.chunk_id] = _answer(request, output)
-        return [answers[r.chunk_id] for r in requests]
+        return [f.result() for f in self.submit(requests)]
 
     def close(self) -> None:
-        self._llm = None
+        if self._llm is not None:
+            llm, self._llm = self._llm, None
+
+            async def stop() -> None:  # the engine's tasks live on the loop: stop it there
+                llm.shutdown()
+
+            self._loop.run(stop())
+        self._loop.close()
 
 
 def _messages(request: ConsolidationRequest) -> list[Any]:

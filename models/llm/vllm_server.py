@@ -40,7 +40,9 @@ def server_command(
         flag = "--" + key.replace("_", "-")
         if value is True:
             command.append(flag)
-        elif value is not False:
+        elif value is False:
+            command.append("--no-" + flag[2:])
+        else:
             command += [flag, json.dumps(value) if isinstance(value, dict) else str(value)]
     return command + list(extra_args)
 
