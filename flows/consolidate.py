@@ -1,10 +1,13 @@
 """The nightly consolidation flow: what slowwave's users schedule and watch in the Prefect UI.
 
-Claims the due conversations, cuts them into shards (``SLOWWAVE_SHARD_CONVERSATIONS``) and
-runs a Prefect task per shard and stage — never one per conversation, a task costs
-milliseconds on threads and far more on Ray. Inside a shard, chunks go to the runtime pools
-(vLLM / embedding Ray actors, created once per run) a whole round at a time: chunk k of every
-conversation of the shard together, chunk k+1 only after chunk k is applied.
+Claims the due conversations (a Prefect task), cuts them into shards
+(``SLOWWAVE_SHARD_CONVERSATIONS``) and runs a Prefect task per shard — never one per
+conversation or per chunk: a task costs milliseconds on threads and far more on Ray. Inside a
+shard every conversation is a chain (``tasks.chains``): its chunk k+1 is opened only after
+chunk k is applied, and is submitted to the runtime pools (vLLM / embedding Ray actors,
+created once per run) the moment it is, so the engine is fed continuously. The stages
+interleave across conversations, so they are timed inside the shard and reported per stage
+in the run's summary artifact.
 
 Transient failures (an engine restart, a dropped connection) are retried with backoff; poison
 work is quarantined by the core and listed. The run ends Completed — with a warning artifact
@@ -13,9 +16,9 @@ when some conversations failed — and Failed only when nothing could be done.
 
 from __future__ import annotations
 
-import itertools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -38,9 +41,9 @@ from models.llm.base import ConsolidationModel
 from models.run import RunSummary
 from slowwave.db import Database, migrate
 from slowwave.settings import Settings, get_settings
-from tasks.apply import ApplyResult
+from tasks.chains import Backlog, Stages, run_chains
 from tasks.claim import ConversationWork, claim
-from tasks.consolidate import PreparedChunk, apply_round, prepare_round, run_rounds
+from tasks.consolidate import apply_round, finish_chunks, open_chunks
 from tasks.runs import recorded_run
 
 
@@ -70,70 +73,56 @@ def claim_task(
 
 
 @task(
-    name="prepare",
-    task_run_name="prepare shard {shard} round {round_}",
+    name="consolidate shard",
+    task_run_name="consolidate shard {shard}",
     cache_policy=NONE,
-    retries=2,
+    retries=3,
     retry_delay_seconds=exponential_backoff(backoff_factor=10),
     retry_condition_fn=_transient,
 )
-def prepare_task(
+def shard_task(
     db: Database,
-    chunks: list[list[Any]],
+    backlog: Backlog,
     model: ConsolidationModel,
     embedder: Embedder,
     settings: Settings,
     summary: RunSummary,
     shard: int,
-    round_: int,
-) -> list[PreparedChunk]:
-    """gate → predict → calibrate (model) → guard → embed, for one round of a shard."""
-    return prepare_round(db, chunks, model, embedder, settings, summary)
+    progress: Callable[[int], None],
+) -> None:
+    """The shard's conversations as chains: open → model → finish → apply, one chunk each.
 
-
-@task(name="apply", task_run_name="apply shard {shard} round {round_}", cache_policy=NONE)
-def apply_task(
-    db: Database,
-    prepared: list[PreparedChunk],
-    settings: Settings,
-    summary: RunSummary,
-    model_name: str,
-    shard: int,
-    round_: int,
-) -> list[ApplyResult]:
-    """One transaction per chunk."""
-    return apply_round(db, prepared, settings, summary, model_name)
+    The backlog is consumed only as chunks are applied, so a retry after a transient failure
+    (a dropped connection, a restarted actor) goes on where the failed attempt stopped.
+    """
+    stages = Stages(
+        open=lambda chunks: open_chunks(db, chunks, embedder, settings, summary),
+        finish=lambda answered: finish_chunks(answered, embedder, summary),
+        apply=lambda prepared: apply_round(db, prepared, settings, summary, model.name),
+    )
+    run_chains(backlog, summary, model, stages, after_step=progress)
 
 
 def shards_of(work: Sequence[ConversationWork], size: int) -> list[list[ConversationWork]]:
     return [list(work[i : i + size]) for i in range(0, len(work), size)]
 
 
-def run_shard(
-    db: Database,
-    shard: list[ConversationWork],
-    index: int,
-    model: ConsolidationModel,
-    embedder: Embedder,
-    settings: Settings,
-    summary: RunSummary,
-    progress: Any,
-) -> None:
-    """The core's rounds over one shard, each stage a Prefect task."""
-    rounds = itertools.count()
-    current = 0
+@dataclass
+class Progress:
+    """The run's progress artifact, moved on as chunks are applied (at most every few s)."""
 
-    def prepare(chunks: Sequence[Sequence[Any]]) -> list[PreparedChunk]:
-        nonlocal current
-        current = next(rounds)
-        return prepare_task(
-            db, [list(c) for c in chunks], model, embedder, settings, summary, index, current
-        )
+    total: int
+    interval_s: float = 2.0
+    done: int = 0
+    artifact: Any = None
+    _shown: float = field(default=0.0, init=False)
 
-    def apply(prepared: Sequence[PreparedChunk]) -> list[ApplyResult]:
-        return apply_task(db, list(prepared), settings, summary, model.name, index, current)
-
-    run_rounds(shard, summary, prepare, apply, after_round=progress)
+    def __call__(self, applied: int) -> None:
+        self.done += applied
+        now = time.monotonic()
+        if self.done >= self.total or now - self._shown >= self.interval_s:
+            self._shown = now
+            update_progress_artifact(self.artifact, 100.0 * min(self.done, self.total) / self.total)
 
 
 def summary_table(summary: RunSummary) -> list[dict[str, Any]]:
@@ -205,20 +194,16 @@ def consolidate_run(
                 summary.add_time("claim", time.perf_counter() - start)
                 summary.conversations = len(work)
                 shards = shards_of(work, settings.shard_conversations)
-                rounds = sum(max((len(w.chunks) for w in s), default=0) for s in shards) or 1
-                done = 0
-                artifact: Any = create_progress_artifact(
-                    0.0, key="slowwave-progress", description=f"{len(work)} conversations"
+                progress = Progress(total=sum(len(w.chunks) for w in work) or 1)
+                progress.artifact = create_progress_artifact(
+                    0.0,
+                    key="slowwave-progress",
+                    description=f"{len(work)} conversations, {progress.total} chunks",
                 )
-
-                def progress() -> None:
-                    nonlocal done
-                    done += 1
-                    update_progress_artifact(artifact, 100.0 * done / rounds)
-
                 logger.info("claimed %d conversations in %d shard(s)", len(work), len(shards))
                 for index, shard in enumerate(shards):
-                    run_shard(db, shard, index, model, embedder, settings, summary, progress)
+                    backlog = Backlog.of(shard)
+                    shard_task(db, backlog, model, embedder, settings, summary, index, progress)
         finally:
             if own_model:
                 model.close()

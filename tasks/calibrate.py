@@ -1,8 +1,8 @@
-"""calibrate: one model call per chunk, all chunks of a round in one batch (seed 001 step 2).
+"""calibrate: one model call per chunk, its answer parsed strictly (seed 001 step 2).
 
-Builds the prompt (byte-identical system part, then facts and episodes under short ids),
-submits the batch to the runtime, and parses each answer strictly. A malformed answer fails
-that chunk only, with the reason.
+Builds the prompt (byte-identical system part, then facts and episodes under short ids) and
+parses each answer strictly; ``tasks.chains`` sends the prompts to the runtime. A malformed
+answer fails that chunk only, with the reason.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from models.consolidation import SYSTEM_PROMPT, ConsolidationOutput, render_user_prompt
 from models.episode import Episode
 from models.fact import Fact
-from models.llm.base import ConsolidationModel, ConsolidationRequest, ModelAnswer
+from models.llm.base import ConsolidationRequest, ModelAnswer
 
 
 class MalformedAnswer(ValueError):
@@ -58,7 +58,8 @@ def parse_answer(text: str) -> ConsolidationOutput:
         ) from exc
 
 
-def _calibration(answer: ModelAnswer) -> Calibration:
+def calibration_of(answer: ModelAnswer) -> Calibration:
+    """The runtime's answer parsed strictly, or the reason it cannot be used."""
     tokens = (answer.prompt_tokens, answer.completion_tokens)
     if answer.error is not None or answer.text is None:
         reason = answer.error or "model returned no answer"
@@ -67,26 +68,3 @@ def _calibration(answer: ModelAnswer) -> Calibration:
         return Calibration(answer.chunk_id, parse_answer(answer.text), None, *tokens)
     except MalformedAnswer as exc:
         return Calibration(answer.chunk_id, None, str(exc), *tokens)
-
-
-def calibrate(
-    model: ConsolidationModel, requests: Sequence[ConsolidationRequest]
-) -> dict[str, Calibration]:
-    """Submit all requests together; chunk id → parsed answer or error."""
-    if not requests:
-        return {}
-    try:
-        answers = model.consolidate(requests)
-    except Exception as exc:  # a runtime that fails as a whole fails every chunk, not the run
-        reason = f"model runtime {model.name} failed: {type(exc).__name__}: {exc}"
-        return {r.chunk_id: Calibration(r.chunk_id, None, reason, 0, 0) for r in requests}
-    by_id = {a.chunk_id: a for a in answers}
-    result: dict[str, Calibration] = {}
-    for request in requests:
-        answer = by_id.get(request.chunk_id)
-        if answer is None:
-            missing = ModelAnswer(request.chunk_id, None, "runtime returned no answer for it")
-            result[request.chunk_id] = _calibration(missing)
-        else:
-            result[request.chunk_id] = _calibration(answer)
-    return result

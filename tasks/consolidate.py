@@ -1,19 +1,16 @@
-"""Consolidation of claimed work, in rounds, without Prefect (the flows call the same pieces).
+"""Consolidation of claimed work, without Prefect (the flows call the same stages).
 
-Chronology: a conversation's chunks go one per round, so chunk k+1 is predicted only after
-chunk k is applied and sees the facts it wrote. Different conversations are independent: the
-chunks of a round are embedded, sent to the model and embedded again as single batches.
-
-When a chunk fails and is not yet quarantined, the conversation's later chunks are left for a
-later run (its facts would depend on the failed chunk's). When the failure quarantines the
-chunk, its episodes are out of the way and the conversation goes on with its next chunk.
+A chunk goes through ``open_chunks`` (gate, predict, the prompt), the model, ``finish_chunks``
+(calibrate: parse, guard, embed) and ``apply_round`` (one transaction per chunk). The stages
+take chunks of many conversations at once; ``tasks.chains`` schedules them so that each
+conversation is an independent chain: its chunk k+1 is opened only after chunk k is applied
+(and sees the facts it wrote), while the other conversations' chunks keep the model busy.
 """
 
 from __future__ import annotations
 
 import time
-from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -21,20 +18,32 @@ import numpy as np
 
 from models.embedding.base import Embedder, Vectors
 from models.episode import Episode
+from models.fact import Fact
 from models.ids import new_id
-from models.llm.base import ConsolidationModel, ConsolidationRequest
+from models.llm.base import ConsolidationModel, ConsolidationRequest, ModelAnswer
 from models.plan import Plan
 from models.run import ChunkFailure, RunSummary
 from slowwave.db import Database
 from slowwave.settings import Settings
 from tasks.apply import ApplyResult, apply_plan, record_failure
-from tasks.calibrate import build_request, calibrate
-from tasks.claim import ConversationWork, claim
+from tasks.calibrate import build_request, calibration_of
+from tasks.chains import Backlog, Stages, run_chains
+from tasks.claim import claim
 from tasks.embed import embed_plans
 from tasks.gate import split_gated
 from tasks.guard import guard, latest_end
 from tasks.predict import related_facts
 from tasks.runs import recorded_run
+
+
+@dataclass
+class OpenChunk:
+    """A chunk between predict and the model's answer: its plan, what the model is shown."""
+
+    plan: Plan
+    visible: list[Episode]  # the episodes the gate kept
+    facts: list[Fact]  # the related facts shown to the model
+    request: ConsolidationRequest | None  # None: the gate consolidated every episode
 
 
 @dataclass
@@ -55,15 +64,14 @@ def timed(summary: RunSummary, stage: str) -> Iterator[None]:
         summary.add_time(stage, time.perf_counter() - start)
 
 
-def prepare_round(
+def open_chunks(
     db: Database,
     chunks: Sequence[Sequence[Episode]],
-    model: ConsolidationModel,
     embedder: Embedder,
     settings: Settings,
     summary: RunSummary,
-) -> list[PreparedChunk]:
-    """gate → predict → calibrate → guard → embed for one round of chunks."""
+) -> list[OpenChunk]:
+    """gate → predict → the model's prompt, for chunks of different conversations at once."""
     plans: list[Plan] = []
     visible: list[list[Episode]] = []
     with timed(summary, "gate"):
@@ -80,32 +88,50 @@ def prepare_round(
             )
             visible.append(kept)
     asking = [i for i, kept in enumerate(visible) if kept]
-
     with timed(summary, "predict"), db.connection() as conn:
-        shown = related_facts(
-            conn, embedder, [visible[i] for i in asking], settings.related_facts_limit
+        shown = dict(
+            zip(
+                asking,
+                related_facts(
+                    conn, embedder, [visible[i] for i in asking], settings.related_facts_limit
+                ),
+                strict=True,
+            )
         )
+    opened = []
+    for i, plan in enumerate(plans):
+        facts = shown.get(i, [])
+        request = (
+            build_request(str(plan.chunk_id), facts, visible[i], settings.flashbulb_surprise)
+            if i in shown
+            else None
+        )
+        opened.append(OpenChunk(plan, visible[i], facts, request))
+    summary.model_calls += len(asking)
+    return opened
 
-    requests: list[ConsolidationRequest] = [
-        build_request(str(plans[i].chunk_id), facts, visible[i], settings.flashbulb_surprise)
-        for i, facts in zip(asking, shown, strict=True)
-    ]
-    with timed(summary, "calibrate"):
-        answers = calibrate(model, requests)
-    summary.model_calls += len(requests)
 
+def finish_chunks(
+    answered: Sequence[tuple[OpenChunk, ModelAnswer | None]],
+    embedder: Embedder,
+    summary: RunSummary,
+) -> list[PreparedChunk]:
+    """Parse each answer (calibrate) → guard → embed what will be written, as one batch."""
     errors: dict[int, str] = {}
+    plans = [item.plan for item, _ in answered]
     with timed(summary, "guard"):
-        for i, facts in zip(asking, shown, strict=True):
-            plan = plans[i]
-            calibration = answers[str(plan.chunk_id)]
-            plan.prompt_tokens = calibration.prompt_tokens
-            plan.completion_tokens = calibration.completion_tokens
+        for i, (item, answer) in enumerate(answered):
+            if answer is None:  # never asked: the gate consolidated the whole chunk
+                continue
+            calibration = calibration_of(answer)
+            item.plan.prompt_tokens = calibration.prompt_tokens
+            item.plan.completion_tokens = calibration.completion_tokens
             if calibration.output is None:
                 errors[i] = calibration.error or "no answer"
                 continue
-            plan.actions, plan.rejections = guard(calibration.output, facts, visible[i])
-
+            item.plan.actions, item.plan.rejections = guard(
+                calibration.output, item.facts, item.visible
+            )
     with timed(summary, "embed"):
         ok = [p for i, p in enumerate(plans) if i not in errors]
         vectors = dict(zip((id(p) for p in ok), embed_plans(embedder, ok), strict=True))
@@ -171,34 +197,6 @@ def count(summary: RunSummary, plan: Plan, result: ApplyResult) -> None:
     summary.actions_rejected += result.rejected
 
 
-Prepare = Callable[[Sequence[Sequence[Episode]]], list[PreparedChunk]]
-Apply = Callable[[Sequence[PreparedChunk]], list[ApplyResult]]
-
-
-def run_rounds(
-    work: Sequence[ConversationWork],
-    summary: RunSummary,
-    prepare: Prepare,
-    apply: Apply,
-    after_round: Callable[[], None] | None = None,
-) -> None:
-    """Wavefront over the conversations: one chunk of each per round, applied before the next.
-
-    ``prepare`` and ``apply`` run one round; the flows pass their Prefect tasks here.
-    """
-    queues = {w.conversation_id: deque(w.chunks) for w in work if w.chunks}
-    while queues:
-        prepared = prepare([queue.popleft() for queue in queues.values()])
-        for result in apply(prepared):
-            queue = queues[result.conversation_id]
-            if not result.applied and not result.quarantined:
-                summary.episodes_deferred += sum(len(c) for c in queue)
-                queue.clear()
-        queues = {c: q for c, q in queues.items() if q}
-        if after_round is not None:
-            after_round()
-
-
 def consolidate(
     db: Database,
     model: ConsolidationModel,
@@ -214,10 +212,14 @@ def consolidate(
         with timed(summary, "claim"), db.connection() as conn:
             work = claim(conn, summary.run_id, settings, conversations=conversations)
         summary.conversations = len(work)
-        run_rounds(
-            work,
+        run_chains(
+            Backlog.of(work),
             summary,
-            lambda chunks: prepare_round(db, chunks, model, embedder, settings, summary),
-            lambda prepared: apply_round(db, prepared, settings, summary, model.name),
+            model,
+            Stages(
+                open=lambda chunks: open_chunks(db, chunks, embedder, settings, summary),
+                finish=lambda answered: finish_chunks(answered, embedder, summary),
+                apply=lambda prepared: apply_round(db, prepared, settings, summary, model.name),
+            ),
         )
     return summary

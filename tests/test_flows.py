@@ -90,3 +90,41 @@ def test_the_backfill_flow_ingests_then_consolidates_and_fails_only_when_nothing
     assert summary["conversations"] == 3 and summary["episodes_consolidated"] == 10
     ingest_table = _artifact("slowwave-ingest")
     assert ingest_table[0]["ingested"] == 26  # type: ignore[index]
+
+
+def test_a_shard_hit_by_a_dropped_connection_is_retried_and_goes_on_where_it_stopped(
+    prefect_api: None,
+    db: Database,
+    conn: psycopg.Connection,
+    flow_settings: Settings,
+    locomo_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import flows.consolidate as nightly_module
+
+    real_apply = nightly_module.apply_round
+    calls = 0
+
+    def drops_once(*args: object, **kwargs: object) -> object:
+        nonlocal calls
+        calls += 1
+        if calls == 3:  # mid-shard, after some chunks were applied
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return real_apply(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(nightly_module, "apply_round", drops_once)
+    ingest(db, locomo_path, flow_settings)
+    state = nightly_module.nightly(conversations=["conv-30"], return_state=True)
+    assert state.is_completed(), state.message
+    summary = state.result()
+    assert summary["chunks_failed"] == 0 and summary["episodes_consolidated"] == 19
+    (pending, applied) = conn.execute(
+        "SELECT count(*) FILTER (WHERE consolidated_at IS NULL), "
+        "(SELECT count(*) FROM consolidation_chunks WHERE status = 'applied') "
+        "FROM episodic_memory WHERE conversation_id = 'conv-30'"
+    ).fetchone()  # type: ignore[misc]
+    assert pending == 0 and applied == summary["chunks"]  # no chunk applied twice
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs()
+    shard = [r for r in runs if r.name == "consolidate shard 0" and r.flow_run_id]
+    assert any(r.run_count == 2 for r in shard), [(r.name, r.run_count) for r in shard]

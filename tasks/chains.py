@@ -1,0 +1,119 @@
+"""The schedule: every conversation an independent chain, all chains feeding the model.
+
+A conversation's chunk k+1 is opened (predict sees the facts chunk k wrote) only after chunk
+k is applied. Nothing else waits: the moment a chunk's answer is back and applied, that
+conversation's next chunk is opened and submitted, while other conversations' requests are
+still being generated. Measured against rounds (chunk k of every conversation together, the
+next round after the whole round) on one vLLM engine, chains kept more requests running and
+fewer waiting (``benchmarks/schedules.py``, README).
+
+The stages still take many chunks at once: whatever answers are back together are parsed,
+embedded and applied as one batch, and the conversations they free are opened as one batch.
+A runtime that answers a whole batch at once (the replay model, test doubles) makes every
+step a full wavefront, so the batch stages stay large.
+
+``Backlog`` is consumed only as chunks are applied: when a stage raises (a dropped
+connection), the caller may run the same backlog again and it goes on where it stopped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from models.episode import Episode
+from models.llm.base import ConsolidationModel, ModelAnswer, submit
+from models.run import RunSummary
+from tasks.apply import ApplyResult
+from tasks.claim import ConversationWork
+
+if TYPE_CHECKING:  # the stages are typed by tasks.consolidate, which imports this
+    from tasks.consolidate import OpenChunk, PreparedChunk
+
+
+@dataclass
+class Backlog:
+    """Each conversation's chunks not yet applied, oldest first."""
+
+    queues: dict[str, deque[list[Episode]]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, work: Sequence[ConversationWork]) -> Backlog:
+        return cls({w.conversation_id: deque(w.chunks) for w in work if w.chunks})
+
+    @property
+    def chunks(self) -> int:
+        return sum(len(q) for q in self.queues.values())
+
+
+@dataclass(frozen=True)
+class Stages:
+    """The three batch stages around the model call (the flows pass their Prefect tasks)."""
+
+    open: Callable[[Sequence[Sequence[Episode]]], list[OpenChunk]]
+    finish: Callable[[Sequence[tuple[OpenChunk, ModelAnswer | None]]], list[PreparedChunk]]
+    apply: Callable[[Sequence[PreparedChunk]], list[ApplyResult]]
+
+
+def answer_of(model: ConsolidationModel, chunk_id: str, future: Future[ModelAnswer]) -> ModelAnswer:
+    """The future's answer; a runtime that raised fails this chunk, not the run."""
+    try:
+        return future.result()
+    except Exception as exc:
+        reason = f"model runtime {model.name} failed: {type(exc).__name__}: {exc}"
+        return ModelAnswer(chunk_id, None, reason)
+
+
+def run_chains(
+    backlog: Backlog,
+    summary: RunSummary,
+    model: ConsolidationModel,
+    stages: Stages,
+    after_step: Callable[[int], None] | None = None,
+) -> None:
+    """Consolidate the backlog; ``after_step(n)`` after each batch of ``n`` applied chunks.
+
+    When a chunk fails and is not quarantined, the conversation's later chunks are left for a
+    later run (their facts would depend on the failed chunk's). When the failure quarantines
+    the chunk, its episodes are out of the way and the conversation goes on.
+    """
+    queues = backlog.queues
+    ready = [c for c, q in queues.items() if q]
+    waiting: dict[Future[ModelAnswer], OpenChunk] = {}
+    try:
+        while ready or waiting:
+            answered: list[tuple[OpenChunk, ModelAnswer | None]] = []
+            if ready:
+                opened = stages.open([queues[c][0] for c in ready])
+                ready = []
+                answered += [(o, None) for o in opened if o.request is None]
+                asking = [o for o in opened if o.request is not None]
+                futures = submit(model, [o.request for o in asking if o.request is not None])
+                waiting.update(zip(futures, asking, strict=True))
+            start = time.perf_counter()
+            if waiting and not answered:
+                wait(waiting, return_when=FIRST_COMPLETED)
+            summary.add_time("model", time.perf_counter() - start)
+            for future in [f for f in waiting if f.done()]:
+                item = waiting.pop(future)
+                answered.append((item, answer_of(model, str(item.plan.chunk_id), future)))
+            results = stages.apply(stages.finish(answered))
+            for result in results:
+                queue = queues[result.conversation_id]
+                queue.popleft()
+                if not result.applied and not result.quarantined:
+                    summary.episodes_deferred += sum(len(c) for c in queue)
+                    queue.clear()
+                if queue:
+                    ready.append(result.conversation_id)
+                else:
+                    del queues[result.conversation_id]
+            if after_step is not None:
+                after_step(len(results))
+    finally:
+        for future in waiting:  # a stage raised: stop generating answers nobody will read
+            future.cancel()

@@ -1,0 +1,174 @@
+"""The chain schedule against the real Postgres: conversations do not wait for each other,
+a conversation's chunks stay in order, and a schedule interrupted by a transient failure
+goes on where it stopped."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+import psycopg
+import pytest
+
+from models.consolidation import ConsolidationOutput
+from models.embedding.base import Embedder
+from models.llm.base import ConsolidationRequest, ModelAnswer
+from slowwave.db import Database
+from slowwave.settings import Settings
+from tasks.chains import Backlog, Stages, run_chains
+from tasks.claim import claim
+from tasks.consolidate import (
+    PreparedChunk,
+    apply_round,
+    consolidate,
+    finish_chunks,
+    open_chunks,
+)
+from tasks.runs import recorded_run
+from tests.fix_episodes import add, at, decisions, episodes_state, make_episode, with_settings
+from tests.fix_models import ScriptedModel, fact
+
+SENTENCES = {
+    "f1": "User keeps bees on a rooftop in Lyon",
+    "f2": "User is learning the cello",
+    "f3": "User ran the Berlin marathon",
+    "s1": "User collects vintage postcards",
+    "s2": "User works night shifts as a nurse",
+}
+
+
+def _script() -> dict[str, object]:
+    return {k: (lambda r, s=s: ConsolidationOutput(facts=[fact(s)])) for k, s in SENTENCES.items()}
+
+
+@dataclass
+class HeldModel:
+    """A streaming double: answers by script, but holds back the answer for ``held`` until
+    a request for ``release_on`` has been submitted (or ``timeout_s`` passed: then an error).
+    """
+
+    scripted: ScriptedModel
+    held: str
+    release_on: str
+    timeout_s: float = 30.0
+    name: str = "held"
+    released: threading.Event = field(default_factory=threading.Event)
+    threads: list[threading.Thread] = field(default_factory=list)
+
+    def submit(self, requests: Sequence[ConsolidationRequest]) -> list[Future[ModelAnswer]]:
+        futures: list[Future[ModelAnswer]] = []
+        for request in requests:
+            if self.release_on in request.episode_keys:
+                self.released.set()
+            future: Future[ModelAnswer] = Future()
+            if self.held in request.episode_keys:
+                thread = threading.Thread(target=self._later, args=(request, future))
+                self.threads.append(thread)
+                thread.start()
+            else:
+                future.set_result(self.scripted.consolidate([request])[0])
+            futures.append(future)
+        return futures
+
+    def _later(self, request: ConsolidationRequest, future: Future[ModelAnswer]) -> None:
+        if self.released.wait(self.timeout_s):
+            future.set_result(self.scripted.consolidate([request])[0])
+        else:
+            future.set_result(ModelAnswer(request.chunk_id, None, "held answer never released"))
+
+    def consolidate(self, requests: Sequence[ConsolidationRequest]) -> list[ModelAnswer]:
+        return [f.result() for f in self.submit(requests)]
+
+    def close(self) -> None:
+        for thread in self.threads:
+            thread.join()
+
+
+@pytest.fixture
+def one_per_chunk(settings: Settings) -> Settings:
+    return with_settings(settings, chunk_size=1, episode_threshold=1)
+
+
+def _two_conversations(conn: psycopg.Connection) -> None:
+    add(
+        conn,
+        *(
+            make_episode("fast", k, f"Today's news from me, part {k}.", at(2025, 2, int(k[1])))
+            for k in ("f1", "f2", "f3")
+        ),
+        *(
+            make_episode("slow", k, f"Something about me, part {k}.", at(2025, 1, int(k[1])))
+            for k in ("s1", "s2")
+        ),
+    )
+
+
+def test_a_conversation_waiting_on_the_model_does_not_hold_back_the_others(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, one_per_chunk: Settings
+) -> None:
+    _two_conversations(conn)
+    # the slow conversation's first answer comes only once the fast one has sent its last
+    # chunk: in rounds (chunk k of everyone, then k + 1) that never happens
+    model = HeldModel(ScriptedModel(_script()), held="s1", release_on="f3")  # type: ignore[arg-type]
+    summary = consolidate(db, model, embedder, one_per_chunk)
+    model.close()
+
+    assert summary.chunks == 5 and summary.chunks_failed == 0, summary.failures
+    assert all(e["consolidated_at"] is not None for e in episodes_state(conn).values())
+    recorded = {d["conversation_id"]: [] for d in decisions(conn)}
+    for d in decisions(conn):
+        recorded[d["conversation_id"]].append(d["recorded_at"])
+    assert max(recorded["fast"]) < min(recorded["slow"])  # fast finished while slow waited
+    assert len(recorded["fast"]) == 3 and len(recorded["slow"]) == 2
+
+
+def test_a_conversations_next_chunk_is_asked_only_after_its_previous_chunk_is_applied(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, one_per_chunk: Settings
+) -> None:
+    _two_conversations(conn)
+    scripted = ScriptedModel(_script())  # type: ignore[arg-type]
+    model = HeldModel(scripted, held="s1", release_on="f3")
+    consolidate(db, model, embedder, one_per_chunk)
+    model.close()
+
+    shown = {r.episode_keys[0]: r.user for r in scripted.requests}
+    # each prompt shows the facts its own conversation's earlier chunks wrote, and no others
+    assert SENTENCES["f1"] in shown["f2"] and SENTENCES["f2"] in shown["f3"]
+    assert SENTENCES["s1"] in shown["s2"]
+    assert SENTENCES["s1"] not in shown["f3"] and SENTENCES["f3"] not in shown["s2"]
+
+
+def test_a_schedule_stopped_by_a_dropped_connection_goes_on_where_it_stopped(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, one_per_chunk: Settings
+) -> None:
+    _two_conversations(conn)
+    model = ScriptedModel(_script())  # type: ignore[arg-type]
+    settings = one_per_chunk
+    applies = 0
+
+    def flaky_apply(prepared: Sequence[PreparedChunk]) -> list:  # type: ignore[type-arg]
+        nonlocal applies
+        applies += 1
+        if applies == 2:  # the second step: f2 and s2 are answered, nothing is written
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return apply_round(db, prepared, settings, summary, model.name)
+
+    with recorded_run(db, kind="manual") as summary:
+        with db.connection() as c:
+            backlog = Backlog.of(claim(c, summary.run_id, settings))
+        stages = Stages(
+            open=lambda chunks: open_chunks(db, chunks, embedder, settings, summary),
+            finish=lambda answered: finish_chunks(answered, embedder, summary),
+            apply=flaky_apply,
+        )
+        with pytest.raises(psycopg.OperationalError):
+            run_chains(backlog, summary, model, stages)
+        assert backlog.chunks == 3  # f1 and s1 applied; f2, f3, s2 left
+        run_chains(backlog, summary, model, stages)  # what a Prefect retry of the shard does
+
+    assert backlog.chunks == 0 and summary.chunks == 5 and summary.chunks_failed == 0
+    assert all(e["consolidated_at"] is not None for e in episodes_state(conn).values())
+    written = conn.execute("SELECT fact FROM semantic_memory ORDER BY fact").fetchall()
+    assert sorted(s for (s,) in written) == sorted(SENTENCES.values())  # each exactly once
