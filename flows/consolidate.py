@@ -21,7 +21,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import psycopg
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import (
     create_markdown_artifact,
@@ -45,16 +44,15 @@ from tasks.chains import Backlog, Stages, run_chains
 from tasks.claim import ConversationWork, claim
 from tasks.consolidate import apply_round, finish_chunks, open_chunks
 from tasks.runs import recorded_run
+from tasks.transient import is_transient
 
 
 def _transient(task: Any, task_run: Any, state: State) -> bool:
     """Retry what a restart fixes: lost connections, dead actors, timeouts."""
     try:
         state.result()
-    except (psycopg.OperationalError, ConnectionError, TimeoutError):
-        return True
     except Exception as exc:
-        return type(exc).__module__.startswith("ray.")
+        return is_transient(exc)
     return False
 
 

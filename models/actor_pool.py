@@ -23,6 +23,7 @@ from models.ray_cluster import acquire_ray, cluster_shape, ray_module, release_r
 from slowwave.settings import Settings
 
 T = TypeVar("T")
+RESTARTS = 2  # an actor that crashes more often than this is broken, not unlucky
 
 
 class _Host:
@@ -91,7 +92,10 @@ class ActorPool:
             count, resources = gpus, {"num_gpus": 1, "num_cpus": cpus_per_actor}
         else:
             count, resources = nodes * actors_per_node, {"num_cpus": cpus_per_actor}
-        remote = ray.remote(**resources)(_StreamingHost if streaming else _Host)
+        host = _StreamingHost if streaming else _Host
+        # a crashed actor is started again (its engine too); the calls it had in flight fail
+        # with a Ray error, which the flow treats as transient and retries the shard
+        remote = ray.remote(max_restarts=RESTARTS, **resources)(host)
         self.name = name
         self.actors = [remote.remote(factory) for _ in range(max(count, 1))]
         self._busy = [0] * len(self.actors)  # items in flight per actor, for ``submit``

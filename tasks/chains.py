@@ -30,6 +30,7 @@ from models.llm.base import ConsolidationModel, ModelAnswer, submit
 from models.run import RunSummary
 from tasks.apply import ApplyResult
 from tasks.claim import ConversationWork
+from tasks.transient import is_transient
 
 if TYPE_CHECKING:  # the stages are typed by tasks.consolidate, which imports this
     from tasks.consolidate import OpenChunk, PreparedChunk
@@ -52,7 +53,7 @@ class Backlog:
 
 @dataclass(frozen=True)
 class Stages:
-    """The three batch stages around the model call (the flows pass their Prefect tasks)."""
+    """The batch stages around the model call, bound to a database, embedder and run."""
 
     open: Callable[[Sequence[Sequence[Episode]]], list[OpenChunk]]
     finish: Callable[[Sequence[tuple[OpenChunk, ModelAnswer | None]]], list[PreparedChunk]]
@@ -60,10 +61,14 @@ class Stages:
 
 
 def answer_of(model: ConsolidationModel, chunk_id: str, future: Future[ModelAnswer]) -> ModelAnswer:
-    """The future's answer; a runtime that raised fails this chunk, not the run."""
+    """The future's answer. A transient failure (engine unreachable, actor dead) is raised:
+    the shard is retried and no chunk is charged an attempt. Any other exception fails this
+    chunk only."""
     try:
         return future.result()
     except Exception as exc:
+        if is_transient(exc):
+            raise
         reason = f"model runtime {model.name} failed: {type(exc).__name__}: {exc}"
         return ModelAnswer(chunk_id, None, reason)
 
@@ -75,7 +80,8 @@ def run_chains(
     stages: Stages,
     after_step: Callable[[int], None] | None = None,
 ) -> None:
-    """Consolidate the backlog; ``after_step(n)`` after each batch of ``n`` applied chunks.
+    """Consolidate the backlog; ``after_step(n)`` after each step that settled ``n`` chunks
+    (applied, failed, or left for a later run behind a failed one).
 
     When a chunk fails and is not quarantined, the conversation's later chunks are left for a
     later run (their facts would depend on the failed chunk's). When the failure quarantines
@@ -92,8 +98,10 @@ def run_chains(
                 ready = []
                 answered += [(o, None) for o in opened if o.request is None]
                 asking = [o for o in opened if o.request is not None]
+                start = time.perf_counter()  # a batch runtime answers inside submit
                 futures = submit(model, [o.request for o in asking if o.request is not None])
                 waiting.update(zip(futures, asking, strict=True))
+                summary.add_time("model", time.perf_counter() - start)
             start = time.perf_counter()
             if waiting and not answered:
                 wait(waiting, return_when=FIRST_COMPLETED)
@@ -102,18 +110,20 @@ def run_chains(
                 item = waiting.pop(future)
                 answered.append((item, answer_of(model, str(item.plan.chunk_id), future)))
             results = stages.apply(stages.finish(answered))
+            settled = len(results)
             for result in results:
                 queue = queues[result.conversation_id]
                 queue.popleft()
                 if not result.applied and not result.quarantined:
                     summary.episodes_deferred += sum(len(c) for c in queue)
+                    settled += len(queue)
                     queue.clear()
                 if queue:
                     ready.append(result.conversation_id)
                 else:
                     del queues[result.conversation_id]
             if after_step is not None:
-                after_step(len(results))
+                after_step(settled)
     finally:
         for future in waiting:  # a stage raised: stop generating answers nobody will read
             future.cancel()

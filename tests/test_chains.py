@@ -15,7 +15,9 @@ import pytest
 from models.consolidation import ConsolidationOutput
 from models.embedding.base import Embedder
 from models.llm.base import ConsolidationRequest, ModelAnswer
+from models.llm.openai import OpenAICompatibleModel
 from slowwave.db import Database
+from slowwave.processes import free_port
 from slowwave.settings import Settings
 from tasks.chains import Backlog, Stages, run_chains
 from tasks.claim import claim
@@ -172,3 +174,20 @@ def test_a_schedule_stopped_by_a_dropped_connection_goes_on_where_it_stopped(
     assert all(e["consolidated_at"] is not None for e in episodes_state(conn).values())
     written = conn.execute("SELECT fact FROM semantic_memory ORDER BY fact").fetchall()
     assert sorted(s for (s,) in written) == sorted(SENTENCES.values())  # each exactly once
+
+
+def test_an_unreachable_runtime_fails_the_run_without_charging_any_chunk_an_attempt(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, one_per_chunk: Settings
+) -> None:
+    _two_conversations(conn)
+    nobody = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    model = OpenAICompatibleModel(nobody, "m", max_retries=2, timeout_s=5)
+    with pytest.raises(ConnectionError, match="cannot reach"):
+        consolidate(db, model, embedder, one_per_chunk)
+    model.close()
+
+    state = episodes_state(conn).values()
+    assert all(e["attempts"] == 0 and e["consolidated_at"] is None for e in state)
+    assert all(e["claimed_by"] is None and e["quarantined_at"] is None for e in state)
+    (status, error) = conn.execute("SELECT status, error FROM consolidation_runs").fetchone()  # type: ignore[misc]
+    assert status == "failed" and "ConnectionError" in error

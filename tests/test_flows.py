@@ -124,6 +124,7 @@ def test_a_shard_hit_by_a_dropped_connection_is_retried_and_goes_on_where_it_sto
         "FROM episodic_memory WHERE conversation_id = 'conv-30'"
     ).fetchone()  # type: ignore[misc]
     assert pending == 0 and applied == summary["chunks"]  # no chunk applied twice
+    assert _artifact("slowwave-progress") == 100.0
     with get_client(sync_client=True) as client:
         runs = client.read_task_runs()
     shard = [r for r in runs if r.name == "consolidate shard 0" and r.flow_run_id]

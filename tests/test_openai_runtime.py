@@ -98,6 +98,7 @@ def test_the_batch_is_answered_after_backoff_on_429_and_503_with_tokens_counted(
 ) -> None:
     model = OpenAICompatibleModel(endpoint, "m", api_key="sk-secret", max_retries=4, concurrency=2)
     answers = model.consolidate([_request(f"c{i}") for i in range(4)])
+    model.close()
     assert [a.error for a in answers] == [None] * 4
     assert all(parse_answer(a.text or "").facts[0].fact == "User lives in Porto" for a in answers)
     assert {(a.prompt_tokens, a.completion_tokens) for a in answers} == {(321, 45)}
@@ -114,6 +115,7 @@ def test_a_chunk_that_keeps_failing_is_an_answer_with_an_error_not_an_exception(
 ) -> None:
     model = OpenAICompatibleModel(endpoint, "m", api_key="sk-secret", max_retries=3)
     good, bad = model.consolidate([_request("fine"), _request("always-broken")])
+    model.close()
     assert good.error is None
     assert bad.text is None and bad.error is not None
     assert bad.error.startswith("gave up after retries: HTTP 500")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -28,6 +29,7 @@ from slowwave.db import Database
 from slowwave.settings import Settings
 from tasks.calibrate import build_request, parse_answer
 from tasks.consolidate import consolidate
+from tasks.transient import is_transient
 from tests.fix_episodes import add, at, make_episode, with_settings
 
 MODEL = Path(
@@ -164,17 +166,33 @@ def test_the_openai_runtime_consolidates_against_a_real_local_vllm_server(
         parse_answer(answer.text or "")
 
 
-def test_embedding_actors_return_the_vectors_of_a_direct_encode(
+def test_embedding_actors_return_the_vectors_of_a_direct_encode_and_survive_a_crash(
     settings: Settings, embedder: Embedder
 ) -> None:
+    import ray
+
     texts = [f"Fact {i}: Dana climbs at the bouldering gym with Mia." for i in range(50)]
     on_ray = RayEmbedder(
         with_settings(settings, embedding_actors_per_node=2, embedding_cpus_per_actor=0.25)
     )
     try:
         remote = on_ray.embed(texts)
+        ray.kill(on_ray.pool.actors[0], no_restart=False)  # as if its process had crashed
+        try:  # the call that meets the crash fails with a Ray error: the flow retries it
+            on_ray.embed(texts)
+        except Exception as exc:
+            assert is_transient(exc), exc
+        deadline = time.monotonic() + 120
+        while True:  # the actor is started again, with its model
+            try:
+                again = on_ray.embed(texts)
+                break
+            except Exception as exc:
+                assert is_transient(exc) and time.monotonic() < deadline, exc
+                time.sleep(1)
     finally:
         on_ray.close()
+    assert float(np.sum(again * remote, axis=1).min()) > 0.999
     direct = embedder.embed(texts)
     cosine = np.sum(remote * direct, axis=1)
     assert remote.shape == direct.shape == (50, 384)

@@ -3,8 +3,10 @@ Ollama, or a hosted API.
 
 Requests are streamed with bounded concurrency, each answered as it returns; each call asks
 for the answer schema through ``response_format`` (JSON schema), has a timeout, and is
-retried with exponential backoff on 429, 5xx and connection errors. The API key comes from
-settings and is never logged.
+retried with exponential backoff on 429, 5xx and connection errors. An endpoint that stays
+unreachable raises ``ConnectionError`` (transient: the run retries, no chunk is charged);
+other failures are that chunk's error answer. The API key comes from settings and is never
+logged.
 """
 
 from __future__ import annotations
@@ -121,6 +123,8 @@ class OpenAICompatibleModel:
                     response.raise_for_status()
         except RetryError as exc:
             cause = exc.last_attempt.exception()
+            if isinstance(cause, httpx.ConnectError):  # the endpoint is down, not the chunk bad
+                raise ConnectionError(f"cannot reach {self.base_url}: {cause}") from None
             return ModelAnswer(request.chunk_id, None, f"gave up after retries: {_describe(cause)}")
         except httpx.HTTPError as exc:
             return ModelAnswer(request.chunk_id, None, _describe(exc))
