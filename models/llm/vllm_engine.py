@@ -139,9 +139,13 @@ class VLLMConsolidationEngine:
                 "lower SLOWWAVE_CHUNK_SIZE or raise SLOWWAVE_LLM_MAX_MODEL_LEN",
                 prompt_tokens=len(ids),
             )
+        # the engine's own renderer turns the tokens into its input (raw prompts are deprecated)
+        (engine_input,) = await self._llm.renderer.render_cmpl_async(
+            [TokensPrompt(prompt_token_ids=ids)]
+        )
         final = None
         async for output in self._llm.generate(
-            TokensPrompt(prompt_token_ids=ids),
+            engine_input,
             self._sampling(request.json_schema),
             request_id=f"{request.chunk_id}-{next(self._ids)}",
         ):
