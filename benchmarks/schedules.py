@@ -3,15 +3,23 @@
 Both keep a conversation's chronology (its chunk k+1 goes to the model only after chunk k's
 answer is back). Rounds send chunk k of every conversation together and wait for the whole
 round; chains let each conversation send its next chunk as soon as its own answer is back,
-so the engine is fed continuously. The same requests (LoCoMo sessions, chunked, temperature
-0, no prefix cache) go to one real vLLM server (the configured model, vLLM's OpenAI API)
-under each schedule; its ``/metrics`` are sampled for the requests running and waiting.
+so the engine is fed continuously. Two ways to measure, same LoCoMo sessions, chunked,
+temperature 0, no prefix cache (a warm cache would favour whichever schedule runs second):
 
-Shown facts are left empty in both (they would come from the previous chunk's apply, which
-is not what is measured here), so the prompts are the same under both schedules.
+``--through server`` (the question asked before chains were built): the same requests go to
+one real vLLM server (the configured model, vLLM's OpenAI API) under each schedule, and its
+``/metrics`` are sampled for the requests running and waiting. Shown facts are left empty so
+the prompts are the same under both.
 
-    python -m benchmarks.schedules [--conversations 7] [--sessions 8] [--chunk-size 2]
-                                   [--max-tokens 128] [--repeat 1] [--json]
+``--through consolidate`` (the product): slowwave's own ``consolidate()`` on an embedded
+database, real embeddings, the vLLM engine in process. Chains are what it does; rounds are
+the same engine behind a batch-only adapter, with which the same scheduler can only run a
+wavefront. Predict, embed and apply happen for real between answers, so this also shows
+what chains gain by overlapping them with generation. Requests in flight at the engine are
+sampled at the adapter.
+
+    python -m benchmarks.schedules [--through server|consolidate] [--conversations 7]
+        [--sessions 8] [--chunk-size 2] [--max-tokens 128] [--repeat 1] [--json]
 """
 
 from __future__ import annotations
@@ -39,28 +47,22 @@ Chains = list[list[Any]]  # per conversation, its requests in order
 
 @dataclass
 class Sampler:
-    """Samples the engine's running / waiting request gauges until stopped."""
+    """Calls ``read`` every ``interval_s`` until stopped; what it returns are the samples."""
 
-    metrics_url: str
+    read: Callable[[], Any]
     interval_s: float = 0.2
 
     def __post_init__(self) -> None:
-        self.samples: list[tuple[float, float]] = []
+        self.samples: list[Any] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
-        with httpx.Client(timeout=5) as client:
-            while not self._stop.is_set():
-                try:
-                    text = client.get(self.metrics_url).text
-                    found = {"running": 0.0, "waiting": 0.0}
-                    for kind, value in _GAUGE.findall(text):
-                        found[kind] += float(value)
-                    self.samples.append((found["running"], found["waiting"]))
-                except httpx.HTTPError:
-                    pass
-                self._stop.wait(self.interval_s)
+        while not self._stop.is_set():
+            sample = self.read()
+            if sample is not None:
+                self.samples.append(sample)
+            self._stop.wait(self.interval_s)
 
     def __enter__(self) -> Sampler:
         self._thread.start()
@@ -69,6 +71,18 @@ class Sampler:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+def engine_gauges(client: httpx.Client, metrics_url: str) -> tuple[float, float] | None:
+    """(requests running, requests waiting) from vLLM's ``/metrics``; None if unreachable."""
+    try:
+        text = client.get(metrics_url).text
+    except httpx.HTTPError:
+        return None
+    found = {"running": 0.0, "waiting": 0.0}
+    for kind, value in _GAUGE.findall(text):
+        found[kind] += float(value)
+    return found["running"], found["waiting"]
 
 
 def chunked_requests(data: Path, conversations: int, sessions: int, chunk_size: int) -> Chains:
@@ -111,10 +125,116 @@ def chains_of(model: Any, chains: Chains) -> list[Any]:
         return [a for answers in pool.map(one, chains) for a in answers]
 
 
+class Counted:
+    """A runtime as a batch-only model (so the scheduler runs rounds), counting in flight."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.name = engine.name
+        self.in_flight = 0
+        self._lock = threading.Lock()
+
+    def _moved(self, by: int) -> None:
+        with self._lock:
+            self.in_flight += by
+
+    def consolidate(self, requests: Sequence[Any]) -> list[Any]:
+        self._moved(len(requests))
+        try:
+            answers: list[Any] = self.engine.consolidate(requests)
+            return answers
+        finally:
+            self._moved(-len(requests))
+
+    def close(self) -> None:
+        return None
+
+
+class CountedStreaming(Counted):
+    """The same runtime, streaming: the scheduler runs chains."""
+
+    def submit(self, requests: Sequence[Any]) -> list[Any]:
+        self._moved(len(requests))
+        futures: list[Any] = self.engine.submit(requests)
+        for future in futures:
+            future.add_done_callback(lambda _: self._moved(-1))
+        return futures
+
+
+def through_consolidate(
+    name: str, engine: Any, episodes: Sequence[Any], settings: Any, embedder: Any
+) -> dict[str, Any]:
+    """One schedule through ``consolidate()`` on a fresh embedded database."""
+    from slowwave.db import Database, migrate
+    from tasks.consolidate import consolidate
+    from tasks.ingest.load import load_episodes
+
+    model = CountedStreaming(engine) if name == "chains" else Counted(engine)
+    conversations = len({e.conversation_id for e in episodes})
+    with tempfile.TemporaryDirectory(prefix="slowwave-schedules-db-") as home:
+        local = settings.model_copy(update={"home": Path(home), "database_url": None})
+        with Database(local) as db:
+            migrate(db)
+            with db.connection() as conn:
+                load_episodes(conn, episodes)
+            with Sampler(lambda: model.in_flight) as sampler:
+                start = time.perf_counter()
+                summary = consolidate(db, model, embedder, local)
+                seconds = time.perf_counter() - start
+    flying = sampler.samples
+    return {
+        "schedule": name,
+        "chunks": summary.chunks,
+        "errors": summary.chunks_failed,
+        "completion_tokens": summary.completion_tokens,
+        "seconds": round(seconds, 1),
+        "tokens_per_s": round(summary.completion_tokens / seconds, 1),
+        "mean_in_flight": round(sum(flying) / max(1, len(flying)), 2),
+        "share_at_full": round(sum(f >= conversations for f in flying) / max(1, len(flying)), 3),
+        "stage_seconds": summary.stage_seconds,
+    }
+
+
+def compare_through_consolidate(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from models.embedding import load_embedder
+    from models.llm import vllm_options
+    from models.llm.vllm_engine import VLLMConsolidationEngine
+    from slowwave.settings import get_settings
+    from tasks.ingest.locomo import read_locomo
+
+    settings = get_settings().model_copy(
+        update={"chunk_size": args.chunk_size, "episode_threshold": 1}
+    )
+    by_conversation: dict[str, list[Any]] = {}
+    for episode in read_locomo(args.data, surprise=0.5):
+        by_conversation.setdefault(episode.conversation_id, []).append(episode)
+    episodes = [
+        e
+        for name in sorted(by_conversation)[: args.conversations]
+        for e in by_conversation[name][: args.sessions]
+    ]
+    options = replace(vllm_options(settings), max_tokens=args.max_tokens, prefix_caching=False)
+    engine = VLLMConsolidationEngine(options)
+    embedder = load_embedder(settings)
+    try:
+        warm = chunked_requests(args.data, 1, 1, 1)[0][0]
+        engine.consolidate([warm])  # first-call costs go to neither schedule
+        results = []
+        for n in range(args.repeat):
+            order = ["rounds", "chains"]
+            for name in order if n % 2 == 0 else order[::-1]:
+                results.append(through_consolidate(name, engine, episodes, settings, embedder))
+                print(json.dumps(results[-1]), flush=True)
+    finally:
+        embedder.close()
+        engine.close()
+    return results
+
+
 def run(
     name: str, schedule: Callable[[Any, Chains], list[Any]], model: Any, chains: Chains, url: str
 ) -> dict[str, Any]:
-    with Sampler(url) as sampler:
+    with httpx.Client(timeout=5) as client, Sampler(lambda: engine_gauges(client, url)) as sampler:
         start = time.perf_counter()
         answers = schedule(model, chains)
         seconds = time.perf_counter() - start
@@ -134,8 +254,44 @@ def run(
     }
 
 
+def compare_through_server(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from models.llm import vllm_options
+    from models.llm.openai import OpenAICompatibleModel
+    from models.llm.vllm_server import SERVED_NAME, running_vllm_server
+    from slowwave.settings import get_settings
+
+    settings = get_settings()
+    chains = chunked_requests(args.data, args.conversations, args.sessions, args.chunk_size)
+    options = replace(vllm_options(settings), max_tokens=args.max_tokens, prefix_caching=False)
+    with (
+        tempfile.TemporaryDirectory(prefix="slowwave-schedules-") as workdir,
+        running_vllm_server(options, None, Path(workdir)) as base_url,
+    ):
+        model = OpenAICompatibleModel(
+            base_url,
+            SERVED_NAME,
+            max_tokens=args.max_tokens,
+            concurrency=len(chains),
+            timeout_s=1800,
+            extra_body={"repetition_penalty": settings.llm_repetition_penalty},
+        )
+        try:
+            model.consolidate([chains[0][0]])  # warm-up: first-call costs go to neither
+            metrics = base_url.removesuffix("/v1") + "/metrics"
+            results = []
+            for n in range(args.repeat):
+                order = [("rounds", rounds), ("chains", chains_of)]
+                for name, schedule in order if n % 2 == 0 else order[::-1]:
+                    results.append(run(name, schedule, model, chains, metrics))
+                    print(json.dumps(results[-1]), flush=True)
+        finally:
+            model.close()
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--through", choices=("server", "consolidate"), default="consolidate")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--conversations", type=int, default=7)
     parser.add_argument("--sessions", type=int, default=8, help="first sessions of each")
@@ -146,45 +302,21 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    from models.llm import vllm_options
-    from models.llm.openai import OpenAICompatibleModel
-    from models.llm.vllm_server import SERVED_NAME, running_vllm_server
-    from slowwave.settings import get_settings
-
-    settings = get_settings()
-    chains = chunked_requests(args.data, args.conversations, args.sessions, args.chunk_size)
-    options = replace(vllm_options(settings), max_tokens=args.max_tokens)
-    with (
-        tempfile.TemporaryDirectory(prefix="slowwave-schedules-") as workdir,
-        running_vllm_server(
-            options, None, Path(workdir), extra_args=["--no-enable-prefix-caching"]
-        ) as base_url,
-    ):
-        model = OpenAICompatibleModel(
-            base_url,
-            SERVED_NAME,
-            max_tokens=args.max_tokens,
-            concurrency=len(chains),
-            timeout_s=1800,
-            extra_body={"repetition_penalty": settings.llm_repetition_penalty},
-        )
-        model.consolidate([chains[0][0]])  # warm-up: first-call costs go to neither schedule
-        metrics = base_url.removesuffix("/v1") + "/metrics"
-        results = []
-        for n in range(args.repeat):
-            order = [("rounds", rounds), ("chains", chains_of)]
-            for name, schedule in order if n % 2 == 0 else order[::-1]:
-                results.append(run(name, schedule, model, chains, metrics))
-                print(json.dumps(results[-1]), flush=True)
+    if args.through == "server":
+        results = compare_through_server(args)
+        busy = ("mean_running", "mean_waiting")
+    else:
+        results = compare_through_consolidate(args)
+        busy = ("mean_in_flight", "errors")
     print(
-        f"\n{len(chains)} conversations x {max(len(c) for c in chains)} chunks of "
-        f"{args.chunk_size} sessions, max {args.max_tokens} tokens, {options.model}"
+        f"\n{args.through}: {args.conversations} conversations x {args.sessions} sessions in "
+        f"chunks of {args.chunk_size}, max {args.max_tokens} tokens"
     )
-    print(f"{'schedule':>8} {'s':>7} {'tok/s':>7} {'running':>8} {'waiting':>8} {'at full':>8}")
+    print(f"{'schedule':>8} {'s':>7} {'tok/s':>7} {busy[0]:>14} {busy[1]:>12} {'at full':>8}")
     for r in results:
         print(
             f"{r['schedule']:>8} {r['seconds']:>7} {r['tokens_per_s']:>7} "
-            f"{r['mean_running']:>8} {r['mean_waiting']:>8} {r['share_at_full']:>8}"
+            f"{r[busy[0]]:>14} {r[busy[1]]:>12} {r['share_at_full']:>8}"
         )
     by = {name: [r for r in results if r["schedule"] == name] for name in ("rounds", "chains")}
     wall = {name: sum(r["seconds"] for r in rows) for name, rows in by.items()}
