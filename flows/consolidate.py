@@ -42,7 +42,7 @@ from slowwave.db import Database, migrate
 from slowwave.settings import Settings, get_settings
 from tasks.chains import Backlog, Stages, run_chains
 from tasks.claim import ConversationWork, claim
-from tasks.consolidate import apply_round, finish_chunks, open_chunks
+from tasks.consolidate import apply_chunks, finish_chunks, open_chunks
 from tasks.runs import recorded_run
 from tasks.transient import is_transient
 
@@ -96,7 +96,9 @@ def shard_task(
     stages = Stages(
         open=lambda chunks: open_chunks(db, chunks, embedder, settings, summary),
         finish=lambda answered: finish_chunks(answered, embedder, summary),
-        apply=lambda prepared: apply_round(db, prepared, settings, summary, model.name),
+        apply=lambda prepared, settle: apply_chunks(
+            db, prepared, settings, summary, model.name, settle
+        ),
     )
     run_chains(backlog, summary, model, stages, after_step=progress)
 

@@ -57,7 +57,8 @@ class Stages:
 
     open: Callable[[Sequence[Sequence[Episode]]], list[OpenChunk]]
     finish: Callable[[Sequence[tuple[OpenChunk, ModelAnswer | None]]], list[PreparedChunk]]
-    apply: Callable[[Sequence[PreparedChunk]], list[ApplyResult]]
+    # applies, calling the second argument with each chunk's result as soon as it commits
+    apply: Callable[[Sequence[PreparedChunk], Callable[[ApplyResult], None]], object]
 
 
 def answer_of(model: ConsolidationModel, chunk_id: str, future: Future[ModelAnswer]) -> ModelAnswer:
@@ -90,6 +91,23 @@ def run_chains(
     queues = backlog.queues
     ready = [c for c, q in queues.items() if q]
     waiting: dict[Future[ModelAnswer], OpenChunk] = {}
+    settled = 0
+
+    def settle(result: ApplyResult) -> None:
+        """A chunk committed (or failed): its conversation's next chunk may be opened."""
+        nonlocal settled
+        queue = queues[result.conversation_id]
+        queue.popleft()
+        settled += 1
+        if not result.applied and not result.quarantined:
+            summary.episodes_deferred += sum(len(c) for c in queue)
+            settled += len(queue)
+            queue.clear()
+        if queue:
+            ready.append(result.conversation_id)
+        else:
+            del queues[result.conversation_id]
+
     try:
         while ready or waiting:
             answered: list[tuple[OpenChunk, ModelAnswer | None]] = []
@@ -109,21 +127,12 @@ def run_chains(
             for future in [f for f in waiting if f.done()]:
                 item = waiting.pop(future)
                 answered.append((item, answer_of(model, str(item.plan.chunk_id), future)))
-            results = stages.apply(stages.finish(answered))
-            settled = len(results)
-            for result in results:
-                queue = queues[result.conversation_id]
-                queue.popleft()
-                if not result.applied and not result.quarantined:
-                    summary.episodes_deferred += sum(len(c) for c in queue)
-                    settled += len(queue)
-                    queue.clear()
-                if queue:
-                    ready.append(result.conversation_id)
-                else:
-                    del queues[result.conversation_id]
-            if after_step is not None:
-                after_step(settled)
+            settled = 0
+            try:
+                stages.apply(stages.finish(answered), settle)
+            finally:
+                if after_step is not None:
+                    after_step(settled)
     finally:
         for future in waiting:  # a stage raised: stop generating answers nobody will read
             future.cancel()

@@ -1,7 +1,7 @@
 """Consolidation of claimed work, without Prefect (the flows call the same stages).
 
 A chunk goes through ``open_chunks`` (gate, predict, the prompt), the model, ``finish_chunks``
-(calibrate: parse, guard, embed) and ``apply_round`` (one transaction per chunk). The stages
+(calibrate: parse, guard, embed) and ``apply_chunks`` (one transaction per chunk). The stages
 take chunks of many conversations at once; ``tasks.chains`` schedules them so that each
 conversation is an independent chain: its chunk k+1 is opened only after chunk k is applied
 (and sees the facts it wrote), while the other conversations' chunks keep the model busy.
@@ -10,7 +10,7 @@ conversation is an independent chain: its chunk k+1 is opened only after chunk k
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -142,14 +142,17 @@ def finish_chunks(
     ]
 
 
-def apply_round(
+def apply_chunks(
     db: Database,
     prepared: Sequence[PreparedChunk],
     settings: Settings,
     summary: RunSummary,
     model_name: str,
+    settle: Callable[[ApplyResult], None] | None = None,
 ) -> list[ApplyResult]:
-    """Apply each chunk in its own transaction; count what happened."""
+    """Apply each chunk in its own transaction, count it, and ``settle`` it once committed:
+    when a later chunk's transaction fails (a dropped connection), the ones before it are
+    already settled and a retry does not apply them again."""
     results: list[ApplyResult] = []
     with timed(summary, "apply"), db.connection() as conn:
         for item in prepared:
@@ -166,6 +169,8 @@ def apply_round(
                 )
             count(summary, item.plan, result)
             results.append(result)
+            if settle is not None:
+                settle(result)
     return results
 
 
@@ -219,7 +224,9 @@ def consolidate(
             Stages(
                 open=lambda chunks: open_chunks(db, chunks, embedder, settings, summary),
                 finish=lambda answered: finish_chunks(answered, embedder, summary),
-                apply=lambda prepared: apply_round(db, prepared, settings, summary, model.name),
+                apply=lambda prepared, settle: apply_chunks(
+                    db, prepared, settings, summary, model.name, settle
+                ),
             ),
         )
     return summary

@@ -102,7 +102,7 @@ def test_a_shard_hit_by_a_dropped_connection_is_retried_and_goes_on_where_it_sto
 ) -> None:
     import flows.consolidate as nightly_module
 
-    real_apply = nightly_module.apply_round
+    real_apply = nightly_module.apply_chunks
     calls = 0
 
     def drops_once(*args: object, **kwargs: object) -> object:
@@ -112,7 +112,7 @@ def test_a_shard_hit_by_a_dropped_connection_is_retried_and_goes_on_where_it_sto
             raise psycopg.OperationalError("server closed the connection unexpectedly")
         return real_apply(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(nightly_module, "apply_round", drops_once)
+    monkeypatch.setattr(nightly_module, "apply_chunks", drops_once)
     ingest(db, locomo_path, flow_settings)
     state = nightly_module.nightly(conversations=["conv-30"], return_state=True)
     assert state.is_completed(), state.message
