@@ -5,7 +5,7 @@ goes on where it stopped."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
@@ -14,23 +14,27 @@ import pytest
 
 from models.consolidation import ConsolidationOutput
 from models.embedding.base import Embedder
-from models.llm.base import ConsolidationRequest, ModelAnswer
+from models.llm.base import ConsolidationRequest, ModelAnswer, RuntimeUnreachable
 from models.llm.openai import OpenAICompatibleModel
 from slowwave.db import Database
 from slowwave.processes import free_port
 from slowwave.settings import Settings
+from tasks.apply import ApplyResult
 from tasks.chains import Backlog, Stages, run_chains
 from tasks.claim import claim
 from tasks.consolidate import (
     PreparedChunk,
-    apply_round,
+    apply_chunks,
     consolidate,
     finish_chunks,
     open_chunks,
 )
 from tasks.runs import recorded_run
+from tasks.transient import is_transient
 from tests.fix_episodes import add, at, decisions, episodes_state, make_episode, with_settings
 from tests.fix_models import ScriptedModel, fact
+
+Settle = Callable[[ApplyResult], None]
 
 SENTENCES = {
     "f1": "User keeps bees on a rooftop in Lyon",
@@ -150,12 +154,13 @@ def test_a_schedule_stopped_by_a_dropped_connection_goes_on_where_it_stopped(
     settings = one_per_chunk
     applies = 0
 
-    def flaky_apply(prepared: Sequence[PreparedChunk]) -> list:  # type: ignore[type-arg]
+    def flaky_apply(prepared: Sequence[PreparedChunk], settle: Settle) -> list:  # type: ignore[type-arg]
         nonlocal applies
         applies += 1
-        if applies == 2:  # the second step: f2 and s2 are answered, nothing is written
+        if applies == 2:  # the second step (f2, s2): the first commits, then the line drops
+            apply_chunks(db, prepared[:1], settings, summary, model.name, settle)
             raise psycopg.OperationalError("server closed the connection unexpectedly")
-        return apply_round(db, prepared, settings, summary, model.name)
+        return apply_chunks(db, prepared, settings, summary, model.name, settle)
 
     with recorded_run(db, kind="manual") as summary:
         with db.connection() as c:
@@ -167,9 +172,10 @@ def test_a_schedule_stopped_by_a_dropped_connection_goes_on_where_it_stopped(
         )
         with pytest.raises(psycopg.OperationalError):
             run_chains(backlog, summary, model, stages)
-        assert backlog.chunks == 3  # f1 and s1 applied; f2, f3, s2 left
+        assert backlog.chunks == 2  # f1, s1 and one of f2 / s2 applied; two chunks left
         run_chains(backlog, summary, model, stages)  # what a Prefect retry of the shard does
 
+    # nothing applied twice: a second apply of a committed chunk would be a failed chunk
     assert backlog.chunks == 0 and summary.chunks == 5 and summary.chunks_failed == 0
     assert all(e["consolidated_at"] is not None for e in episodes_state(conn).values())
     written = conn.execute("SELECT fact FROM semantic_memory ORDER BY fact").fetchall()
@@ -190,4 +196,22 @@ def test_an_unreachable_runtime_fails_the_run_without_charging_any_chunk_an_atte
     assert all(e["attempts"] == 0 and e["consolidated_at"] is None for e in state)
     assert all(e["claimed_by"] is None and e["quarantined_at"] is None for e in state)
     (status, error) = conn.execute("SELECT status, error FROM consolidation_runs").fetchone()  # type: ignore[misc]
-    assert status == "failed" and "ConnectionError" in error
+    assert status == "failed" and "RuntimeUnreachable: cannot reach" in error
+
+
+def test_a_lost_actor_is_transient_but_an_error_raised_inside_one_is_the_chunks() -> None:
+    from models.ray_cluster import ray_module
+
+    ray_errors = ray_module().exceptions  # Ray imported the way slowwave imports it
+
+    def raised_in_actor(cause: Exception) -> Exception:
+        try:
+            raise cause
+        except Exception as exc:
+            return ray_errors.RayTaskError("submit_one", "traceback", exc).as_instanceof_cause()
+
+    assert is_transient(ray_errors.ActorDiedError())
+    assert is_transient(raised_in_actor(RuntimeUnreachable("the vLLM engine died")))
+    assert is_transient(raised_in_actor(psycopg.OperationalError("connection lost")))
+    assert not is_transient(raised_in_actor(ValueError("the schema does not compile")))
+    assert not is_transient(ValueError("a runtime's own bug"))
