@@ -13,9 +13,11 @@ future per item that resolves as soon as that item is done.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
+import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from functools import partial
 from typing import Any, TypeVar
 
@@ -24,6 +26,7 @@ from slowwave.settings import Settings
 
 T = TypeVar("T")
 RESTARTS = 2  # an actor that crashes more often than this is broken, not unlucky
+DOWN_S = 30.0  # how long an actor that went away is passed over (a restart takes about this)
 
 
 class _Host:
@@ -49,7 +52,14 @@ class _StreamingHost:
         self.runtime = factory()
 
     async def submit_one(self, method: str, item: Any) -> Any:
-        return await asyncio.wrap_future(getattr(self.runtime, method)([item])[0])
+        try:
+            return await asyncio.wrap_future(getattr(self.runtime, method)([item])[0])
+        except Exception:
+            if not getattr(self.runtime, "alive", True):
+                # a dead engine does not come back in this process; exiting lets Ray restart
+                # the actor, and the calls in flight fail as lost (transient: retried)
+                os._exit(1)
+            raise
 
     async def attribute(self, name: str) -> Any:
         return getattr(self.runtime, name)
@@ -99,6 +109,7 @@ class ActorPool:
         self.name = name
         self.actors = [remote.remote(factory) for _ in range(max(count, 1))]
         self._busy = [0] * len(self.actors)  # items in flight per actor, for ``submit``
+        self._down_until = [0.0] * len(self.actors)  # monotonic time an actor is passed over
         self._lock = threading.Lock()
         try:  # fail now, with the runtime's own error, if an engine cannot start
             ray.get([a.attribute.remote("name") for a in self.actors])
@@ -122,20 +133,47 @@ class ActorPool:
         return results
 
     def submit(self, method: str, items: Sequence[Any]) -> list[Future[Any]]:
-        """Each item to the least busy actor (a streaming pool); a future per item, in order."""
+        """Each item to the least busy actor (a streaming pool); a future per item, in order.
+
+        Cancelling a future cancels its Ray task (and so the engine's request). An actor whose
+        call failed because it went away is passed over for ``DOWN_S`` while others are up,
+        so a broken actor, which looks idle, does not draw all the work.
+        """
+        ray = ray_module()
         futures: list[Future[Any]] = []
         for item in items:
             with self._lock:
-                index = min(range(len(self.actors)), key=self._busy.__getitem__)
+                now = time.monotonic()
+                up = [i for i, t in enumerate(self._down_until) if t <= now]
+                index = min(up or range(len(self.actors)), key=self._busy.__getitem__)
                 self._busy[index] += 1
-            future: Future[Any] = self.actors[index].submit_one.remote(method, item).future()
-            future.add_done_callback(partial(self._done, index))
-            futures.append(future)
+            ref = self.actors[index].submit_one.remote(method, item)
+            outer: Future[Any] = Future()
+            ref.future().add_done_callback(partial(self._done, index, outer))
+            outer.add_done_callback(partial(self._cancelled, ray, ref))
+            futures.append(outer)
         return futures
 
-    def _done(self, index: int, _: Future[Any]) -> None:
+    def _done(self, index: int, outer: Future[Any], inner: Future[Any]) -> None:
+        exc = None if inner.cancelled() else inner.exception()
         with self._lock:
             self._busy[index] -= 1
+            if isinstance(exc, ray_module().exceptions.RayActorError):
+                self._down_until[index] = time.monotonic() + DOWN_S
+        if outer.done():  # cancelled by the caller
+            return
+        try:
+            if exc is not None:
+                outer.set_exception(exc)
+            else:
+                outer.set_result(inner.result())
+        except InvalidStateError:  # cancelled in between
+            pass
+
+    @staticmethod
+    def _cancelled(ray: Any, ref: Any, outer: Future[Any]) -> None:
+        if outer.cancelled():
+            ray.cancel(ref)
 
     def close(self) -> None:
         ray = ray_module()

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from models.consolidation import ConsolidationOutput
-from models.llm.base import ConsolidationRequest
+from models.llm.base import ConsolidationRequest, RuntimeUnreachable
 from models.llm.openai import OpenAICompatibleModel
 from tasks.calibrate import parse_answer
+from tasks.transient import is_transient
 
 ANSWER = {
     "facts": [
@@ -48,6 +49,8 @@ class Endpoint(BaseHTTPRequestHandler):
         Endpoint.seen[chunk] = count + 1
         if "always-broken" in chunk:
             self._send(500, {"error": "boom"})
+        elif "always-busy" in chunk:
+            self._send(503, {"error": "overloaded"})
         elif count < Endpoint.failures:
             self._send(429 if count == 0 else 503, {"error": "busy"})
         else:
@@ -120,3 +123,15 @@ def test_a_chunk_that_keeps_failing_is_an_answer_with_an_error_not_an_exception(
     assert bad.text is None and bad.error is not None
     assert bad.error.startswith("gave up after retries: HTTP 500")
     assert "sk-secret" not in bad.error
+
+
+def test_an_endpoint_that_stays_unavailable_is_transient_not_a_failed_chunk(
+    endpoint: str,
+) -> None:
+    model = OpenAICompatibleModel(endpoint, "m", api_key="sk-secret", max_retries=3)
+    fine, busy = model.submit([_request("fine"), _request("always-busy")])
+    assert fine.result().error is None
+    with pytest.raises(RuntimeUnreachable, match="HTTP 503") as raised:
+        busy.result()
+    model.close()
+    assert is_transient(raised.value) and "sk-secret" not in str(raised.value)

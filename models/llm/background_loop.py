@@ -9,6 +9,7 @@ them that loop without the caller having to be async, in a Ray actor or in a pla
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Coroutine
 from concurrent.futures import Future
@@ -37,8 +38,9 @@ class BackgroundLoop:
         """Run ``coroutine`` on the loop and wait for its result."""
         return self.submit(coroutine).result()
 
-    def close(self) -> None:
-        """Cancel what is still running, stop the loop and join its thread."""
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Cancel what is still running, stop the loop and join its thread (a task that
+        ignores its cancellation for ``timeout_s`` is left behind on a daemon thread)."""
         if self.loop.is_closed():
             return
 
@@ -49,7 +51,9 @@ class BackgroundLoop:
             await asyncio.gather(*tasks, return_exceptions=True)
 
         if self._thread.is_alive():
-            self.run(cancel_all())
+            with contextlib.suppress(TimeoutError):
+                self.submit(cancel_all()).result(timeout=timeout_s)
             self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join()
-        self.loop.close()
+            self._thread.join(timeout_s)
+        if not self._thread.is_alive():
+            self.loop.close()

@@ -16,6 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 
+class RuntimeUnreachable(ConnectionError):
+    """The runtime cannot answer anything now (its engine died, its endpoint is down).
+
+    Transient: the run is retried and no chunk is charged an attempt for it.
+    """
+
+
 @dataclass(frozen=True)
 class ConsolidationRequest:
     """One model call: the prompt for a chunk of a conversation's episodes."""

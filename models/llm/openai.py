@@ -4,8 +4,9 @@ Ollama, or a hosted API.
 Requests are streamed with bounded concurrency, each answered as it returns; each call asks
 for the answer schema through ``response_format`` (JSON schema), has a timeout, and is
 retried with exponential backoff on 429, 5xx and connection errors. An endpoint that stays
-unreachable raises ``ConnectionError`` (transient: the run retries, no chunk is charged);
-other failures are that chunk's error answer. The API key comes from settings and is never
+unreachable, overloaded (429) or unavailable (502-504) raises ``RuntimeUnreachable``
+(transient: the run retries, no chunk is charged); other failures, such as a 500 on one
+prompt, are that chunk's error answer. The API key comes from settings and is never
 logged.
 """
 
@@ -26,9 +27,10 @@ from tenacity import (
 )
 
 from models.llm.background_loop import BackgroundLoop
-from models.llm.base import ConsolidationRequest, ModelAnswer
+from models.llm.base import ConsolidationRequest, ModelAnswer, RuntimeUnreachable
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+UNAVAILABLE = {429, 502, 503, 504}  # after the last retry: the run is retried, not the chunk
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -123,8 +125,10 @@ class OpenAICompatibleModel:
                     response.raise_for_status()
         except RetryError as exc:
             cause = exc.last_attempt.exception()
-            if isinstance(cause, httpx.ConnectError):  # the endpoint is down, not the chunk bad
-                raise ConnectionError(f"cannot reach {self.base_url}: {cause}") from None
+            if _unavailable(cause):  # the endpoint is down or saturated, not the chunk bad
+                raise RuntimeUnreachable(
+                    f"cannot reach {self.base_url}: {_describe(cause)}"
+                ) from None
             return ModelAnswer(request.chunk_id, None, f"gave up after retries: {_describe(cause)}")
         except httpx.HTTPError as exc:
             return ModelAnswer(request.chunk_id, None, _describe(exc))
@@ -152,6 +156,13 @@ class OpenAICompatibleModel:
             self._client = None
         self._loop.close()
         self._loop = None
+
+
+def _unavailable(exc: BaseException | None) -> bool:
+    """Still failing after every retry for a reason of the endpoint's, whatever the prompt."""
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        return True
+    return isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code in UNAVAILABLE
 
 
 def _describe(exc: BaseException | None) -> str:

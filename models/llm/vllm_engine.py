@@ -8,6 +8,7 @@ cannot fit the context is answered with an error up front instead of reaching th
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 from collections.abc import Sequence
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from models.llm.background_loop import BackgroundLoop
-from models.llm.base import ConsolidationRequest, ModelAnswer
+from models.llm.base import ConsolidationRequest, ModelAnswer, RuntimeUnreachable
 
 
 @dataclass(frozen=True)
@@ -124,11 +125,16 @@ class VLLMConsolidationEngine:
     def prompt_tokens(self, request: ConsolidationRequest) -> int:
         return len(self.prompt_ids(request))
 
-    async def answer(self, request: ConsolidationRequest) -> ModelAnswer:
+    @property
+    def alive(self) -> bool:
+        """False once the engine has died; it does not come back in this process."""
+        return self._llm is not None and not self._llm.errored
+
+    async def answer(self, request: ConsolidationRequest, ids: list[int]) -> ModelAnswer:
         """One request through the engine; a prompt that cannot fit is answered with an error."""
         from vllm.inputs import TokensPrompt
+        from vllm.v1.engine.exceptions import EngineDeadError
 
-        ids = self.prompt_ids(request)
         budget = self.options.max_model_len - self.options.max_tokens
         if len(ids) > budget:
             return ModelAnswer(
@@ -144,18 +150,22 @@ class VLLMConsolidationEngine:
             [TokensPrompt(prompt_token_ids=ids)]
         )
         final = None
-        async for output in self._llm.generate(
-            engine_input,
-            self._sampling(request.json_schema),
-            request_id=f"{request.chunk_id}-{next(self._ids)}",
-        ):
-            final = output
+        try:
+            async for output in self._llm.generate(
+                engine_input,
+                self._sampling(request.json_schema),
+                request_id=f"{request.chunk_id}-{next(self._ids)}",
+            ):
+                final = output
+        except EngineDeadError as exc:
+            raise RuntimeUnreachable(f"the vLLM engine died: {exc}") from exc
         if final is None:
             return ModelAnswer(request.chunk_id, None, "the engine returned no output")
         return _answer(request, final)
 
     def submit(self, requests: Sequence[ConsolidationRequest]) -> list[Future[ModelAnswer]]:
-        return [self._loop.submit(self.answer(r)) for r in requests]
+        # tokenized here, on the caller's thread, so the engine's loop is never held up by it
+        return [self._loop.submit(self.answer(r, self.prompt_ids(r))) for r in requests]
 
     def consolidate(self, requests: Sequence[ConsolidationRequest]) -> list[ModelAnswer]:
         return [f.result() for f in self.submit(requests)]
@@ -165,6 +175,10 @@ class VLLMConsolidationEngine:
             llm, self._llm = self._llm, None
 
             async def stop() -> None:  # the engine's tasks live on the loop: stop it there
+                requests = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+                for task in requests:  # abort what is in flight while the engine still runs
+                    task.cancel()
+                await asyncio.gather(*requests, return_exceptions=True)
                 llm.shutdown()
 
             self._loop.run(stop())
