@@ -74,8 +74,10 @@ def claim_task(
     name="consolidate shard",
     task_run_name="consolidate shard {shard}",
     cache_policy=NONE,
-    retries=3,
-    retry_delay_seconds=exponential_backoff(backoff_factor=10),
+    # 15, 30, 60, 120 s: long enough for a crashed engine's actor to restart (about 75 s for
+    # the CPU model here, minutes for a large model on a GPU)
+    retries=4,
+    retry_delay_seconds=exponential_backoff(backoff_factor=15),
     retry_condition_fn=_transient,
 )
 def shard_task(
