@@ -41,8 +41,14 @@ from models.run import RunSummary
 from slowwave.db import Database, migrate
 from slowwave.settings import Settings, get_settings
 from tasks.chains import Backlog, Stages, run_chains
-from tasks.claim import ConversationWork, claim
-from tasks.consolidate import apply_chunks, finish_chunks, open_chunks
+from tasks.claim import ConversationWork
+from tasks.consolidate import (
+    apply_chunks,
+    claim_run,
+    finish_chunks,
+    open_chunks,
+    takes_everything,
+)
 from tasks.runs import recorded_run
 from tasks.transient import is_transient
 
@@ -64,10 +70,13 @@ def _transient(task: Any, task_run: Any, state: State) -> bool:
     retry_condition_fn=_transient,
 )
 def claim_task(
-    db: Database, settings: Settings, summary: RunSummary, conversations: list[str] | None
+    db: Database,
+    settings: Settings,
+    summary: RunSummary,
+    conversations: list[str] | None,
+    everything: bool,
 ) -> list[ConversationWork]:
-    with db.connection() as conn:
-        return claim(conn, summary.run_id, settings, conversations=conversations)
+    return claim_run(db, summary, settings, conversations=conversations, everything=everything)
 
 
 @task(
@@ -129,20 +138,7 @@ class Progress:
 
 def summary_table(summary: RunSummary) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = [
-        {"measure": "conversations", "value": summary.conversations},
-        {"measure": "chunks (model calls)", "value": f"{summary.chunks} ({summary.model_calls})"},
-        {"measure": "episodes consolidated", "value": summary.episodes_consolidated},
-        {"measure": "episodes skipped by the gate", "value": summary.episodes_skipped},
-        {"measure": "episodes quarantined", "value": summary.episodes_quarantined},
-        {"measure": "episodes deferred to a later run", "value": summary.episodes_deferred},
-        {"measure": "facts new", "value": summary.facts_inserted},
-        {"measure": "facts reinforced", "value": summary.facts_reinforced},
-        {"measure": "facts updated", "value": summary.facts_updated},
-        {"measure": "facts invalidated", "value": summary.facts_invalidated},
-        {"measure": "dedupe merges", "value": summary.dedupe_merges},
-        {"measure": "actions rejected by the guard", "value": summary.actions_rejected},
-        {"measure": "tokens in", "value": summary.prompt_tokens},
-        {"measure": "tokens out", "value": summary.completion_tokens},
+        {"measure": label.strip(), "value": value} for label, value in summary.counter_rows()
     ]
     rows += [{"measure": f"seconds in {k}", "value": v} for k, v in summary.stage_seconds.items()]
     return rows
@@ -189,12 +185,12 @@ def consolidate_run(
         flow_run_id = str(flow_run.get_id() or "")
         model = model or load_model(settings)
         try:
-            with recorded_run(db, kind=kind, flow_run_id=flow_run_id) as summary:
+            with recorded_run(
+                db, kind=kind, flow_run_id=flow_run_id, lease_s=settings.claim_lease_s
+            ) as summary:
                 embedder = embedder or load_embedder(settings)
-                start = time.perf_counter()
-                work = claim_task(db, settings, summary, conversations)
-                summary.add_time("claim", time.perf_counter() - start)
-                summary.conversations = len(work)
+                everything = takes_everything(kind, conversations)
+                work = claim_task(db, settings, summary, conversations, everything)
                 shards = shards_of(work, settings.shard_conversations)
                 progress = Progress(total=sum(len(w.chunks) for w in work) or 1)
                 progress.artifact = create_progress_artifact(

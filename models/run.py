@@ -34,6 +34,23 @@ class RunSummary(BaseModel):
     episodes_deferred: int = Field(
         default=0, description="Left for a later run behind a failed chunk of their conversation."
     )
+    episodes_conflicted: int = Field(
+        default=0,
+        description="Taken over by another run while this one worked (its lease had expired): "
+        "theirs now, not a failure of the chunk.",
+    )
+    chunks_conflicted: int = Field(
+        default=0, description="Chunks not applied because another run holds their episodes."
+    )
+    episodes_not_due: int = Field(
+        default=0, description="Left pending: their conversation is not due yet (nightly rule)."
+    )
+    episodes_held_elsewhere: int = Field(
+        default=0, description="Left pending: under another run's live lease."
+    )
+    episodes_over_cap: int = Field(
+        default=0, description="Left pending: due, beyond the run's claim_max_conversations."
+    )
     facts_inserted: int = 0
     facts_reinforced: int = 0
     facts_updated: int = 0
@@ -47,3 +64,25 @@ class RunSummary(BaseModel):
 
     def add_time(self, stage: str, seconds: float) -> None:
         self.stage_seconds[stage] = round(self.stage_seconds.get(stage, 0.0) + seconds, 4)
+
+    def counter_rows(self) -> list[tuple[str, object]]:
+        """The run's counters as (label, value), the one list every report shows."""
+        return [
+            ("conversations", self.conversations),
+            ("chunks (model calls)", f"{self.chunks} ({self.model_calls})"),
+            ("episodes consolidated", self.episodes_consolidated),
+            ("  of which skipped by the gate", self.episodes_skipped),
+            ("episodes quarantined", self.episodes_quarantined),
+            ("left pending: deferred behind a failed chunk", self.episodes_deferred),
+            ("left pending: taken over by another run", self.episodes_conflicted),
+            ("left pending: held by another run", self.episodes_held_elsewhere),
+            ("left pending: not due yet", self.episodes_not_due),
+            ("left pending: over the claim cap", self.episodes_over_cap),
+            ("facts new", self.facts_inserted),
+            ("facts merged by dedupe", self.dedupe_merges),
+            ("facts reinforced", self.facts_reinforced),
+            ("facts updated", self.facts_updated),
+            ("facts invalidated", self.facts_invalidated),
+            ("actions rejected by the guard", self.actions_rejected),
+            ("tokens in / out", f"{self.prompt_tokens} / {self.completion_tokens}"),
+        ]

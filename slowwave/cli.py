@@ -247,22 +247,7 @@ def print_flow_result(state: Any) -> None:
 
 def print_summary(summary: RunSummary) -> None:
     table = Table("run " + str(summary.run_id), summary.status, show_lines=False)
-    rows = {
-        "conversations": summary.conversations,
-        "episodes consolidated": summary.episodes_consolidated,
-        "  of which skipped by the gate": summary.episodes_skipped,
-        "episodes quarantined": summary.episodes_quarantined,
-        "episodes deferred to a later run": summary.episodes_deferred,
-        "facts new": summary.facts_inserted,
-        "facts merged by dedupe": summary.dedupe_merges,
-        "facts reinforced": summary.facts_reinforced,
-        "facts updated": summary.facts_updated,
-        "facts invalidated": summary.facts_invalidated,
-        "actions rejected by the guard": summary.actions_rejected,
-        "model calls": summary.model_calls,
-        "tokens in / out": f"{summary.prompt_tokens} / {summary.completion_tokens}",
-    }
-    for label, value in rows.items():
+    for label, value in summary.counter_rows():
         table.add_row(label, str(value))
     console.print(table)
     for failure in summary.failures[:10]:

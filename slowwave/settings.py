@@ -103,8 +103,15 @@ class Settings(BaseSettings):
     claim_lease_s: int = Field(
         default=3600,
         ge=10,
-        description="Seconds a run's claim on a conversation lasts; a crashed run's work is "
-        "taken up again once it expires.",
+        description="Seconds a run's claim on a conversation lasts; a running run renews it "
+        "every third of that, a crashed run's work is taken up again once it expires.",
+    )
+    due_after_s: int = Field(
+        default=7 * 24 * 3600,
+        ge=0,
+        description="An episode pending this long (since it was recorded) makes its "
+        "conversation due even below the episode threshold, so a conversation that stops at "
+        "one or two episodes is consolidated within a week, not left behind for ever.",
     )
     claim_max_conversations: int = Field(
         default=10000, ge=1, description="Most conversations one run claims."

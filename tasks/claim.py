@@ -42,18 +42,17 @@ def claim(
     settings: Settings,
     *,
     conversations: Sequence[str] | None = None,
+    everything: bool = False,
 ) -> list[ConversationWork]:
-    """Claim due conversations for ``run_id`` and commit the claim."""
-    params = {
-        "run_id": run_id,
-        "threshold": settings.episode_threshold,
-        "flashbulb": settings.flashbulb_surprise,
-        "lease_s": settings.claim_lease_s,
-        "max_conversations": settings.claim_max_conversations,
-        "conversations": list(conversations) if conversations is not None else None,
-    }
+    """Claim due conversations for ``run_id`` and commit the claim.
+
+    ``everything``: every pending episode of the conversations is due (a backfill, or a run
+    that names its conversations), not only those the nightly rule makes due.
+    """
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(sql.statement("claim"), params).fetchall()
+        rows = cur.execute(
+            sql.statement("claim"), _params(run_id, settings, conversations, everything)
+        ).fetchall()
     by_conversation: dict[str, list[Episode]] = {}
     for row in rows:
         episode = Episode(
@@ -73,6 +72,53 @@ def claim(
             by_conversation.items(), key=lambda kv: (min(e.start_at for e in kv[1]), kv[0])
         )
     ]
+
+
+@dataclass(frozen=True)
+class LeftPending:
+    """Pending episodes a claim did not take, by reason."""
+
+    held: int  # under another run's live lease
+    not_due: int  # their conversation is not due yet
+    over_cap: int  # due, beyond the run's claim_max_conversations
+
+
+def left_pending(
+    conn: psycopg.Connection,
+    run_id: UUID,
+    settings: Settings,
+    *,
+    conversations: Sequence[str] | None = None,
+    everything: bool = False,
+) -> LeftPending:
+    """What the claim of ``run_id`` left pending, counted by the same rule that claimed."""
+    row = conn.execute(
+        sql.statement("claim_left_pending"), _params(run_id, settings, conversations, everything)
+    ).fetchone()
+    held, not_due, over_cap = row if row is not None else (0, 0, 0)
+    return LeftPending(int(held), int(not_due), int(over_cap))
+
+
+def _params(
+    run_id: UUID, settings: Settings, conversations: Sequence[str] | None, everything: bool
+) -> dict[str, object]:
+    return {
+        "run_id": run_id,
+        "threshold": settings.episode_threshold,
+        "flashbulb": settings.flashbulb_surprise,
+        "due_after_s": settings.due_after_s,
+        "everything": everything,
+        "lease_s": settings.claim_lease_s,
+        "max_conversations": settings.claim_max_conversations,
+        "conversations": list(conversations) if conversations is not None else None,
+    }
+
+
+def renew(conn: psycopg.Connection, run_id: UUID, lease_s: int) -> int:
+    """Extend the lease of what ``run_id`` still holds; return how many episodes."""
+    with conn.transaction():
+        cur = conn.execute(sql.statement("renew_leases"), {"run_id": run_id, "lease_s": lease_s})
+    return cur.rowcount
 
 
 def release(conn: psycopg.Connection, run_id: UUID) -> int:

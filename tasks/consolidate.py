@@ -28,7 +28,7 @@ from slowwave.settings import Settings
 from tasks.apply import ApplyResult, apply_plan, record_failure
 from tasks.calibrate import build_request, calibration_of
 from tasks.chains import Backlog, Stages, run_chains
-from tasks.claim import claim
+from tasks.claim import ConversationWork, claim, left_pending
 from tasks.embed import embed_plans
 from tasks.gate import split_gated
 from tasks.guard import guard, latest_end
@@ -202,6 +202,35 @@ def count(summary: RunSummary, plan: Plan, result: ApplyResult) -> None:
     summary.actions_rejected += result.rejected
 
 
+def claim_run(
+    db: Database,
+    summary: RunSummary,
+    settings: Settings,
+    *,
+    conversations: Sequence[str] | None = None,
+    everything: bool = False,
+) -> list[ConversationWork]:
+    """Claim the run's work and count, by reason, what it left pending."""
+    with timed(summary, "claim"), db.connection() as conn:
+        work = claim(
+            conn, summary.run_id, settings, conversations=conversations, everything=everything
+        )
+        left = left_pending(
+            conn, summary.run_id, settings, conversations=conversations, everything=everything
+        )
+    summary.conversations = len(work)
+    summary.episodes_held_elsewhere = left.held
+    summary.episodes_not_due = left.not_due
+    summary.episodes_over_cap = left.over_cap
+    return work
+
+
+def takes_everything(kind: str, conversations: Sequence[str] | None) -> bool:
+    """A backfill, or a run that names its conversations, takes every pending episode of
+    them; only an unnamed nightly-style run waits for conversations to become due."""
+    return kind == "backfill" or conversations is not None
+
+
 def consolidate(
     db: Database,
     model: ConsolidationModel,
@@ -213,10 +242,16 @@ def consolidate(
     flow_run_id: str | None = None,
 ) -> RunSummary:
     """Claim what is due, consolidate it in this process, release the rest, record the run."""
-    with recorded_run(db, kind=kind, flow_run_id=flow_run_id) as summary:
-        with timed(summary, "claim"), db.connection() as conn:
-            work = claim(conn, summary.run_id, settings, conversations=conversations)
-        summary.conversations = len(work)
+    with recorded_run(
+        db, kind=kind, flow_run_id=flow_run_id, lease_s=settings.claim_lease_s
+    ) as summary:
+        work = claim_run(
+            db,
+            summary,
+            settings,
+            conversations=conversations,
+            everything=takes_everything(kind, conversations),
+        )
         run_chains(
             Backlog.of(work),
             summary,

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
+from uuid import UUID
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -15,6 +18,8 @@ from models.run import RunSummary
 
 if TYPE_CHECKING:
     from slowwave.db import Database
+
+logger = logging.getLogger(__name__)
 
 _COUNTS = (
     "conversations",
@@ -74,19 +79,62 @@ def finish_run(conn: psycopg.Connection, summary: RunSummary, error: str | None 
         )
 
 
+class LeaseRenewal:
+    """Renews a run's leases every ``interval_s`` on a thread of its own, so that a run that
+    works longer than ``claim_lease_s`` keeps what it claimed: no other run takes over a
+    conversation the run is still working on. A renewal that fails (the database is briefly
+    away) is logged and tried again at the next tick; the lease is long enough to survive a
+    few missed renewals."""
+
+    def __init__(self, db: Database, run_id: UUID, lease_s: int) -> None:
+        self.db, self.run_id, self.lease_s = db, run_id, lease_s
+        self.interval_s = max(lease_s / 3, 1.0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._loop, name=f"slowwave-lease-{run_id}", daemon=True
+        )
+
+    def _loop(self) -> None:
+        from tasks.claim import renew
+
+        while not self._stop.wait(self.interval_s):
+            try:
+                with self.db.connection() as conn:
+                    renew(conn, self.run_id, self.lease_s)
+            except Exception as exc:  # the next tick tries again; apply re-checks the claim
+                logger.warning("could not renew the leases of run %s: %s", self.run_id, exc)
+
+    def __enter__(self) -> LeaseRenewal:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 @contextmanager
 def recorded_run(
-    db: Database, *, kind: str = "manual", flow_run_id: str | None = None
+    db: Database,
+    *,
+    kind: str = "manual",
+    flow_run_id: str | None = None,
+    lease_s: int | None = None,
 ) -> Iterator[RunSummary]:
-    """A run row for the block: whatever happens, its claims are released and the outcome
+    """A run row for the block: while it runs its leases are renewed (every third of
+    ``lease_s``, when given); whatever happens, its claims are released and the outcome
     (counts, status, the error if one escaped) is stored."""
     from tasks.claim import release
 
     with db.connection() as conn:
         summary = start_run(conn, kind=kind, flow_run_id=flow_run_id)
     error: str | None = None
+    renewal: AbstractContextManager[object] = (
+        LeaseRenewal(db, summary.run_id, lease_s) if lease_s is not None else nullcontext()
+    )
     try:
-        yield summary
+        with renewal:
+            yield summary
     except BaseException as exc:
         error = f"{type(exc).__name__}: {exc}"
         raise

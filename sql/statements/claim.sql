@@ -1,5 +1,8 @@
 -- Claim the pending episodes of due conversations for one run.
--- Due: at least %(threshold)s pending episodes, or one with surprise >= %(flashbulb)s.
+-- Due (slowwave_due, migration 0005): at least %(threshold)s pending episodes, one with
+-- surprise >= %(flashbulb)s, one that an earlier run already claimed (a crashed or failed
+-- run's tail), or one recorded more than %(due_after_s)s seconds ago. With %(everything)s (a
+-- backfill, or a run that names its conversations) every pending episode is due.
 -- A conversation is taken whole or not at all: skipped while any of its pending episodes is
 -- under another run's live lease, and guarded by a transaction-level advisory lock so that two
 -- claimers running this statement at the same moment cannot split it between them.
@@ -9,7 +12,10 @@ WITH due AS (
     WHERE consolidated_at IS NULL AND quarantined_at IS NULL
       AND (%(conversations)s::text[] IS NULL OR conversation_id = ANY(%(conversations)s::text[]))
     GROUP BY conversation_id
-    HAVING (count(*) >= %(threshold)s OR max(surprise) >= %(flashbulb)s)
+    HAVING (%(everything)s
+            OR slowwave_due(count(*), max(surprise), bool_or(first_claimed_at IS NOT NULL),
+                            min(created_at), %(threshold)s::integer, %(flashbulb)s::real,
+                            now() - make_interval(secs => %(due_after_s)s)))
        AND bool_and(claimed_until IS NULL OR claimed_until < now())
     ORDER BY oldest, conversation_id
     LIMIT %(max_conversations)s
@@ -20,9 +26,11 @@ WITH due AS (
 -- The locked conversations as one array probed through the pending index: a join against the
 -- CTE was planned as a nested loop (quadratic) on a table not yet analysed after a bulk load.
 UPDATE episodic_memory e
-SET claimed_by = %(run_id)s, claimed_until = now() + make_interval(secs => %(lease_s)s)
+SET claimed_by = %(run_id)s,
+    claimed_until = now() + make_interval(secs => %(lease_s)s),
+    first_claimed_at = coalesce(e.first_claimed_at, now())
 WHERE e.conversation_id = ANY (ARRAY(SELECT conversation_id FROM locked))
   AND e.consolidated_at IS NULL AND e.quarantined_at IS NULL
   AND (e.claimed_until IS NULL OR e.claimed_until < now())
 RETURNING e.id, e.conversation_id, e.external_key, e.messages, e.summary, e.surprise,
-          e.start_at, e.end_at
+          e.start_at, e.end_at, e.consolidated_messages
