@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from models.category import DEFINITIONS, Category
 from models.episode import Episode
@@ -33,10 +33,21 @@ class FactAction(StrEnum):
     invalidate = "invalidate"
 
 
+ShortId = Annotated[str, StringConstraints(max_length=8)]
+
+
 class ConsolidatedFact(BaseModel):
     """One thing the episodes teach, and what to do with it."""
 
-    model_config = ConfigDict(extra="forbid")
+    # The schema requires every property (the optional ones nullable), as endpoints that
+    # enforce strict structured outputs demand (``models.llm.strict_schema``); parsing stays
+    # lenient (defaults), so an answer that omits one is still read and the guard decides.
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "required": ["action", "existing_fact_id", "category", "fact", "keywords", "episodes"]
+        },
+    )
 
     action: FactAction = Field(
         description="new: knowledge no existing fact covers. reinforce: an existing fact "
@@ -44,11 +55,11 @@ class ConsolidatedFact(BaseModel):
         "corrected); give its id and the new sentence. invalidate: an existing fact is no "
         "longer true and nothing replaces it; give its id."
     )
-    existing_fact_id: str | None = Field(
+    existing_fact_id: ShortId | None = Field(
         default=None,
-        description="For reinforce, update and invalidate: the id of the existing fact "
-        "(F1, F2, ...) as shown. Null for new.",
-        json_schema_extra={"maxLength": 8},
+        description="For reinforce, update and invalidate: the id of the fact acted on: an "
+        "existing fact as shown (F1, F2, ...), or a fact written earlier in this answer "
+        "(N1 = the fact written by the answer's first item, N2 by its second, ...). Null for new.",
     )
     category: str = Field(
         description="Exactly one of the 8 categories.",
@@ -66,10 +77,11 @@ class ConsolidatedFact(BaseModel):
             "items": {"type": "string", "minLength": 1, "maxLength": MAX_KEYWORD_CHARS},
         },
     )
-    episodes: list[str] = Field(
+    episodes: list[ShortId] = Field(
         default_factory=list,
-        description="Ids of the episodes (E1, E2, ...) that evidence the fact; empty means all.",
-        json_schema_extra={"items": {"type": "string", "maxLength": 8}},
+        description="Ids of the episodes (E1, E2, ...) that evidence this item: at least one; "
+        "its time is the end of the latest of them.",
+        json_schema_extra={"minItems": 1},
     )
 
 
@@ -107,6 +119,9 @@ Actions:
 - update: an existing fact has changed (a move, a new job, a corrected name); give its id and
   write the new, complete sentence.
 - invalidate: an existing fact is no longer true and nothing replaces it; give its id.
+A change that happens within these episodes keeps its history: write the earlier state as new,
+then update or invalidate it by its answer id (N1 is the fact your first item writes, N2 your
+second, ...), citing the episode where it changed.
 
 Rules:
 1. Only lasting knowledge. Transient states ("I'm hungry now") are not facts.
@@ -114,8 +129,10 @@ Rules:
    referent, no bare names or single words.
 3. Several values can hold at once (liking Rust and liking TypeScript): use update or
    invalidate only when the new information replaces the old.
-4. Refer to existing facts only by the ids shown (F1, F2, ...); never invent ids.
-5. Cite the episodes (E1, E2, ...) that evidence each fact.
+4. Refer to existing facts only by the ids shown (F1, F2, ...), to your own facts only by
+   N-ids of earlier items; never invent ids.
+5. Cite the episodes (E1, E2, ...) that evidence each item, at least one: the fact's time is
+   the end of the latest episode cited.
 6. 1 to 5 keywords per fact: the names and nouns someone would search for.
 7. Answer with JSON only, matching the schema.
 """

@@ -233,6 +233,13 @@ class Settings(BaseSettings):
         description="OpenAI-compatible: extra request fields as JSON, e.g. "
         '`{"repetition_penalty": 1.1}` for a vLLM server.',
     )
+    openai_strict_schema: bool = Field(
+        default=True,
+        description="OpenAI-compatible: ask for strict structured output with the strict subset "
+        "of the answer schema (every property required, no length bounds), as hosted APIs "
+        "demand. `false` sends the full schema, whose length bounds a vLLM or llama.cpp "
+        "server uses to keep a small model's answer short.",
+    )
     replay_data: Path | None = Field(
         default=None,
         description="LoCoMo JSON file the replay runtime answers from.",

@@ -13,6 +13,7 @@ import pytest
 from models.consolidation import ConsolidationOutput
 from models.llm.base import ConsolidationRequest, RuntimeUnreachable
 from models.llm.openai import OpenAICompatibleModel
+from models.llm.strict_schema import strict_violations
 from tasks.calibrate import parse_answer
 from tasks.transient import is_transient
 
@@ -109,6 +110,8 @@ def test_the_batch_is_answered_after_backoff_on_429_and_503_with_tokens_counted(
     body = Endpoint.bodies[-1]
     assert body["response_format"]["type"] == "json_schema"
     assert body["response_format"]["json_schema"]["schema"]["required"] == ["facts"]
+    assert body["response_format"]["json_schema"]["strict"] is True
+    assert strict_violations(body["response_format"]["json_schema"]["schema"]) == []
     assert set(Endpoint.headers_seen) == {"Bearer sk-secret"}
     assert "sk-secret" not in repr(model)
 

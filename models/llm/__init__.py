@@ -100,6 +100,7 @@ def load_model(settings: Settings) -> ConsolidationModel:
             timeout_s=settings.openai_timeout_s,
             max_retries=settings.openai_max_retries,
             extra_body=settings.openai_extra_body,
+            strict=settings.openai_strict_schema,
         )
     try:
         import vllm  # noqa: F401

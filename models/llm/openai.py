@@ -28,6 +28,7 @@ from tenacity import (
 
 from models.llm.background_loop import BackgroundLoop
 from models.llm.base import ConsolidationRequest, ModelAnswer, RuntimeUnreachable
+from models.llm.strict_schema import strict_subset
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 UNAVAILABLE = {429, 502, 503, 504}  # after the last retry: the run is retried, not the chunk
@@ -56,6 +57,7 @@ class OpenAICompatibleModel:
         timeout_s: float = 120.0,
         max_retries: int = 5,
         extra_body: dict[str, Any] | None = None,
+        strict: bool = True,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -65,6 +67,7 @@ class OpenAICompatibleModel:
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.extra_body = dict(extra_body or {})
+        self.strict = strict
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._loop: BackgroundLoop | None = None  # started on first use: the model pickles
         self._client: httpx.AsyncClient | None = None
@@ -87,8 +90,10 @@ class OpenAICompatibleModel:
                 "type": "json_schema",
                 "json_schema": {
                     "name": "consolidation_output",
-                    "schema": request.json_schema,
-                    "strict": True,
+                    "schema": strict_subset(request.json_schema)
+                    if self.strict
+                    else request.json_schema,
+                    "strict": self.strict,
                 },
             },
         }

@@ -1,0 +1,81 @@
+"""The answer schemas against the rules of endpoints that enforce strict structured outputs.
+
+Fast: no database, no model. Hosted OpenAI-compatible APIs with ``"strict": true`` refuse a
+schema in which a property is not required, an object allows additional properties, or a
+length bound is set; ``strict_violations`` states those rules and these tests hold slowwave's
+schemas (and the checker itself) to them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from models.consolidation import ConsolidationOutput
+from models.llm.strict_schema import strict_subset, strict_violations
+from models.summary import EpisodeSummary
+
+
+def objects(schema: Any) -> list[dict[str, Any]]:
+    """Every object schema inside ``schema``, definitions included."""
+    found: list[dict[str, Any]] = []
+    if isinstance(schema, dict):
+        if "properties" in schema:
+            found.append(schema)
+        for value in schema.values():
+            found += objects(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            found += objects(value)
+    return found
+
+
+def test_the_answer_schema_sent_to_strict_endpoints_breaks_no_strict_rule() -> None:
+    assert strict_violations(strict_subset(ConsolidationOutput.response_schema())) == []
+
+
+def test_the_summary_schema_sent_to_strict_endpoints_breaks_no_strict_rule() -> None:
+    assert strict_violations(strict_subset(EpisodeSummary.response_schema())) == []
+
+
+def test_the_answer_schema_requires_every_property_and_forbids_others() -> None:
+    schema = ConsolidationOutput.response_schema()
+    found = objects(schema)
+    assert len(found) == 2  # the answer and one fact
+    for obj in found:
+        assert sorted(obj["required"]) == sorted(obj["properties"])
+        assert obj["additionalProperties"] is False
+
+
+def test_optional_answer_fields_are_nullable_not_omittable() -> None:
+    fact = strict_subset(ConsolidationOutput.response_schema())["properties"]["facts"]["items"]
+    assert {"type": "null"} in fact["properties"]["existing_fact_id"]["anyOf"]
+    assert "episodes" in fact["required"] and "existing_fact_id" in fact["required"]
+
+
+def test_the_strict_check_catches_an_optional_property_and_a_length_bound() -> None:
+    class Loose(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        name: str
+        nickname: str | None = None
+
+    problems = strict_violations(Loose.model_json_schema())
+    assert any("not required: ['nickname']" in p for p in problems)
+    bounded = {
+        "type": "object",
+        "properties": {"a": {"type": "string", "maxLength": 3}},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
+    assert strict_violations(bounded) == ["$.a: keyword 'maxLength' is not supported"]
+    open_object = {"type": "object", "properties": {}, "required": []}
+    assert strict_violations(open_object) == ["$: additionalProperties must be false"]
+
+
+def test_an_answer_that_omits_the_nullable_fields_still_parses() -> None:
+    answer = ConsolidationOutput.model_validate_json(
+        '{"facts": [{"action": "new", "category": "identity", '
+        '"fact": "Caroline lives in Boston", "keywords": ["Boston"]}]}'
+    )
+    assert answer.facts[0].existing_fact_id is None and answer.facts[0].episodes == []
