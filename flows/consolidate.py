@@ -40,7 +40,9 @@ from models.llm.base import ConsolidationModel
 from models.run import RunSummary
 from slowwave.db import Database, migrate
 from slowwave.settings import Settings, get_settings
+from tasks.apply import ApplyPolicy
 from tasks.chains import Backlog, Stages, run_chains
+from tasks.chunking import ChunkBudget, run_budget
 from tasks.claim import ConversationWork
 from tasks.consolidate import (
     apply_chunks,
@@ -75,8 +77,11 @@ def claim_task(
     summary: RunSummary,
     conversations: list[str] | None,
     everything: bool,
+    budget: ChunkBudget,
 ) -> list[ConversationWork]:
-    return claim_run(db, summary, settings, conversations=conversations, everything=everything)
+    return claim_run(
+        db, summary, settings, conversations=conversations, everything=everything, budget=budget
+    )
 
 
 @task(
@@ -98,6 +103,7 @@ def shard_task(
     summary: RunSummary,
     shard: int,
     progress: Callable[[int], None],
+    budget: ChunkBudget,
 ) -> None:
     """The shard's conversations as chains: open → model → finish → apply, one chunk each.
 
@@ -105,10 +111,10 @@ def shard_task(
     (a dropped connection, a restarted actor) goes on where the failed attempt stopped.
     """
     stages = Stages(
-        open=lambda chunks: open_chunks(db, chunks, embedder, settings, summary),
+        open=lambda chunks: open_chunks(db, chunks, embedder, settings, summary, budget),
         finish=lambda answered: finish_chunks(answered, embedder, summary),
         apply=lambda prepared, settle: apply_chunks(
-            db, prepared, settings, summary, model.name, settle
+            db, prepared, ApplyPolicy.of(settings), summary, model.name, settle
         ),
     )
     run_chains(backlog, summary, model, stages, after_step=progress)
@@ -190,7 +196,8 @@ def consolidate_run(
             ) as summary:
                 embedder = embedder or load_embedder(settings)
                 everything = takes_everything(kind, conversations)
-                work = claim_task(db, settings, summary, conversations, everything)
+                budget = run_budget(model, settings)
+                work = claim_task(db, settings, summary, conversations, everything, budget)
                 shards = shards_of(work, settings.shard_conversations)
                 progress = Progress(total=sum(len(w.chunks) for w in work) or 1)
                 progress.artifact = create_progress_artifact(
@@ -201,7 +208,9 @@ def consolidate_run(
                 logger.info("claimed %d conversations in %d shard(s)", len(work), len(shards))
                 for index, shard in enumerate(shards):
                     backlog = Backlog.of(shard)
-                    shard_task(db, backlog, model, embedder, settings, summary, index, progress)
+                    shard_task(
+                        db, backlog, model, embedder, settings, summary, index, progress, budget
+                    )
         finally:
             if own_model:
                 model.close()

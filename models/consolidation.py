@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from models.category import DEFINITIONS, Category
 from models.episode import Episode
@@ -33,7 +33,9 @@ class FactAction(StrEnum):
     invalidate = "invalidate"
 
 
-ShortId = Annotated[str, StringConstraints(max_length=8)]
+# A short id (F1, E2, N3): bounded in the schema for the decoder, but parsed leniently; the
+# guard decides what an id that names nothing means.
+ShortId = Annotated[str, WithJsonSchema({"type": "string", "maxLength": 8})]
 
 
 class ConsolidatedFact(BaseModel):
@@ -151,27 +153,35 @@ def episode_short_id(index: int) -> str:
     return f"E{index + 1}"
 
 
+def render_fact_line(index: int, fact: Fact) -> str:
+    return f"[{fact_short_id(index)}] [{fact.category.value}] {fact.fact}"
+
+
+def render_episode_lines(index: int, episode: Episode) -> list[str]:
+    """The lines of one episode shown as E{index + 1} (chunking counts its tokens by them)."""
+    lines = [
+        f"### {episode_short_id(index)} | {episode.start_at.isoformat()} to "
+        f"{episode.end_at.isoformat()} | surprise {episode.surprise:.2f}"
+    ]
+    if episode.summary:
+        lines.append(f"Summary: {episode.summary}")
+    lines += [f"{m.speaker}: {m.text}" for m in episode.messages]
+    lines.append("")
+    return lines
+
+
 def render_user_prompt(
     facts: Sequence[Fact], episodes: Sequence[Episode], flashbulb_surprise: float
 ) -> str:
     """The varying part: existing facts under F-ids, then the episodes under E-ids."""
     lines = ["## Existing facts"]
     if facts:
-        lines += [
-            f"[{fact_short_id(i)}] [{f.category.value}] {f.fact}" for i, f in enumerate(facts)
-        ]
+        lines += [render_fact_line(i, f) for i, f in enumerate(facts)]
     else:
         lines.append("(none yet)")
     lines += ["", "## Episodes, oldest first"]
     for i, episode in enumerate(episodes):
-        lines.append(
-            f"### {episode_short_id(i)} | {episode.start_at.isoformat()} to "
-            f"{episode.end_at.isoformat()} | surprise {episode.surprise:.2f}"
-        )
-        if episode.summary:
-            lines.append(f"Summary: {episode.summary}")
-        lines += [f"{m.speaker}: {m.text}" for m in episode.messages]
-        lines.append("")
+        lines += render_episode_lines(i, episode)
     deep = [
         DEEP_EXTRACTION.format(episode_id=episode_short_id(i), surprise=e.surprise)
         for i, e in enumerate(episodes)

@@ -28,6 +28,19 @@ class Episode(BaseModel):
     surprise: float = Field(ge=0, le=1, description="How unexpected the episode was, 0..1.")
     start_at: AwareDatetime
     end_at: AwareDatetime
+    messages_from: int = Field(
+        default=0,
+        ge=0,
+        description="A part of a long episode: the index, in the stored episode, of the first "
+        "message shown; the ones before it were consolidated by an earlier part.",
+    )
+    messages_to: int | None = Field(
+        default=None,
+        ge=0,
+        description="A part that does not finish its episode: once applied, the stored "
+        "episode's messages before this index are consolidated. None: the part (or the whole "
+        "episode) finishes it.",
+    )
 
     @property
     def text_length(self) -> int:

@@ -1,11 +1,21 @@
-"""Time-ordered ids (UUID v7) for every row slowwave creates: index-friendly, sortable."""
+"""Ids: time-ordered UUID v7 for every row slowwave creates; chunk ids derived from content."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 
 import uuid6
 
 
 def new_id() -> uuid.UUID:
     return uuid.UUID(int=uuid6.uuid7().int)
+
+
+_CHUNK_NAMESPACE = uuid.UUID("5e1f0a7e-c0de-4c4b-9a11-5c0a1e5ca1e5")
+
+
+def chunk_id(run_id: uuid.UUID, parts: Iterable[str]) -> uuid.UUID:
+    """The id of a run's chunk, derived from what it holds: a retried chunk keeps the id of
+    its first try, so its recorded outcome can be read back instead of guessed."""
+    return uuid.uuid5(_CHUNK_NAMESPACE, f"{run_id}|{'|'.join(parts)}")

@@ -23,16 +23,31 @@ class PlannedAction(BaseModel):
     target_id: UUID | None = Field(
         default=None, description="The existing fact acted on (reinforce, update, invalidate)."
     )
+    target_ref: int | None = Field(
+        default=None,
+        description="Or the fact an earlier action of this plan writes (its index in "
+        "``Plan.actions``): the answer named it N1, N2, ...",
+    )
     category: Category | None = None
     fact: str | None = None
     keywords: list[str] = Field(default_factory=list)
     episode_ids: list[UUID] = Field(description="The episodes that evidence this action.")
+    cited: bool = Field(
+        default=True,
+        description="False: the answer cited no episode; the evidence is the chunk episode "
+        "most similar to the fact, attributed once the vectors exist.",
+    )
     event_time: datetime = Field(description="End of the latest evidence episode.")
     reason: str | None = Field(default=None, description="Why the guard changed it, if it did.")
 
     @property
     def writes_fact(self) -> bool:
         return self.action in (FactAction.new, FactAction.update)
+
+    @property
+    def target_key(self) -> UUID | int | None:
+        """What the action acts on: an existing fact's id, or an earlier action's index."""
+        return self.target_id if self.target_id is not None else self.target_ref
 
 
 class Rejection(BaseModel):
@@ -51,6 +66,16 @@ class Plan(BaseModel):
     conversation_id: str
     episode_ids: list[UUID] = Field(description="All episodes of the chunk, gated ones included.")
     gated_ids: list[UUID] = Field(default_factory=list)
+    messages_from: list[int] = Field(
+        default_factory=list,
+        description="Per episode (in ``episode_ids`` order): the first message this chunk "
+        "shows; apply checks it is where the episode's consolidation stands.",
+    )
+    messages_to: list[int | None] = Field(
+        default_factory=list,
+        description="Per episode: where a part that does not finish its episode leaves it; "
+        "None where the chunk finishes the episode.",
+    )
     actions: list[PlannedAction] = Field(default_factory=list)
     rejections: list[Rejection] = Field(default_factory=list)
     event_time: datetime = Field(description="End of the chunk's latest episode.")

@@ -67,7 +67,12 @@ class Settings(BaseSettings):
         "conversation and asks the model for deeper extraction.",
     )
     chunk_size: int = Field(
-        default=8, ge=1, description="Most episodes given to the model in one call."
+        default=8,
+        ge=1,
+        description="Most episodes given to the model in one call; chunks are also cut to fit "
+        "the runtime's context (its length less the answer's `llm_max_tokens`, the prompt, "
+        "the facts shown and a 5% margin), and an episode too long alone is consolidated in "
+        "parts, by messages.",
     )
     related_facts_limit: int = Field(
         default=20, ge=0, description="Most existing facts shown to the model per chunk."
@@ -232,6 +237,13 @@ class Settings(BaseSettings):
         default_factory=dict,
         description="OpenAI-compatible: extra request fields as JSON, e.g. "
         '`{"repetition_penalty": 1.1}` for a vLLM server.',
+    )
+    openai_context_tokens: int = Field(
+        default=8192,
+        ge=256,
+        description="OpenAI-compatible: the endpoint's context length (prompt + answer), "
+        "tokens. Chunks are cut to fit it, with tokens estimated (the endpoint's tokenizer is "
+        "out of reach).",
     )
     openai_strict_schema: bool = Field(
         default=True,

@@ -1,29 +1,39 @@
 """apply: one Postgres transaction per conversation chunk, all or nothing (seed 001 step 3-4).
 
 Inside the transaction, in order: lock the chunk's episodes (still pending under this run's
-claim, else roll back), lock the facts the plan acts on (active facts of this conversation
-only, else roll back), dedupe new facts (against each other in memory, then against the
-conversation's active facts in SQL), COPY the facts to insert into a staging table and insert
-them with one statement, reinforce / invalidate with one statement each, COPY the decision
-log, record the chunk, mark the episodes consolidated. A failure rolls all of it back; the
-attempt is then counted and, after ``max_attempts``, the episodes are quarantined.
+claim, else it is another run's now: a conflict, not a failure), lock the facts the plan acts
+on (active facts of this conversation only, else roll back), find each written fact's nearest
+active duplicate, let ``tasks.decide`` turn all of it into rows, then write them, one
+set-based statement each: end facts, COPY the new ones, reinforce, record the chunk, COPY the
+decision log, mark the episodes consolidated.
+
+What counts against a chunk is only what belongs to it: the database refusing its data
+(``CHUNK_REFUSALS``) or the plan naming facts it may not touch. That attempt is counted and,
+after ``max_attempts``, the episodes are quarantined. Anything else (a bug in slowwave, a lost
+connection) propagates: the shard fails loudly or is retried, and no chunk is charged. A
+connection lost during COMMIT leaves the outcome unknown: ``read_back`` reads the chunk's
+recorded outcome (chunk ids are derived from the run and the chunk's content, so a retry has
+its first try's id) before anything is applied or charged again.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from datetime import datetime
 from uuid import UUID
 
-import numpy as np
 import psycopg
+import psycopg.errors
 
 import sql
-from models.consolidation import FactAction
 from models.embedding.base import Vectors
-from models.ids import new_id
-from models.plan import Plan, PlannedAction
+from models.plan import Plan
 from slowwave.settings import Settings
+from tasks.decide import Decision, Known, LogEntry, NewFact, Writes, decide, ended_targets
+
+logger = logging.getLogger(__name__)
 
 
 class ApplyConflict(RuntimeError):
@@ -32,6 +42,60 @@ class ApplyConflict(RuntimeError):
 
 class IsolationViolation(RuntimeError):
     """The plan names a fact that is not an active fact of its conversation."""
+
+
+# The database refusing the chunk's own data (a constraint, a value out of range, a trigger
+# that raises): the chunk's failure. Other database errors are slowwave's (a bad statement)
+# or the connection's (transient), never the chunk's.
+CHUNK_REFUSALS: tuple[type[Exception], ...] = (
+    IsolationViolation,
+    psycopg.DataError,
+    psycopg.IntegrityError,
+    psycopg.InternalError,
+    psycopg.errors.RaiseException,
+)
+
+# Column lists, once: the COPY of new facts and of the decision log.
+FACT_COLUMNS = (
+    ("id", "uuid"),
+    ("conversation_id", "text"),
+    ("category", "text"),
+    ("fact", "text"),
+    ("keywords", "text[]"),
+    ("source_episodic_ids", "uuid[]"),
+    ("valid_at", "timestamptz"),
+    ("invalid_at", "timestamptz"),
+    ("embedding", "vector"),
+    ("supersedes_id", "uuid"),
+    ("created_by_run_id", "uuid"),
+)
+LOG_COLUMNS = (
+    ("run_id", "uuid"),
+    ("conversation_id", "text"),
+    ("chunk_id", "uuid"),
+    ("proposed_action", "text"),
+    ("action", "text"),
+    ("fact_id", "uuid"),
+    ("previous_fact_id", "uuid"),
+    ("similarity", "float4"),
+    ("episode_ids", "uuid[]"),
+    ("event_time", "timestamptz"),
+    ("reason", "text"),
+    ("proposed_fact", "text"),
+)
+
+
+@dataclass(frozen=True)
+class ApplyPolicy:
+    """The settings apply uses."""
+
+    dedupe_threshold: float
+    dedupe_candidates: int
+    max_attempts: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> ApplyPolicy:
+        return cls(settings.dedupe_threshold, settings.dedupe_candidates, settings.max_attempts)
 
 
 @dataclass
@@ -51,71 +115,8 @@ class ApplyResult:
     rejected: int = 0
     error: str | None = None
     quarantined: bool = False
+    conflict: bool = False  # another run holds the episodes: not a failure
     fact_ids: list[UUID] = field(default_factory=list)
-
-
-@dataclass
-class _LogRow:
-    proposed: str
-    action: str
-    fact_id: UUID | None
-    previous_fact_id: UUID | None
-    similarity: float | None
-    episode_ids: list[UUID]
-    event_time: datetime
-    reason: str | None
-    proposed_fact: str | None
-
-
-_STAGE_TYPES = [
-    "uuid",
-    "text",
-    "text",
-    "text[]",
-    "uuid[]",
-    "timestamptz",
-    "vector",
-    "uuid",
-]
-_LOG_COLUMNS = (
-    "run_id, conversation_id, chunk_id, proposed_action, action, fact_id, previous_fact_id, "
-    "similarity, episode_ids, event_time, reason, proposed_fact"
-)
-_LOG_TYPES = [
-    "uuid",
-    "text",
-    "uuid",
-    "text",
-    "text",
-    "uuid",
-    "uuid",
-    "float4",
-    "uuid[]",
-    "timestamptz",
-    "text",
-    "text",
-]
-
-
-def cluster_within_plan(vectors: Vectors, threshold: float) -> list[tuple[int, float] | None]:
-    """For each new fact, the earlier representative it duplicates (index, cosine), or None.
-
-    Greedy in answer order: a fact joins the first earlier representative at or above the
-    threshold; representatives are the facts that joined none.
-    """
-    found: list[tuple[int, float] | None] = []
-    representatives: list[int] = []
-    for i in range(len(vectors)):
-        match: tuple[int, float] | None = None
-        if representatives:
-            sims = vectors[representatives] @ vectors[i]
-            best = int(np.argmax(sims))
-            if float(sims[best]) >= threshold:
-                match = (representatives[best], float(sims[best]))
-        if match is None:
-            representatives.append(i)
-        found.append(match)
-    return found
 
 
 def apply_plan(
@@ -123,20 +124,22 @@ def apply_plan(
     plan: Plan,
     vectors: Vectors,
     run_id: UUID,
-    settings: Settings,
+    policy: ApplyPolicy,
     *,
     model_name: str | None = None,
 ) -> ApplyResult:
-    """Apply ``plan`` in one transaction; on failure roll back and count the attempt."""
+    """Apply ``plan`` in one transaction. A refusal of the chunk's data rolls back and counts
+    an attempt; a conflict is recorded apart; anything else propagates."""
     try:
         with conn.transaction():
-            result = _apply(conn, plan, vectors, run_id, settings, model_name)
-        return result
-    except (psycopg.Error, ApplyConflict, IsolationViolation, ValueError) as exc:
+            return _apply(conn, plan, vectors, run_id, policy, model_name)
+    except ApplyConflict as exc:
+        return _conflict(conn, plan, run_id, str(exc), model_name)
+    except CHUNK_REFUSALS as exc:
         if conn.closed or conn.broken:
             raise
         reason = f"apply failed: {type(exc).__name__}: {' '.join(str(exc).split())}"
-        return record_failure(conn, plan, run_id, reason, settings, model_name=model_name)
+        return record_failure(conn, plan, run_id, reason, policy, model_name=model_name)
 
 
 def record_failure(
@@ -144,20 +147,29 @@ def record_failure(
     plan: Plan,
     run_id: UUID,
     reason: str,
-    settings: Settings,
+    policy: ApplyPolicy,
     *,
     model_name: str | None = None,
 ) -> ApplyResult:
-    """Count a failed attempt of the chunk; quarantine its episodes after ``max_attempts``."""
+    """Count a failed attempt of the chunk on the episodes this run still holds; quarantine
+    them after ``max_attempts``. Holding none of them, it is a conflict, and nothing is
+    charged."""
     with conn.transaction():
         rows = conn.execute(
             sql.statement("record_failure"),
-            {"ids": plan.episode_ids, "reason": reason, "max_attempts": settings.max_attempts},
+            {
+                "ids": plan.episode_ids,
+                "reason": reason,
+                "max_attempts": policy.max_attempts,
+                "run_id": run_id,
+            },
         ).fetchall()
-        quarantined = any(r[0] for r in rows)
-        _record_chunk(
-            conn, plan, run_id, "quarantined" if quarantined else "failed", model_name, reason
-        )
+        if rows:
+            quarantined = any(r[0] for r in rows)
+            status = "quarantined" if quarantined else "failed"
+            _record_chunk(conn, plan, run_id, status, model_name, reason)
+    if not rows:
+        return _conflict(conn, plan, run_id, f"not charged: {reason}", model_name)
     return ApplyResult(
         chunk_id=plan.chunk_id,
         conversation_id=plan.conversation_id,
@@ -165,6 +177,217 @@ def record_failure(
         error=reason,
         quarantined=quarantined,
         episodes=len(plan.episode_ids),
+    )
+
+
+def read_back(conn: psycopg.Connection, plan: Plan) -> ApplyResult | None:
+    """The recorded outcome of the chunk (by its id), or None when it was never recorded."""
+    row = conn.execute(sql.statement("apply_read_back"), {"chunk_id": plan.chunk_id}).fetchone()
+    if row is None:
+        return None
+    status, error, conversation, episode_ids, gated, new, reinforce, merge, update, inv, rej = row
+    return ApplyResult(
+        chunk_id=plan.chunk_id,
+        conversation_id=conversation,
+        applied=status == "applied",
+        episodes=len(episode_ids),
+        gated=int(gated),
+        inserted=int(new),
+        reinforced=int(reinforce),
+        merged=int(merge),
+        updated=int(update),
+        invalidated=int(inv),
+        rejected=int(rej),
+        error=error,
+        quarantined=status == "quarantined",
+        conflict=status == "conflict",
+    )
+
+
+def _conflict(
+    conn: psycopg.Connection, plan: Plan, run_id: UUID, reason: str, model_name: str | None
+) -> ApplyResult:
+    """The episodes are not ours to apply: another run's now. Not the chunk's failure."""
+    logger.warning(
+        "chunk %s of %s left to another run: %s", plan.chunk_id, plan.conversation_id, reason
+    )
+    with conn.transaction():
+        _record_chunk(conn, plan, run_id, "conflict", model_name, reason)
+    return ApplyResult(
+        chunk_id=plan.chunk_id,
+        conversation_id=plan.conversation_id,
+        applied=False,
+        conflict=True,
+        error=reason,
+        episodes=len(plan.episode_ids),
+    )
+
+
+def _apply(
+    conn: psycopg.Connection,
+    plan: Plan,
+    vectors: Vectors,
+    run_id: UUID,
+    policy: ApplyPolicy,
+    model_name: str | None,
+) -> ApplyResult:
+    _lock_episodes(conn, plan, run_id)
+    known = _lock_targets(conn, plan)
+    nearest = _nearest_duplicates(conn, plan, vectors, policy)
+    writes = decide(plan, vectors, known, nearest, policy.dedupe_threshold)
+
+    _end_facts(conn, plan, writes)
+    _insert_facts(conn, plan, run_id, writes.inserts)
+    _reinforce(conn, plan, writes)
+    _record_chunk(conn, plan, run_id, "applied", model_name, None)
+    _write_log(conn, plan, run_id, writes.log)
+    conn.execute(
+        sql.statement("apply_mark_consolidated"),
+        {
+            "run_id": run_id,
+            "gated": plan.gated_ids,
+            "ids": plan.episode_ids,
+            "messages_to": plan.messages_to or [None] * len(plan.episode_ids),
+        },
+    )
+    return ApplyResult(
+        chunk_id=plan.chunk_id,
+        conversation_id=plan.conversation_id,
+        applied=True,
+        episodes=len(plan.episode_ids),
+        gated=len(plan.gated_ids),
+        inserted=writes.count(Decision.new),
+        reinforced=writes.count(Decision.reinforce),
+        merged=writes.count(Decision.merge),
+        updated=writes.count(Decision.update),
+        invalidated=writes.count(Decision.invalidate),
+        rejected=writes.count(Decision.rejected),
+        fact_ids=[f.id for f in writes.inserts],
+    )
+
+
+# ── readers: what the decisions depend on ───────────────────────────────────────────────
+
+
+def _lock_episodes(conn: psycopg.Connection, plan: Plan, run_id: UUID) -> None:
+    locked = conn.execute(
+        sql.statement("apply_lock_episodes"),
+        {
+            "ids": plan.episode_ids,
+            "messages_from": plan.messages_from or [0] * len(plan.episode_ids),
+            "conversation_id": plan.conversation_id,
+            "run_id": run_id,
+        },
+    ).fetchall()
+    if len(locked) != len(plan.episode_ids):
+        raise ApplyConflict(
+            f"{len(plan.episode_ids) - len(locked)} of {len(plan.episode_ids)} episodes are no "
+            "longer pending under this run's claim (consolidated by another run, quarantined, "
+            "the claim expired and another run took it, or an earlier commit of this part)"
+        )
+
+
+def _lock_targets(conn: psycopg.Connection, plan: Plan) -> dict[UUID, Known]:
+    targets = {a.target_id for a in plan.actions if a.target_id is not None}
+    if not targets:
+        return {}
+    rows = conn.execute(
+        sql.statement("apply_lock_targets"),
+        {"ids": list(targets), "conversation_id": plan.conversation_id},
+    ).fetchall()
+    known = {r[0]: Known(valid_at=r[1], vector=r[2].to_numpy()) for r in rows}
+    missing = targets - set(known)
+    if missing:
+        raise IsolationViolation(
+            f"plan acts on {len(missing)} fact(s) that are not active facts of "
+            f"conversation {plan.conversation_id!r}: {sorted(str(m) for m in missing)}"
+        )
+    return known
+
+
+def _nearest_duplicates(
+    conn: psycopg.Connection, plan: Plan, vectors: Vectors, policy: ApplyPolicy
+) -> dict[int, tuple[UUID, float]]:
+    """Action index → the nearest active duplicate of the fact it writes, if any."""
+    writing = [i for i, a in enumerate(plan.actions) if a.writes_fact]
+    if not writing:
+        return {}
+    rows = conn.execute(
+        sql.statement("apply_dedupe"),
+        {
+            "vectors": list(vectors),
+            "conversation_id": plan.conversation_id,
+            "excluded": list(ended_targets(plan)),
+            "candidates": policy.dedupe_candidates,
+            "threshold": policy.dedupe_threshold,
+        },
+    ).fetchall()
+    nearest: dict[int, tuple[UUID, float]] = {}
+    for ordinal, fact_id, similarity in rows:  # best first within each ordinal
+        nearest.setdefault(writing[int(ordinal) - 1], (fact_id, float(similarity)))
+    return nearest
+
+
+# ── writers: one set-based statement each ───────────────────────────────────────────────
+
+
+def _end_facts(conn: psycopg.Connection, plan: Plan, writes: Writes) -> None:
+    if not writes.endings:
+        return
+    cur = conn.execute(
+        sql.statement("apply_invalidate"),
+        {
+            "conversation_id": plan.conversation_id,
+            "fact_ids": list(writes.endings),
+            "times": list(writes.endings.values()),
+        },
+    )
+    if cur.rowcount != len(writes.endings):
+        raise IsolationViolation(f"ended {cur.rowcount} of {len(writes.endings)} facts")
+
+
+def _copy(
+    conn: psycopg.Connection, table: str, columns: Sequence[tuple[str, str]]
+) -> AbstractContextManager[psycopg.Copy]:
+    names = ", ".join(name for name, _ in columns)
+    return conn.cursor().copy(f"COPY {table} ({names}) FROM STDIN WITH (FORMAT BINARY)")
+
+
+def _insert_facts(
+    conn: psycopg.Connection, plan: Plan, run_id: UUID, inserts: Sequence[NewFact]
+) -> None:
+    if not inserts:
+        return
+    with _copy(conn, "semantic_memory", FACT_COLUMNS) as copy:
+        copy.set_types([kind for _, kind in FACT_COLUMNS])
+        for f in inserts:
+            copy.write_row(
+                (
+                    f.id,
+                    plan.conversation_id,
+                    f.category,
+                    f.fact,
+                    f.keywords,
+                    f.source_episodic_ids,
+                    f.valid_at,
+                    f.invalid_at,
+                    f.embedding,
+                    f.supersedes_id,
+                    run_id,
+                )
+            )
+
+
+def _reinforce(conn: psycopg.Connection, plan: Plan, writes: Writes) -> None:
+    if not writes.reinforcements:
+        return
+    conn.execute(
+        sql.statement("apply_reinforce"),
+        {
+            "conversation_id": plan.conversation_id,
+            "fact_ids": [f for f, _ in writes.reinforcements],
+            "episode_ids": [e for _, e in writes.reinforcements],
+        },
     )
 
 
@@ -177,255 +400,40 @@ def _record_chunk(
     error: str | None,
 ) -> None:
     conn.execute(
-        "INSERT INTO consolidation_chunks (id, run_id, conversation_id, episode_ids, status, "
-        "model, prompt_tokens, completion_tokens, error) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-        (
-            plan.chunk_id,
-            run_id,
-            plan.conversation_id,
-            plan.episode_ids,
-            status,
-            model_name,
-            plan.prompt_tokens,
-            plan.completion_tokens,
-            error,
-        ),
+        sql.statement("record_chunk"),
+        {
+            "id": plan.chunk_id,
+            "run_id": run_id,
+            "conversation_id": plan.conversation_id,
+            "episode_ids": plan.episode_ids,
+            "status": status,
+            "model": model_name,
+            "prompt_tokens": plan.prompt_tokens,
+            "completion_tokens": plan.completion_tokens,
+            "error": error,
+        },
     )
 
 
-def _apply(
-    conn: psycopg.Connection,
-    plan: Plan,
-    vectors: Vectors,
-    run_id: UUID,
-    settings: Settings,
-    model_name: str | None,
-) -> ApplyResult:
-    conversation = plan.conversation_id
-    result = ApplyResult(
-        chunk_id=plan.chunk_id,
-        conversation_id=conversation,
-        applied=True,
-        episodes=len(plan.episode_ids),
-        gated=len(plan.gated_ids),
-        rejected=len(plan.rejections),
-    )
-    writing = [a for a in plan.actions if a.writes_fact]
-    if len(writing) != len(vectors):
-        raise ValueError(f"{len(writing)} facts to write but {len(vectors)} vectors")
-    vector_of = {id(a): vectors[i] for i, a in enumerate(writing)}
-
-    # 1. the episodes are still ours to consolidate
-    locked = conn.execute(
-        sql.statement("apply_lock_episodes"),
-        {"ids": plan.episode_ids, "conversation_id": conversation, "run_id": run_id},
-    ).fetchall()
-    if len(locked) != len(plan.episode_ids):
-        raise ApplyConflict(
-            f"{len(plan.episode_ids) - len(locked)} of {len(plan.episode_ids)} episodes are no "
-            "longer pending under this run's claim (consolidated by another run, quarantined, "
-            "or the claim expired)"
-        )
-
-    # 2. the facts acted on are active facts of this conversation
-    targets = {a.target_id for a in plan.actions if a.target_id is not None}
-    valid_since: dict[UUID, datetime] = {}
-    if targets:
-        rows = conn.execute(
-            sql.statement("apply_lock_targets"),
-            {"ids": list(targets), "conversation_id": conversation},
-        ).fetchall()
-        valid_since = {r[0]: r[1] for r in rows}
-        missing = targets - set(valid_since)
-        if missing:
-            raise IsolationViolation(
-                f"plan acts on {len(missing)} fact(s) that are not active facts of "
-                f"conversation {conversation!r}: {sorted(str(m) for m in missing)}"
-            )
-
-    log: list[_LogRow] = []
-    staged: list[tuple[object, ...]] = []
-    reinforce_pairs: list[tuple[UUID, UUID]] = []
-    endings: list[tuple[UUID, datetime]] = []
-    ending_ids = {
-        a.target_id
-        for a in plan.actions
-        if a.action in (FactAction.update, FactAction.invalidate) and a.target_id is not None
-    }
-
-    def stage(action: PlannedAction, fact_id: UUID, supersedes: UUID | None) -> None:
-        valid_at = action.event_time
-        if supersedes is not None:
-            valid_at = max(valid_at, valid_since[supersedes])
-        staged.append(
-            (
-                fact_id,
-                str(action.category),
-                action.fact,
-                action.keywords,
-                action.episode_ids,
-                valid_at,
-                vector_of[id(action)],
-                supersedes,
-            )
-        )
-        result.fact_ids.append(fact_id)
-
-    # 3. dedupe new facts: within the plan, then against the conversation's active facts
-    news = [a for a in plan.actions if a.action is FactAction.new]
-    news_vectors = (
-        np.stack([vector_of[id(a)] for a in news]) if news else np.zeros((0, 1), np.float32)
-    )
-    within = cluster_within_plan(news_vectors, settings.dedupe_threshold)
-    representatives = [i for i, m in enumerate(within) if m is None]
-    existing_hit: dict[int, tuple[UUID, float]] = {}
-    if representatives:
-        rows = conn.execute(
-            sql.statement("apply_dedupe"),
-            {
-                "vectors": [news_vectors[i] for i in representatives],
-                "conversation_id": conversation,
-                "excluded": list(ending_ids),
-                "candidates": settings.dedupe_candidates,
-                "threshold": settings.dedupe_threshold,
-            },
-        ).fetchall()
-        for ordinal, fact_id, similarity in rows:
-            index = representatives[int(ordinal) - 1]
-            existing_hit.setdefault(index, (fact_id, float(similarity)))
-
-    resolved: dict[int, UUID] = {}  # new-fact index → the fact it became or merged into
-    for i, action in enumerate(news):
-        match = within[i]
-        if match is not None:
-            target, similarity = resolved[match[0]], match[1]
-        elif i in existing_hit:
-            target, similarity = existing_hit[i]
-        else:
-            fact_id = new_id()
-            stage(action, fact_id, None)
-            resolved[i] = fact_id
-            result.inserted += 1
-            log.append(_row(action, "new", fact_id, None, None))
-            continue
-        resolved[i] = target
-        reinforce_pairs += [(target, e) for e in action.episode_ids]
-        result.merged += 1
-        log.append(_row(action, "merge", target, None, similarity))
-
-    # 4. reinforce, update, invalidate
-    for action in plan.actions:
-        existing = action.target_id
-        if existing is None:
-            continue
-        if action.action is FactAction.reinforce:
-            reinforce_pairs += [(existing, e) for e in action.episode_ids]
-            result.reinforced += 1
-            log.append(_row(action, "reinforce", existing, None, None))
-        elif action.action is FactAction.update:
-            fact_id = new_id()
-            stage(action, fact_id, existing)
-            endings.append((existing, action.event_time))
-            result.updated += 1
-            log.append(_row(action, "update", fact_id, existing, None))
-        elif action.action is FactAction.invalidate:
-            endings.append((existing, action.event_time))
-            result.invalidated += 1
-            log.append(_row(action, "invalidate", existing, None, None))
-    for rejection in plan.rejections:
-        log.append(
-            _LogRow(
-                proposed=str(rejection.proposed),
-                action="rejected",
-                fact_id=None,
-                previous_fact_id=rejection.target_id,
-                similarity=None,
-                episode_ids=plan.episode_ids,
-                event_time=plan.event_time,
-                reason=rejection.reason,
-                proposed_fact=rejection.fact,
-            )
-        )
-
-    params = {"conversation_id": conversation, "run_id": run_id}
-    if endings:
-        cur = conn.execute(
-            sql.statement("apply_invalidate"),
-            {
-                **params,
-                "fact_ids": [t for t, _ in endings],
-                "times": [at for _, at in endings],
-            },
-        )
-        if cur.rowcount != len(endings):
-            raise IsolationViolation(f"ended {cur.rowcount} of {len(endings)} facts")
-    if staged:
-        conn.execute(sql.statement("apply_stage"))
-        with conn.cursor().copy(
-            "COPY slowwave_staged_facts (id, category, fact, keywords, source_episodic_ids, "
-            "valid_at, embedding, supersedes_id) FROM STDIN WITH (FORMAT BINARY)"
-        ) as copy:
-            copy.set_types(_STAGE_TYPES)
-            for row in staged:
-                copy.write_row(row)
-        conn.execute(sql.statement("apply_insert"), params)
-    if reinforce_pairs:
-        conn.execute(
-            sql.statement("apply_reinforce"),
-            {
-                **params,
-                "fact_ids": [f for f, _ in reinforce_pairs],
-                "episode_ids": [e for _, e in reinforce_pairs],
-            },
-        )
-
-    # 5. audit and bookkeeping
-    _record_chunk(conn, plan, run_id, "applied", model_name, None)
-    if log:
-        with conn.cursor().copy(
-            f"COPY decision_log ({_LOG_COLUMNS}) FROM STDIN WITH (FORMAT BINARY)"
-        ) as copy:
-            copy.set_types(_LOG_TYPES)
-            for entry in log:
-                copy.write_row(
-                    (
-                        run_id,
-                        conversation,
-                        plan.chunk_id,
-                        entry.proposed,
-                        entry.action,
-                        entry.fact_id,
-                        entry.previous_fact_id,
-                        entry.similarity,
-                        entry.episode_ids,
-                        entry.event_time,
-                        entry.reason,
-                        entry.proposed_fact,
-                    )
+def _write_log(conn: psycopg.Connection, plan: Plan, run_id: UUID, log: Sequence[LogEntry]) -> None:
+    if not log:
+        return
+    with _copy(conn, "decision_log", LOG_COLUMNS) as copy:
+        copy.set_types([kind for _, kind in LOG_COLUMNS])
+        for e in log:
+            copy.write_row(
+                (
+                    run_id,
+                    plan.conversation_id,
+                    plan.chunk_id,
+                    e.proposed,
+                    str(e.action),
+                    e.fact_id,
+                    e.previous_fact_id,
+                    e.similarity,
+                    e.episode_ids,
+                    e.event_time,
+                    e.reason,
+                    e.proposed_fact,
                 )
-    conn.execute(
-        sql.statement("apply_mark_consolidated"),
-        {"run_id": run_id, "gated": plan.gated_ids, "ids": plan.episode_ids},
-    )
-    return result
-
-
-def _row(
-    action: PlannedAction,
-    applied: str,
-    fact_id: UUID | None,
-    previous: UUID | None,
-    similarity: float | None,
-) -> _LogRow:
-    return _LogRow(
-        proposed=str(action.proposed),
-        action=applied,
-        fact_id=fact_id,
-        previous_fact_id=previous,
-        similarity=similarity,
-        episode_ids=action.episode_ids,
-        event_time=action.event_time,
-        reason=action.reason,
-        proposed_fact=action.fact,
-    )
+            )

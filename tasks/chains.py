@@ -99,7 +99,11 @@ def run_chains(
         queue = queues[result.conversation_id]
         queue.popleft()
         settled += 1
-        if not result.applied and not result.quarantined:
+        if result.conflict:  # another run holds the conversation now: the rest is theirs
+            summary.episodes_conflicted += result.episodes + sum(len(c) for c in queue)
+            settled += len(queue)
+            queue.clear()
+        elif not result.applied and not result.quarantined:
             summary.episodes_deferred += sum(len(c) for c in queue)
             settled += len(queue)
             queue.clear()

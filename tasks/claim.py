@@ -17,6 +17,7 @@ from psycopg.rows import dict_row
 import sql
 from models.episode import Episode, Message
 from slowwave.settings import Settings
+from tasks.chunking import ChunkBudget, as_episodes, pack
 
 
 @dataclass
@@ -31,11 +32,6 @@ class ConversationWork:
         return sum(len(c) for c in self.chunks)
 
 
-def chunked(episodes: Sequence[Episode], size: int) -> list[list[Episode]]:
-    ordered = sorted(episodes, key=lambda e: (e.start_at, e.end_at, e.id))
-    return [list(ordered[i : i + size]) for i in range(0, len(ordered), size)]
-
-
 def claim(
     conn: psycopg.Connection,
     run_id: UUID,
@@ -43,17 +39,22 @@ def claim(
     *,
     conversations: Sequence[str] | None = None,
     everything: bool = False,
+    budget: ChunkBudget | None = None,
 ) -> list[ConversationWork]:
-    """Claim due conversations for ``run_id`` and commit the claim.
+    """Claim due conversations for ``run_id`` and commit the claim; cut each into chunks
+    within ``budget`` (default: ``chunk_size`` episodes, no token limit).
 
     ``everything``: every pending episode of the conversations is due (a backfill, or a run
-    that names its conversations), not only those the nightly rule makes due.
+    that names its conversations), not only those the nightly rule makes due. An episode an
+    earlier part left half done resumes at its first pending message.
     """
+    budget = budget or ChunkBudget(settings.chunk_size)
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(
             sql.statement("claim"), _params(run_id, settings, conversations, everything)
         ).fetchall()
     by_conversation: dict[str, list[Episode]] = {}
+    offsets: dict[UUID, int] = {}
     for row in rows:
         episode = Episode(
             id=row["id"],
@@ -66,8 +67,10 @@ def claim(
             end_at=row["end_at"],
         )
         by_conversation.setdefault(episode.conversation_id, []).append(episode)
+        if row["consolidated_messages"]:
+            offsets[episode.id] = row["consolidated_messages"]
     return [
-        ConversationWork(conversation_id, chunked(episodes, settings.chunk_size))
+        ConversationWork(conversation_id, [as_episodes(c) for c in pack(episodes, budget, offsets)])
         for conversation_id, episodes in sorted(
             by_conversation.items(), key=lambda kv: (min(e.start_at for e in kv[1]), kv[0])
         )

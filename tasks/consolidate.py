@@ -9,31 +9,38 @@ conversation is an independent chain: its chunk k+1 is opened only after chunk k
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from uuid import UUID
 
 import numpy as np
+import psycopg
 
 from models.embedding.base import Embedder, Vectors
 from models.episode import Episode
 from models.fact import Fact
-from models.ids import new_id
+from models.ids import chunk_id
 from models.llm.base import ConsolidationModel, ConsolidationRequest, ModelAnswer
 from models.plan import Plan
 from models.run import ChunkFailure, RunSummary
 from slowwave.db import Database
 from slowwave.settings import Settings
-from tasks.apply import ApplyResult, apply_plan, record_failure
+from tasks.apply import ApplyPolicy, ApplyResult, apply_plan, read_back, record_failure
 from tasks.calibrate import build_request, calibration_of
 from tasks.chains import Backlog, Stages, run_chains
+from tasks.chunking import ChunkBudget, fit_facts, run_budget
 from tasks.claim import ConversationWork, claim, left_pending
-from tasks.embed import embed_plans
+from tasks.embed import embed_plans, embed_uncited
+from tasks.evidence import attribute_evidence
 from tasks.gate import split_gated
 from tasks.guard import guard, latest_end
-from tasks.predict import related_facts
+from tasks.predict import episode_vectors, related_facts
 from tasks.runs import recorded_run
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -44,6 +51,7 @@ class OpenChunk:
     visible: list[Episode]  # the episodes the gate kept
     facts: list[Fact]  # the related facts shown to the model
     request: ConsolidationRequest | None  # None: the gate consolidated every episode
+    episode_vectors: Vectors | None = None  # of ``visible``: evidence is attributed by them
 
 
 @dataclass
@@ -70,8 +78,10 @@ def open_chunks(
     embedder: Embedder,
     settings: Settings,
     summary: RunSummary,
+    budget: ChunkBudget | None = None,
 ) -> list[OpenChunk]:
-    """gate → predict → the model's prompt, for chunks of different conversations at once."""
+    """gate → predict → the model's prompt, for chunks of different conversations at once.
+    The facts shown are kept within the room ``budget`` reserved for them."""
     plans: list[Plan] = []
     visible: list[list[Episode]] = []
     with timed(summary, "gate"):
@@ -79,34 +89,43 @@ def open_chunks(
             kept, skipped = split_gated(chunk, settings)
             plans.append(
                 Plan(
-                    chunk_id=new_id(),
+                    chunk_id=chunk_id(
+                        summary.run_id,
+                        (f"{e.id}:{e.messages_from}:{e.messages_to}" for e in chunk),
+                    ),
                     conversation_id=chunk[0].conversation_id,
                     episode_ids=[e.id for e in chunk],
                     gated_ids=[e.id for e in skipped],
+                    messages_from=[e.messages_from for e in chunk],
+                    messages_to=[e.messages_to for e in chunk],
                     event_time=latest_end(chunk),
                 )
             )
             visible.append(kept)
     asking = [i for i, kept in enumerate(visible) if kept]
-    with timed(summary, "predict"), db.connection() as conn:
-        shown = dict(
-            zip(
-                asking,
-                related_facts(
-                    conn, embedder, [visible[i] for i in asking], settings.related_facts_limit
-                ),
-                strict=True,
-            )
+    with timed(summary, "predict"):
+        vectors = dict(
+            zip(asking, episode_vectors(embedder, [visible[i] for i in asking]), strict=True)
         )
+        with db.connection() as conn:
+            related = related_facts(
+                conn,
+                [visible[i] for i in asking],
+                [vectors[i] for i in asking],
+                settings.related_facts_limit,
+            )
+        shown = dict(zip(asking, related, strict=True))
     opened = []
     for i, plan in enumerate(plans):
         facts = shown.get(i, [])
+        if budget is not None:
+            facts = fit_facts(facts, budget, settings.related_facts_limit)
         request = (
             build_request(str(plan.chunk_id), facts, visible[i], settings.flashbulb_surprise)
             if i in shown
             else None
         )
-        opened.append(OpenChunk(plan, visible[i], facts, request))
+        opened.append(OpenChunk(plan, visible[i], facts, request, vectors.get(i)))
     summary.model_calls += len(asking)
     return opened
 
@@ -116,7 +135,8 @@ def finish_chunks(
     embedder: Embedder,
     summary: RunSummary,
 ) -> list[PreparedChunk]:
-    """Parse each answer (calibrate) → guard → embed what will be written, as one batch."""
+    """Parse each answer (calibrate) → guard → embed what will be written, as one batch →
+    attribute uncited actions to their most similar episode."""
     errors: dict[int, str] = {}
     plans = [item.plan for item, _ in answered]
     with timed(summary, "guard"):
@@ -133,40 +153,51 @@ def finish_chunks(
                 calibration.output, item.facts, item.visible
             )
     with timed(summary, "embed"):
-        ok = [p for i, p in enumerate(plans) if i not in errors]
-        vectors = dict(zip((id(p) for p in ok), embed_plans(embedder, ok), strict=True))
+        ok = [i for i in range(len(plans)) if i not in errors]
+        vectors = dict(zip(ok, embed_plans(embedder, [plans[i] for i in ok]), strict=True))
+        uncited = embed_uncited(embedder, [plans[i] for i in ok])
+        for i, extra in zip(ok, uncited, strict=True):
+            item = answered[i][0]
+            if item.episode_vectors is not None:
+                attribute_evidence(item.plan, item.visible, item.episode_vectors, vectors[i], extra)
     empty = np.zeros((0, embedder.dim), dtype=np.float32)
     return [
-        PreparedChunk(plan, vectors.get(id(plan), empty), errors.get(i))
-        for i, plan in enumerate(plans)
+        PreparedChunk(plan, vectors.get(i, empty), errors.get(i)) for i, plan in enumerate(plans)
     ]
 
 
 def apply_chunks(
     db: Database,
     prepared: Sequence[PreparedChunk],
-    settings: Settings,
+    policy: ApplyPolicy,
     summary: RunSummary,
     model_name: str,
     settle: Callable[[ApplyResult], None] | None = None,
 ) -> list[ApplyResult]:
     """Apply each chunk in its own transaction, count it, and ``settle`` it once committed:
     when a later chunk's transaction fails (a dropped connection), the ones before it are
-    already settled and a retry does not apply them again."""
+    already settled and a retry does not apply them again.
+
+    A connection lost while a chunk was applied (during its COMMIT, say) leaves the outcome
+    unknown: it is read back on a new connection. Applied, the chunk is settled; not applied,
+    the error propagates (transient: the shard is retried) and nothing is charged."""
     results: list[ApplyResult] = []
-    with timed(summary, "apply"), db.connection() as conn:
+    with timed(summary, "apply"):
         for item in prepared:
-            plan = item.plan
-            # a chunk the gate consolidated entirely never reached the model
-            asked = model_name if set(plan.gated_ids) != set(plan.episode_ids) else None
-            if item.error is not None:
-                result = record_failure(
-                    conn, plan, summary.run_id, item.error, settings, model_name=asked
+            try:
+                with db.connection() as conn:
+                    result = _apply_one(conn, item, policy, summary.run_id, model_name)
+            except psycopg.OperationalError:
+                with db.connection() as conn:
+                    recovered = read_back(conn, item.plan)
+                if recovered is None:  # rolled back: the retry applies it, nothing charged
+                    raise
+                logger.warning(
+                    "chunk %s: connection lost while it was recorded; read back: %s",
+                    item.plan.chunk_id,
+                    "applied" if recovered.applied else recovered.error,
                 )
-            else:
-                result = apply_plan(
-                    conn, plan, item.vectors, summary.run_id, settings, model_name=asked
-                )
+                result = recovered
             count(summary, item.plan, result)
             results.append(result)
             if settle is not None:
@@ -174,10 +205,31 @@ def apply_chunks(
     return results
 
 
+def _apply_one(
+    conn: psycopg.Connection,
+    item: PreparedChunk,
+    policy: ApplyPolicy,
+    run_id: UUID,
+    model_name: str,
+) -> ApplyResult:
+    plan = item.plan
+    earlier = read_back(conn, plan)
+    if earlier is not None:  # a retried chunk whose first try was recorded
+        return earlier
+    # a chunk the gate consolidated entirely never reached the model
+    asked = model_name if set(plan.gated_ids) != set(plan.episode_ids) else None
+    if item.error is not None:
+        return record_failure(conn, plan, run_id, item.error, policy, model_name=asked)
+    return apply_plan(conn, plan, item.vectors, run_id, policy, model_name=asked)
+
+
 def count(summary: RunSummary, plan: Plan, result: ApplyResult) -> None:
     summary.chunks += 1
     summary.prompt_tokens += plan.prompt_tokens
     summary.completion_tokens += plan.completion_tokens
+    if result.conflict:
+        summary.chunks_conflicted += 1
+        return
     if not result.applied:
         summary.chunks_failed += 1
         if result.quarantined:
@@ -209,11 +261,18 @@ def claim_run(
     *,
     conversations: Sequence[str] | None = None,
     everything: bool = False,
+    budget: ChunkBudget | None = None,
 ) -> list[ConversationWork]:
-    """Claim the run's work and count, by reason, what it left pending."""
+    """Claim the run's work, in chunks within ``budget``, and count, by reason, what it left
+    pending."""
     with timed(summary, "claim"), db.connection() as conn:
         work = claim(
-            conn, summary.run_id, settings, conversations=conversations, everything=everything
+            conn,
+            summary.run_id,
+            settings,
+            conversations=conversations,
+            everything=everything,
+            budget=budget,
         )
         left = left_pending(
             conn, summary.run_id, settings, conversations=conversations, everything=everything
@@ -245,22 +304,24 @@ def consolidate(
     with recorded_run(
         db, kind=kind, flow_run_id=flow_run_id, lease_s=settings.claim_lease_s
     ) as summary:
+        budget = run_budget(model, settings)
         work = claim_run(
             db,
             summary,
             settings,
             conversations=conversations,
             everything=takes_everything(kind, conversations),
+            budget=budget,
         )
         run_chains(
             Backlog.of(work),
             summary,
             model,
             Stages(
-                open=lambda chunks: open_chunks(db, chunks, embedder, settings, summary),
+                open=lambda chunks: open_chunks(db, chunks, embedder, settings, summary, budget),
                 finish=lambda answered: finish_chunks(answered, embedder, summary),
                 apply=lambda prepared, settle: apply_chunks(
-                    db, prepared, settings, summary, model.name, settle
+                    db, prepared, ApplyPolicy.of(settings), summary, model.name, settle
                 ),
             ),
         )

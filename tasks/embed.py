@@ -11,18 +11,39 @@ from models.fact import embedding_text
 from models.plan import Plan
 
 
-def embed_plans(embedder: Embedder, plans: Sequence[Plan]) -> list[Vectors]:
-    """Per plan, one row per action that writes a fact, in the plan's action order."""
-    texts: list[str] = []
-    counts: list[int] = []
-    for plan in plans:
-        writing = [a for a in plan.actions if a.writes_fact]
-        counts.append(len(writing))
-        texts += [embedding_text(str(a.category), a.fact or "", a.keywords) for a in writing]
+def embed_groups(embedder: Embedder, groups: Sequence[Sequence[str]]) -> list[Vectors]:
+    """One batch for the texts of every group; back, one array of rows per group, in order."""
+    texts = [t for group in groups for t in group]
     vectors = embedder.embed(texts) if texts else np.zeros((0, embedder.dim), dtype=np.float32)
     out: list[Vectors] = []
     start = 0
-    for count in counts:
-        out.append(vectors[start : start + count])
-        start += count
+    for group in groups:
+        out.append(vectors[start : start + len(group)])
+        start += len(group)
     return out
+
+
+def embed_plans(embedder: Embedder, plans: Sequence[Plan]) -> list[Vectors]:
+    """Per plan, one row per action that writes a fact, in the plan's action order."""
+    return embed_groups(
+        embedder,
+        [
+            [
+                embedding_text(str(a.category), a.fact or "", a.keywords)
+                for a in p.actions
+                if a.writes_fact
+            ]
+            for p in plans
+        ],
+    )
+
+
+def uncited_texts(plan: Plan) -> list[str]:
+    """The sentences of the plan's uncited actions that write no fact (reinforce, invalidate),
+    in action order: what evidence attribution embeds for them."""
+    return [a.fact or "" for a in plan.actions if not a.cited and not a.writes_fact and a.fact]
+
+
+def embed_uncited(embedder: Embedder, plans: Sequence[Plan]) -> list[Vectors]:
+    """Per plan, one row per text of ``uncited_texts``, embedded as one batch."""
+    return embed_groups(embedder, [uncited_texts(p) for p in plans])

@@ -1,7 +1,10 @@
 """guard: turn the model's answer into a plan that can only touch what the model was shown.
 
-- Short ids map back to the facts shown for this chunk; nothing else is addressable, so a fact
-  of another conversation can never be named (apply checks the same again in SQL).
+- Short ids map back to the facts shown for this chunk (F1, ...) or to facts written by earlier
+  items of the same answer (N1, ...); nothing else is addressable, so a fact of another
+  conversation can never be named (apply checks the same again in SQL).
+- Evidence: the episodes an item cites; an item that cites none is marked uncited and is
+  attributed later to the one chunk episode most similar to it, never to all of them.
 - Unknown id: ``reinforce`` / ``update`` become ``new``; ``invalidate`` is dropped.
 - Several actions on one fact: update > invalidate > reinforce; a second update of the same
   fact becomes ``new`` (it is another fact the model tied to the wrong id).
@@ -35,7 +38,7 @@ from models.fact import Fact
 from models.plan import PlannedAction, Rejection
 
 PRIORITY = {FactAction.update: 3, FactAction.invalidate: 2, FactAction.reinforce: 1}
-_SHORT_ID = re.compile(r"^\[?\s*([FE])?\s*(\d+)\s*\]?$", re.I)
+_SHORT_ID = re.compile(r"^\[?\s*([FEN])?\s*(\d+)\s*\]?$", re.I)
 _WORD = re.compile(r"\w+", re.UNICODE)
 MIN_FACT_WORDS = 3
 MAX_TOKEN_REPEATS = 3
@@ -90,11 +93,22 @@ def clean_keywords(keywords: Sequence[str]) -> list[str]:
     return cleaned
 
 
-def _evidence(item: ConsolidatedFact, episodes: Sequence[Episode]) -> list[Episode]:
+def _evidence(item: ConsolidatedFact, episodes: Sequence[Episode]) -> tuple[list[Episode], bool]:
+    """The episodes the item cites, and True; or every episode and False when it cites none
+    that exist (the stage then attributes it to the most similar episode, never to all)."""
     by_short = {episode_short_id(i): e for i, e in enumerate(episodes)}
     cited = [by_short.get(normalize_short_id(ref, "E") or "") for ref in item.episodes]
     found = list({e.id: e for e in cited if e is not None}.values())
-    return found if found else list(episodes)
+    return (found, True) if found else (list(episodes), False)
+
+
+def _answer_ref(value: str | None, position: int) -> int | None:
+    """'N3' → 3 when it names an item before ``position`` (0-based) of the answer."""
+    short = normalize_short_id(value, "N")
+    if short is None:
+        return None
+    number = int(short[1:])
+    return number if 1 <= number <= position else None
 
 
 def guard(
@@ -106,6 +120,7 @@ def guard(
     known: dict[str, UUID] = {fact_short_id(i): f.id for i, f in enumerate(shown)}
     actions: list[PlannedAction] = []
     rejections: list[Rejection] = []
+    writer_of: dict[int, int] = {}  # answer item number (N-id) → index in ``actions``
 
     for position, item in enumerate(output.facts):
         proposed = item.action
@@ -116,9 +131,14 @@ def guard(
             continue
         action = proposed
         reason: str | None = None
-        short = normalize_short_id(item.existing_fact_id, "F")
-        target = known.get(short) if short else None
-        if action is not FactAction.new and target is None:
+        target: UUID | None = None
+        ref: int | None = None
+        if action is not FactAction.new:
+            short = normalize_short_id(item.existing_fact_id, "F")
+            target = known.get(short) if short else None
+            number = _answer_ref(item.existing_fact_id, position)
+            ref = writer_of.get(number) if target is None and number is not None else None
+        if action is not FactAction.new and target is None and ref is None:
             label = item.existing_fact_id or "no id"
             if action is FactAction.invalidate:
                 rejections.append(
@@ -131,15 +151,15 @@ def guard(
                 continue
             reason = f"{action.value} of unknown fact id {label!r} treated as new"
             action = FactAction.new
-        if action is FactAction.new:
-            target = None
 
-        evidence = _evidence(item, episodes)
+        evidence, cited = _evidence(item, episodes)
         planned = PlannedAction(
             action=action,
             proposed=proposed,
             target_id=target,
+            target_ref=ref,
             episode_ids=[e.id for e in evidence],
+            cited=cited,
             event_time=max(e.end_at for e in evidence),
             reason=reason,
             fact=" ".join(item.fact.split()) or None,
@@ -153,6 +173,7 @@ def guard(
                 continue
             planned.category = Category(item.category)
             planned.keywords = clean_keywords(item.keywords)
+            writer_of[position + 1] = len(actions)
         actions.append(planned)
 
     return _resolve_conflicts(actions, rejections)
@@ -167,45 +188,50 @@ def _fact_problem(item: ConsolidatedFact) -> str | None:
 def _resolve_conflicts(
     actions: list[PlannedAction], rejections: list[Rejection]
 ) -> tuple[list[PlannedAction], list[Rejection]]:
-    """One action per existing fact: update > invalidate > reinforce."""
-    winner: dict[UUID, PlannedAction] = {}
+    """One action per fact acted on: update > invalidate > reinforce. References to earlier
+    actions (``target_ref``) are renumbered for the actions kept; only non-writing actions are
+    ever dropped, so no reference loses its target."""
+    winner: dict[UUID | int, PlannedAction] = {}
     for planned in actions:
-        if planned.target_id is None:
+        key = planned.target_key
+        if key is None:
             continue
-        current = winner.get(planned.target_id)
+        current = winner.get(key)
         if current is None or PRIORITY[planned.action] > PRIORITY[current.action]:
-            winner[planned.target_id] = planned
+            winner[key] = planned
 
     resolved: list[PlannedAction] = []
-    merged_reinforce: dict[UUID, PlannedAction] = {}
     for planned in actions:
-        target = planned.target_id
-        if target is None:
+        key = planned.target_key
+        if key is None:
             resolved.append(planned)
             continue
-        chosen = winner[target]
+        chosen = winner[key]
         if planned is chosen:
             resolved.append(planned)
-            if planned.action is FactAction.reinforce:
-                merged_reinforce[target] = planned
         elif planned.action is FactAction.update and chosen.action is FactAction.update:
             planned.action = FactAction.new
-            planned.target_id = None
+            planned.target_id = planned.target_ref = None
             planned.reason = "second update of the same fact treated as new"
             resolved.append(planned)
         elif planned.action is FactAction.reinforce and chosen.action is FactAction.reinforce:
             chosen.episode_ids = list(dict.fromkeys([*chosen.episode_ids, *planned.episode_ids]))
             chosen.event_time = max(chosen.event_time, planned.event_time)
+            chosen.cited = chosen.cited and planned.cited
         else:
             rejections.append(
                 Rejection(
                     proposed=planned.proposed,
                     fact=planned.fact,
-                    target_id=target,
+                    target_id=planned.target_id,
                     reason=f"{planned.action.value} overridden by {chosen.action.value} "
                     "of the same fact",
                 )
             )
+    new_index = {id(a): i for i, a in enumerate(resolved)}
+    for planned in resolved:
+        if planned.target_ref is not None:
+            planned.target_ref = new_index[id(actions[planned.target_ref])]
     return resolved, rejections
 
 

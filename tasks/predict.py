@@ -13,28 +13,36 @@ import psycopg
 from psycopg.rows import dict_row
 
 import sql
-from models.embedding.base import Embedder
+from models.embedding.base import Embedder, Vectors
 from models.episode import Episode
 from models.fact import Fact
+from tasks.embed import embed_groups
+
+
+def episode_vectors(embedder: Embedder, chunks: Sequence[Sequence[Episode]]) -> list[Vectors]:
+    """The gist vector of every episode, per chunk, embedded as one batch: predict queries
+    with them, and evidence is attributed by them."""
+    return embed_groups(embedder, [[e.gist for e in chunk] for chunk in chunks])
 
 
 def related_facts(
     conn: psycopg.Connection,
-    embedder: Embedder,
     chunks: Sequence[Sequence[Episode]],
+    vectors: Sequence[Vectors],
     limit: int,
 ) -> list[list[Fact]]:
-    """For each chunk, up to ``limit`` related active facts of its conversation, best first."""
+    """For each chunk, up to ``limit`` related active facts of its conversation, best first;
+    ``vectors`` are the chunks' episode vectors (``episode_vectors``)."""
     queries = [(i, e) for i, chunk in enumerate(chunks) for e in chunk]
     if limit == 0 or not queries:
         return [[] for _ in chunks]
-    vectors = embedder.embed([e.gist for _, e in queries])
+    flat = [v for chunk_vectors in vectors for v in chunk_vectors]
     with conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(
             sql.statement("related_facts"),
             {
                 "conversations": [e.conversation_id for _, e in queries],
-                "vectors": list(vectors),
+                "vectors": flat,
                 "limit": limit,
             },
         ).fetchall()

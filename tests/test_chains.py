@@ -19,7 +19,7 @@ from models.llm.openai import OpenAICompatibleModel
 from slowwave.db import Database
 from slowwave.processes import free_port
 from slowwave.settings import Settings
-from tasks.apply import ApplyResult
+from tasks.apply import ApplyPolicy, ApplyResult
 from tasks.chains import Backlog, Stages, run_chains
 from tasks.claim import claim
 from tasks.consolidate import (
@@ -158,9 +158,9 @@ def test_a_schedule_stopped_by_a_dropped_connection_goes_on_where_it_stopped(
         nonlocal applies
         applies += 1
         if applies == 2:  # the second step (f2, s2): the first commits, then the line drops
-            apply_chunks(db, prepared[:1], settings, summary, model.name, settle)
+            apply_chunks(db, prepared[:1], ApplyPolicy.of(settings), summary, model.name, settle)
             raise psycopg.OperationalError("server closed the connection unexpectedly")
-        return apply_chunks(db, prepared, settings, summary, model.name, settle)
+        return apply_chunks(db, prepared, ApplyPolicy.of(settings), summary, model.name, settle)
 
     with recorded_run(db, kind="manual") as summary:
         with db.connection() as c:

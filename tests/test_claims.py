@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 import pytest
@@ -263,3 +264,146 @@ def test_the_tail_of_a_run_killed_between_two_chunks_is_due_at_the_next_run(
     summary = consolidate(db, resumed, embedder, two_per_chunk, kind="nightly")
     assert summary.episodes_consolidated == 1
     assert all(s["consolidated_at"] is not None for s in episodes_state(conn).values())
+
+
+# ── leases, conflicts and lost commits (review case 2) ─────────────────────────────────────
+
+
+def _expire_leases(db: Database) -> None:
+    with db.connection() as other:
+        other.execute("UPDATE episodic_memory SET claimed_until = now() - interval '1 s'")
+
+
+def test_a_run_whose_lease_another_run_took_over_is_not_charged_and_counts_a_conflict(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    _seed(conn, conversations=1)
+    taker = new_id()
+
+    def slow(r: object) -> ConsolidationOutput:
+        # while the model works, the lease runs out and another run takes the conversation
+        _expire_leases(db)
+        with db.connection() as other:
+            assert len(claim(other, taker, settings)) == 1
+        return ConsolidationOutput(facts=[fact("User collects old coins", "interest")])
+
+    summary = consolidate(db, ScriptedModel({"k0-0": slow}), embedder, settings)
+    assert summary.chunks_conflicted == 1 and summary.chunks_failed == 0
+    assert summary.episodes_conflicted == 3 and summary.status == "completed"
+    state = episodes_state(conn)
+    assert all(s["attempts"] == 0 and s["quarantined_at"] is None for s in state.values())
+    assert all(s["claimed_by"] == taker for s in state.values()), "still the taker's"
+    assert facts(conn) == []
+    with conn.cursor() as cur:
+        (status,) = cur.execute("SELECT status FROM consolidation_chunks").fetchone()
+    assert status == "conflict"
+
+
+def test_three_overlapping_runs_never_quarantine_healthy_episodes(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    _seed(conn, conversations=1)
+    broken = ScriptedModel({"k0-0": lambda r: '{"facts": ['})  # fails, after the takeover
+    for _ in range(3):
+        taker = new_id()
+
+        def takeover(r: object, taker: object = taker) -> str:
+            _expire_leases(db)
+            with db.connection() as other:
+                claim(other, taker, settings)  # type: ignore[arg-type]
+            return '{"facts": ['
+
+        broken.script["k0-0"] = takeover
+        consolidate(db, broken, embedder, settings)
+        release(conn, taker)  # type: ignore[arg-type]
+    state = episodes_state(conn)
+    assert all(s["attempts"] == 0 and s["quarantined_at"] is None for s in state.values())
+
+
+def test_a_run_renews_its_lease_while_the_model_works(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    _seed(conn, conversations=1)
+    short = with_settings(settings, claim_lease_s=10)  # renewed every 3.3 s
+    seen: list[object] = []
+
+    def lease() -> object:
+        with db.connection() as other:
+            row = other.execute("SELECT max(claimed_until) FROM episodic_memory").fetchone()
+        return row[0] if row else None
+
+    def slow(r: object) -> ConsolidationOutput:
+        seen.append(lease())
+        time.sleep(4)  # longer than a renewal interval
+        seen.append(lease())
+        with db.connection() as other:
+            assert claim(other, new_id(), short) == [], "nobody else can take it meanwhile"
+        return ConsolidationOutput(facts=[fact("User collects old coins", "interest")])
+
+    summary = consolidate(db, ScriptedModel({"k0-0": slow}), embedder, short)
+    assert seen[1] > seen[0], "the lease was extended while the run worked"  # type: ignore[operator]
+    assert summary.episodes_consolidated == 3
+
+
+@pytest.fixture
+def lost_commit(monkeypatch: pytest.MonkeyPatch) -> dict[str, bool]:
+    """Once armed, the next transaction loses its connection at COMMIT: after the commit
+    landed (``landed``) or before it (rolled back)."""
+    plan = {"armed": False, "landed": True}
+    original = psycopg.Transaction.__exit__
+
+    def exit_(self: psycopg.Transaction, kind: Any, exc: Any, tb: Any) -> bool:
+        if not plan["armed"] or kind is not None:
+            return original(self, kind, exc, tb)
+        plan["armed"] = False
+        if plan["landed"]:
+            original(self, None, None, None)
+        else:
+            original(self, RuntimeError, RuntimeError("lost"), None)
+        self.connection.close()
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(psycopg.Transaction, "__exit__", exit_)
+    return plan
+
+
+def _coins_then_lose(lost: dict[str, bool]) -> ScriptedModel:
+    def answer(r: object) -> ConsolidationOutput:
+        lost["armed"] = True  # the chunk's apply transaction is the next one
+        return ConsolidationOutput(facts=[fact("User collects old coins", "interest")])
+
+    return ScriptedModel({"k0-0": answer})
+
+
+def test_a_commit_whose_confirmation_was_lost_is_read_back_and_counted_once(
+    db: Database,
+    conn: psycopg.Connection,
+    embedder: Embedder,
+    settings: Settings,
+    lost_commit: dict[str, bool],
+) -> None:
+    _seed(conn, conversations=1)
+    summary = consolidate(db, _coins_then_lose(lost_commit), embedder, settings)
+    assert summary.status == "completed" and summary.chunks_failed == 0
+    assert summary.episodes_consolidated == 3 and summary.facts_inserted == 1
+    state = episodes_state(conn)
+    assert all(s["consolidated_at"] is not None and s["attempts"] == 0 for s in state.values())
+    assert [f["fact"] for f in facts(conn)] == ["User collects old coins"]
+
+
+def test_a_commit_lost_before_it_landed_charges_nothing_and_the_next_run_applies_it_once(
+    db: Database,
+    conn: psycopg.Connection,
+    embedder: Embedder,
+    settings: Settings,
+    lost_commit: dict[str, bool],
+) -> None:
+    _seed(conn, conversations=1)
+    lost_commit["landed"] = False
+    with pytest.raises(psycopg.OperationalError):
+        consolidate(db, _coins_then_lose(lost_commit), embedder, settings)
+    state = episodes_state(conn)
+    assert all(s["consolidated_at"] is None and s["attempts"] == 0 for s in state.values())
+    assert facts(conn) == []
+    again = consolidate(db, _one_fact_each(["k0-0"]), embedder, settings)
+    assert again.episodes_consolidated == 3 and len(facts(conn)) == 1

@@ -6,11 +6,17 @@ after it (guard, embeddings, dedupe, the transaction) is the production path.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
 import psycopg
 import pytest
 
 from models.consolidation import ConsolidationOutput, FactAction
 from models.embedding.base import Embedder
+from models.episode import Episode, Message
+from models.llm.base import ConsolidationRequest, ModelAnswer
+from models.llm.tokens import estimate_tokens
 from slowwave.db import Database
 from slowwave.settings import Settings
 from tasks.consolidate import consolidate
@@ -402,7 +408,7 @@ def test_apply_refuses_a_plan_that_names_another_conversations_fact(
     """Even a plan built past the guard cannot reach across conversations: SQL checks again."""
     from models.ids import new_id
     from models.plan import Plan, PlannedAction
-    from tasks.apply import apply_plan
+    from tasks.apply import ApplyPolicy, apply_plan
     from tasks.claim import claim
     from tasks.runs import start_run
 
@@ -441,7 +447,7 @@ def test_apply_refuses_a_plan_that_names_another_conversations_fact(
             )
         ],
     )
-    result = apply_plan(conn, plan, embedder.embed([]), run.run_id, settings)
+    result = apply_plan(conn, plan, embedder.embed([]), run.run_id, ApplyPolicy.of(settings))
     assert not result.applied and "IsolationViolation" in (result.error or "")
     assert facts(conn, "a") == [oslo]
     state = episodes_state(conn)
@@ -650,3 +656,258 @@ def test_a_rerun_after_success_claims_nothing_and_adds_no_facts(
             "SELECT status, episodes_consolidated FROM consolidation_runs ORDER BY started_at"
         ).fetchall()
     assert runs == [("completed", 3), ("completed", 0)]
+
+
+# ── evidence and event time (review case 3) ──────────────────────────────────────────────
+
+
+def test_a_fact_that_cites_no_episode_is_dated_by_its_most_similar_episode_not_the_chunk_end(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    _, march, _ = add(
+        conn,
+        make_episode("c", "ev1", "Work was busy, lots of meetings about budgets.", at(2025, 1, 10)),
+        make_episode(
+            "c", "ev2", "Big news: I moved to Lisbon, Portugal this week!", at(2025, 3, 5)
+        ),
+        make_episode("c", "ev3", "I tried a new recipe for lemon cake today.", at(2025, 8, 20)),
+    )
+    model = ScriptedModel(
+        {"ev1": lambda r: answer(fact("User lives in Lisbon, Portugal", keywords=["Lisbon"]))}
+    )
+    consolidate(db, model, embedder, settings)
+    (lisbon,) = facts(conn, "c")
+    assert lisbon["source_episodic_ids"] == [march.id]
+    assert lisbon["valid_at"] == march.end_at
+    (logged,) = [d for d in decisions(conn) if d["action"] == "new"]
+    assert "attributed to the most similar episode" in logged["reason"]
+
+
+# ── actions checked against each other (review case 4) ──────────────────────────────────
+
+
+def test_an_update_and_a_new_fact_of_the_same_sentence_leave_one_active_fact(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, one_per_chunk: Settings
+) -> None:
+    add(
+        conn,
+        make_episode("c", "t1", "I live in Beijing, near the university.", at(2025, 1, 1)),
+        make_episode("c", "t2", "Packing boxes all week, what a chore.", at(2025, 2, 1)),
+        make_episode("c", "t3", "I moved to Tokyo! New flat in Shibuya.", at(2025, 3, 1)),
+    )
+    model = ScriptedModel(
+        {
+            "t1": lambda r: answer(fact("User lives in Beijing", keywords=["Beijing"])),
+            "t3": lambda r: answer(
+                fact(
+                    "User lives in Tokyo",
+                    action=FactAction.update,
+                    existing=shown_facts(r)["User lives in Beijing"],
+                    keywords=["Tokyo"],
+                    episodes=["E1"],
+                ),
+                fact("User lives in Tokyo", keywords=["Tokyo"], episodes=["E1"]),
+            ),
+        }
+    )
+    consolidate(db, model, embedder, one_per_chunk)
+    live = active(conn, "c")
+    assert set(live) == {"User lives in Tokyo"}
+    beijing = next(f for f in facts(conn, "c") if f["fact"] == "User lives in Beijing")
+    assert live["User lives in Tokyo"]["supersedes_id"] == beijing["id"]
+    assert [d["action"] for d in decisions(conn)][-2:] == ["update", "merge"]
+
+
+def test_a_change_inside_one_chunk_keeps_its_history_in_event_time(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    e1, _, e3 = add(
+        conn,
+        make_episode("c", "h1", "I just moved to Beijing for a new job.", at(2025, 1, 1)),
+        make_episode("c", "h2", "The food here is amazing, dumplings every day.", at(2025, 2, 1)),
+        make_episode("c", "h3", "Company relocated me again: I now live in Tokyo.", at(2025, 5, 1)),
+    )
+    model = ScriptedModel(
+        {
+            "h1": lambda r: answer(
+                fact("User lives in Beijing", keywords=["Beijing"], episodes=["E1"]),
+                fact(
+                    "User lives in Tokyo",
+                    action=FactAction.update,
+                    existing="N1",
+                    keywords=["Tokyo"],
+                    episodes=["E3"],
+                ),
+            )
+        }
+    )
+    consolidate(db, model, embedder, settings)
+    rows = {f["fact"]: f for f in facts(conn, "c")}
+    beijing, tokyo = rows["User lives in Beijing"], rows["User lives in Tokyo"]
+    assert (beijing["valid_at"], beijing["invalid_at"]) == (e1.end_at, e3.end_at)
+    assert (tokyo["valid_at"], tokyo["invalid_at"]) == (e3.end_at, None)
+    assert tokyo["supersedes_id"] == beijing["id"]
+    assert set(active(conn, "c")) == {"User lives in Tokyo"}
+
+
+def test_a_plan_that_asserts_a_fact_it_ends_is_refused_with_a_reason(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, one_per_chunk: Settings
+) -> None:
+    add(
+        conn,
+        make_episode("c", "x1", "I live in Beijing, near the university.", at(2025, 1, 1)),
+        make_episode("c", "x2", "Still in Beijing for now, we'll see.", at(2025, 2, 1)),
+        make_episode("c", "x3", "I left Beijing for good last month.", at(2025, 3, 1)),
+    )
+
+    def contradicting(r: object) -> ConsolidationOutput:
+        beijing = shown_facts(r)["User lives in Beijing"]  # type: ignore[arg-type]
+        return answer(
+            fact("User lives in Beijing", action=FactAction.invalidate, existing=beijing),
+            fact("User lives in Beijing", keywords=["Beijing"]),
+        )
+
+    model = ScriptedModel(
+        {
+            "x1": lambda r: answer(fact("User lives in Beijing", keywords=["Beijing"])),
+            "x3": contradicting,
+        }
+    )
+    consolidate(db, model, embedder, one_per_chunk)
+    assert active(conn, "c") == {}
+    (beijing,) = facts(conn, "c")
+    assert beijing["invalid_at"] == at(2025, 3, 1)
+    (refused,) = [d for d in decisions(conn) if d["action"] == "rejected"]
+    assert refused["reason"].startswith("contradicts the plan itself")
+
+
+# ── only the chunk's own failures count against it (review case 7) ─────────────────────
+
+
+def test_a_programming_error_in_apply_fails_the_run_and_charges_no_attempt(
+    db: Database,
+    conn: psycopg.Connection,
+    embedder: Embedder,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    add(
+        conn,
+        *[
+            make_episode("c", f"b{i}", f"I paint watercolours, {i}.", at(2025, 1, i))
+            for i in (1, 2, 3)
+        ],
+    )
+
+    def bug(*args: object, **kwargs: object) -> object:
+        raise ValueError("a bug in slowwave, not in the chunk")
+
+    monkeypatch.setattr("tasks.apply.decide", bug)
+    model = ScriptedModel({"b1": lambda r: answer(fact("User paints watercolours", "interest"))})
+    with pytest.raises(ValueError, match="a bug in slowwave"):
+        consolidate(db, model, embedder, settings)
+    state = episodes_state(conn)
+    assert all(s["attempts"] == 0 and s["quarantined_at"] is None for s in state.values())
+    assert all(s["claimed_by"] is None for s in state.values())
+    with conn.cursor() as cur:
+        (status, error) = cur.execute("SELECT status, error FROM consolidation_runs").fetchone()
+    assert status == "failed" and "a bug in slowwave" in error
+
+
+# ── chunks cut by tokens, long episodes in parts (review case 5) ────────────────────────
+
+
+@dataclass
+class SmallContextModel(ScriptedModel):
+    """A model with a small context window that refuses any prompt over it, as an engine does."""
+
+    context_tokens: int = 3072
+    max_tokens: int = 256
+    prompts: list[int] = field(default_factory=list)
+
+    def count_tokens(self, text: str, /) -> int:
+        return estimate_tokens(text)
+
+    def consolidate(self, requests: Sequence[ConsolidationRequest]) -> list[ModelAnswer]:
+        answers = []
+        for request in requests:
+            size = self.count_tokens(request.system) + self.count_tokens(request.user)
+            self.prompts.append(size)
+            if size + self.max_tokens > self.context_tokens:
+                answers.append(ModelAnswer(request.chunk_id, None, f"prompt of {size} tokens"))
+            else:
+                answers += super().consolidate([request])
+        return answers
+
+
+def _long(key: str, when: object, messages: int, words: int = 60) -> Episode:
+    episode = make_episode("c", key, "", when)  # type: ignore[arg-type]
+    text = " ".join(f"word{i}" for i in range(words))
+    episode.messages = [Message(speaker="user", text=f"{j}: {text}") for j in range(messages)]
+    return episode
+
+
+def test_long_episodes_are_cut_by_tokens_and_split_by_messages_never_over_the_context(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    small = with_settings(settings, llm_max_tokens=256, related_facts_limit=2)
+    episodes = [_long(f"L{i}", at(2025, 1, i + 1), messages=3) for i in range(8)]
+    huge = _long("H", at(2025, 2, 1), messages=24)
+    add(conn, *episodes, huge)
+    model = SmallContextModel(
+        {
+            **{
+                f"L{i}": (lambda r, i=i: answer(fact(f"User wrote note number {i}", "experience")))
+                for i in range(8)
+            },
+            "H": lambda r: answer(fact("User wrote a very long essay", "experience")),
+        }
+    )
+    summary = consolidate(db, model, embedder, small)
+    assert summary.chunks_failed == 0 and summary.episodes_quarantined == 0
+    assert max(model.prompts) + 256 <= 3072, "no prompt over the context"
+    state = episodes_state(conn)
+    assert all(s["consolidated_at"] is not None and s["attempts"] == 0 for s in state.values())
+    huge_parts = [r for r in model.requests if "H" in r.episode_keys]
+    assert len(huge_parts) > 1, "the oversized episode went in parts"
+    assert all(huge.start_at.isoformat() in r.user for r in huge_parts), "parts keep its time"
+    shown = "".join(r.user for r in huge_parts)
+    assert all(f"user: {j}: word0" in shown for j in range(24)), "every message, once"
+    with conn.cursor() as cur:
+        (done,) = cur.execute(
+            "SELECT consolidated_messages FROM episodic_memory WHERE external_key = 'H'"
+        ).fetchone()
+    assert done == 24
+    (essay,) = [f for f in facts(conn, "c") if "essay" in f["fact"]]
+    assert essay["source_episodic_ids"] == [huge.id] and essay["valid_at"] == huge.end_at
+
+
+def test_a_long_episode_interrupted_between_parts_resumes_at_its_first_pending_message(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    small = with_settings(settings, llm_max_tokens=256, related_facts_limit=2)
+    huge = _long("H", at(2025, 2, 1), messages=24)
+    add(conn, huge)
+    calls = {"n": 0}
+
+    def part(r: object) -> ConsolidationOutput:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt  # the process dies with the second part at the model
+        return answer(fact(f"User wrote essay part {calls['n']}", "experience"))
+
+    with pytest.raises(KeyboardInterrupt):
+        consolidate(db, SmallContextModel({"H": part}), embedder, small, kind="backfill")
+    with conn.cursor() as cur:
+        (done, finished) = cur.execute(
+            "SELECT consolidated_messages, consolidated_at FROM episodic_memory"
+        ).fetchone()
+    assert 0 < done < 24 and finished is None
+
+    resumed = SmallContextModel({"H": part})
+    consolidate(db, resumed, embedder, small, kind="backfill")
+    first_shown = resumed.requests[0].user
+    assert f"user: {done}: word0" in first_shown and f"user: {done - 1}: word0" not in first_shown
+    state = episodes_state(conn)["H"]
+    assert state["consolidated_at"] is not None and state["attempts"] == 0
+    assert {f["fact"] for f in facts(conn, "c")} >= {"User wrote essay part 1"}

@@ -8,6 +8,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from models.llm.base import ConsolidationModel, ConsolidationRequest, ModelAnswer
+from models.llm.tokens import model_token_counter
 from slowwave.settings import Settings
 
 if TYPE_CHECKING:
@@ -36,6 +37,8 @@ class RayModel:
         from models.llm.vllm_engine import VLLMConsolidationEngine
 
         options = vllm_options(settings)
+        self.context_tokens = settings.llm_max_model_len
+        self.counter = model_token_counter(settings.llm_model_dir)
         self.pool = ActorPool(
             settings,
             partial(VLLMConsolidationEngine, options),
@@ -49,6 +52,10 @@ class RayModel:
 
     def consolidate(self, requests: Sequence[ConsolidationRequest]) -> list[ModelAnswer]:
         return [f.result() for f in self.submit(requests)]
+
+    def count_tokens(self, text: str, /) -> int:
+        """Tokens as the engine's own tokenizer counts them."""
+        return self.counter(text)
 
     def close(self) -> None:
         self.pool.close()
@@ -101,6 +108,7 @@ def load_model(settings: Settings) -> ConsolidationModel:
             max_retries=settings.openai_max_retries,
             extra_body=settings.openai_extra_body,
             strict=settings.openai_strict_schema,
+            context_tokens=settings.openai_context_tokens,
         )
     try:
         import vllm  # noqa: F401

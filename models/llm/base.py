@@ -15,6 +15,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from models.llm.tokens import TokenCounter, estimate_tokens
+
 
 class RuntimeUnreachable(ConnectionError):
     """The runtime cannot answer anything now (its engine died, its endpoint is down).
@@ -61,6 +63,24 @@ class ConsolidationModel(Protocol):
     def close(self) -> None:
         """Release engines, actors, connections."""
         ...
+
+
+@runtime_checkable
+class BoundedModel(Protocol):
+    """A runtime that knows its context window (prompt + answer) and counts tokens as its
+    engine does: chunks are cut to fit it."""
+
+    context_tokens: int
+
+    def count_tokens(self, text: str, /) -> int: ...
+
+
+def prompt_limits(model: object) -> tuple[int | None, TokenCounter]:
+    """The runtime's context length and token counter; (None, the estimate) for a runtime
+    with no context limit (the replay model, test doubles)."""
+    if isinstance(model, BoundedModel):
+        return model.context_tokens, model.count_tokens
+    return None, estimate_tokens
 
 
 @runtime_checkable

@@ -29,6 +29,7 @@ from tenacity import (
 from models.llm.background_loop import BackgroundLoop
 from models.llm.base import ConsolidationRequest, ModelAnswer, RuntimeUnreachable
 from models.llm.strict_schema import strict_subset
+from models.llm.tokens import estimate_tokens
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 UNAVAILABLE = {429, 502, 503, 504}  # after the last retry: the run is retried, not the chunk
@@ -58,6 +59,7 @@ class OpenAICompatibleModel:
         max_retries: int = 5,
         extra_body: dict[str, Any] | None = None,
         strict: bool = True,
+        context_tokens: int = 8192,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -68,6 +70,7 @@ class OpenAICompatibleModel:
         self.max_retries = max_retries
         self.extra_body = dict(extra_body or {})
         self.strict = strict
+        self.context_tokens = context_tokens
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._loop: BackgroundLoop | None = None  # started on first use: the model pickles
         self._client: httpx.AsyncClient | None = None
@@ -97,6 +100,10 @@ class OpenAICompatibleModel:
                 },
             },
         }
+
+    def count_tokens(self, text: str, /) -> int:
+        """The endpoint's tokenizer is out of reach: a conservative estimate."""
+        return estimate_tokens(text)
 
     def submit(self, requests: Sequence[ConsolidationRequest]) -> list[Future[ModelAnswer]]:
         """Each request in flight at once (at most ``concurrency``), answered as it returns."""

@@ -32,3 +32,7 @@ CREATE FUNCTION slowwave_due(
 ALTER TABLE consolidation_chunks DROP CONSTRAINT consolidation_chunks_status_check;
 ALTER TABLE consolidation_chunks ADD CONSTRAINT consolidation_chunks_status_check
     CHECK (status IN ('applied', 'failed', 'quarantined', 'conflict'));
+
+-- The outcome of a chunk is read back by its id (a commit whose confirmation was lost, a
+-- retried shard): its decisions are counted through this index.
+CREATE INDEX decision_log_chunk_idx ON decision_log (chunk_id);

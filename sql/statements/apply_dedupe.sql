@@ -1,6 +1,6 @@
--- apply, dedupe: for each new fact, its nearest active facts of the same conversation
--- (exact, cosine), keeping those at or above the threshold. Facts this plan updates or
--- invalidates are not merge targets.
+-- apply, dedupe: for each fact the plan writes (new facts and new versions), its nearest
+-- active facts of the same conversation (exact, cosine), keeping those at or above the
+-- threshold. Facts this plan updates or invalidates are not merge targets.
 SELECT q.ord, d.id, 1 - d.distance AS similarity
 FROM unnest(%(vectors)s::vector[]) WITH ORDINALITY AS q(vec, ord)
 CROSS JOIN LATERAL (

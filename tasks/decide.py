@@ -1,0 +1,321 @@
+"""decide: what applying a guarded plan writes, as a pure function (no database).
+
+apply reads what the decisions depend on (the locked target facts, each written fact's
+nearest active duplicate) and hands it here; the rows to insert, the facts to end or
+reinforce and the decision-log entries come back, and apply writes them set-wise.
+
+Rules, in answer order:
+
+- ``new`` / ``update`` write a fact, deduplicated against every fact the plan has written so
+  far that is still active (new versions included) and then against the conversation's active
+  facts: a duplicate (cosine at or above the threshold) is reinforced with the evidence
+  instead of a second row being written.
+- ``update`` ends its target at the event time and links the new version to it
+  (``supersedes_id``); an update whose sentence restates its target (a duplicate of it) is a
+  reinforcement. When the new version is a duplicate of a fact the plan wrote, that fact takes
+  the lineage.
+- Targets are existing facts (F-ids) or facts written by earlier actions of the same plan
+  (N-ids), so a change inside one chunk keeps its history in event time: Beijing from E1 until
+  E3, then Tokyo.
+- ``invalidate`` ends its target; ``reinforce`` adds the evidence to it.
+- Last, a plan that contradicts itself is refused where it does: a fact it writes that is
+  still active and valid since before the plan ended a duplicate of it is rejected, with the
+  reason in the decision log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from uuid import UUID
+
+import numpy as np
+
+from models.consolidation import FactAction
+from models.embedding.base import Vectors
+from models.ids import new_id
+from models.plan import Plan, PlannedAction
+
+
+class Decision(StrEnum):
+    """What apply did with one proposed action: the decision log's ``action``."""
+
+    new = "new"
+    reinforce = "reinforce"
+    update = "update"
+    invalidate = "invalidate"
+    merge = "merge"
+    rejected = "rejected"
+
+
+@dataclass(frozen=True)
+class Known:
+    """An existing fact the plan acts on, as apply locked it."""
+
+    valid_at: datetime
+    vector: np.ndarray
+
+
+@dataclass
+class NewFact:
+    """A row of semantic memory to insert."""
+
+    id: UUID
+    category: str
+    fact: str
+    keywords: list[str]
+    source_episodic_ids: list[UUID]
+    valid_at: datetime
+    invalid_at: datetime | None
+    embedding: np.ndarray
+    supersedes_id: UUID | None
+
+
+@dataclass
+class LogEntry:
+    """A decision-log row, less what the whole chunk shares (run, conversation, chunk)."""
+
+    proposed: str
+    action: Decision
+    fact_id: UUID | None
+    previous_fact_id: UUID | None
+    similarity: float | None
+    episode_ids: list[UUID]
+    event_time: datetime
+    reason: str | None
+    proposed_fact: str | None
+
+
+@dataclass
+class Writes:
+    """Everything one chunk writes."""
+
+    inserts: list[NewFact] = field(default_factory=list)
+    reinforcements: list[tuple[UUID, UUID]] = field(default_factory=list)  # (fact, episode)
+    endings: dict[UUID, datetime] = field(default_factory=dict)  # existing fact → event time
+    log: list[LogEntry] = field(default_factory=list)
+
+    def count(self, action: Decision) -> int:
+        return sum(entry.action is action for entry in self.log)
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """Cosine of two unit vectors (the embedders normalise)."""
+    return float(np.dot(a, b))
+
+
+def ended_targets(plan: Plan) -> set[UUID]:
+    """Existing facts the plan updates or invalidates: never merge targets for its new facts."""
+    return {
+        a.target_id
+        for a in plan.actions
+        if a.action in (FactAction.update, FactAction.invalidate) and a.target_id is not None
+    }
+
+
+def writing_vectors(plan: Plan, vectors: Vectors) -> dict[int, np.ndarray]:
+    """Action index → the vector of the fact it writes (``vectors`` in action order)."""
+    writing = [i for i, a in enumerate(plan.actions) if a.writes_fact]
+    if len(writing) != len(vectors):
+        raise ValueError(f"{len(writing)} facts to write but {len(vectors)} vectors")
+    return {i: vectors[k] for k, i in enumerate(writing)}
+
+
+def decide(
+    plan: Plan,
+    vectors: Vectors,
+    known: dict[UUID, Known],
+    nearest: dict[int, tuple[UUID, float]],
+    threshold: float,
+) -> Writes:
+    """The writes of ``plan``.
+
+    :param vectors: one row per action that writes a fact, in action order.
+    :param known: the existing facts the plan targets, locked.
+    :param nearest: action index → its nearest active duplicate in the conversation (at or
+        above ``threshold``), among facts the plan does not end.
+    """
+    return _Decider(plan, writing_vectors(plan, vectors), known, nearest, threshold).run()
+
+
+@dataclass
+class _Decider:
+    plan: Plan
+    vector_of: dict[int, np.ndarray]
+    known: dict[UUID, Known]
+    nearest: dict[int, tuple[UUID, float]]
+    threshold: float
+    writes: Writes = field(default_factory=Writes)
+    rows: dict[UUID, NewFact] = field(default_factory=dict)
+    fact_of: dict[int, UUID] = field(default_factory=dict)  # action index → fact it became
+
+    def run(self) -> Writes:
+        for index, action in enumerate(self.plan.actions):
+            target = self._target(action)
+            if action.action is FactAction.reinforce and target is not None:
+                self._reinforce(target, action.episode_ids)
+                self._log(action, Decision.reinforce, target)
+            elif action.action is FactAction.invalidate and target is not None:
+                self._end(target, action.event_time)
+                self._log(action, Decision.invalidate, target)
+            elif action.writes_fact:
+                self.fact_of[index] = self._write(index, action, target)
+        self._refuse_contradictions()
+        for rejection in self.plan.rejections:
+            self.writes.log.append(
+                LogEntry(
+                    proposed=str(rejection.proposed),
+                    action=Decision.rejected,
+                    fact_id=None,
+                    previous_fact_id=rejection.target_id,
+                    similarity=None,
+                    episode_ids=self.plan.episode_ids,
+                    event_time=self.plan.event_time,
+                    reason=rejection.reason,
+                    proposed_fact=rejection.fact,
+                )
+            )
+        self.writes.inserts = list(self.rows.values())
+        return self.writes
+
+    # ── the facts acted on ──────────────────────────────────────────────────────────────
+
+    def _target(self, action: PlannedAction) -> UUID | None:
+        if action.target_ref is not None:
+            return self.fact_of[action.target_ref]
+        return action.target_id
+
+    def _vector(self, fact_id: UUID) -> np.ndarray:
+        row = self.rows.get(fact_id)
+        return row.embedding if row is not None else self.known[fact_id].vector
+
+    def _valid_at(self, fact_id: UUID) -> datetime:
+        row = self.rows.get(fact_id)
+        return row.valid_at if row is not None else self.known[fact_id].valid_at
+
+    def _reinforce(self, fact_id: UUID, episodes: Sequence[UUID]) -> None:
+        row = self.rows.get(fact_id)
+        if row is not None:
+            row.source_episodic_ids = list(dict.fromkeys([*row.source_episodic_ids, *episodes]))
+        else:
+            self.writes.reinforcements += [(fact_id, e) for e in episodes]
+
+    def _end(self, fact_id: UUID, at: datetime) -> None:
+        row = self.rows.get(fact_id)
+        if row is not None:
+            if row.invalid_at is None:
+                row.invalid_at = max(at, row.valid_at)
+        else:
+            self.writes.endings.setdefault(fact_id, at)
+
+    # ── new and update ──────────────────────────────────────────────────────────────────
+
+    def _write(self, index: int, action: PlannedAction, target: UUID | None) -> UUID:
+        vector = self.vector_of[index]
+        previous = target if action.action is FactAction.update else None
+        if previous is not None:
+            similarity = cosine(vector, self._vector(previous))
+            if similarity >= self.threshold:  # the "new" sentence says what the fact says
+                self._reinforce(previous, action.episode_ids)
+                self._log(
+                    action,
+                    Decision.reinforce,
+                    previous,
+                    similarity=similarity,
+                    reason="update restates the fact it names: reinforced",
+                )
+                return previous
+            self._end(previous, action.event_time)
+
+        duplicate = self._duplicate(index, vector)
+        if duplicate is not None:
+            fact_id, similarity = duplicate
+            self._reinforce(fact_id, action.episode_ids)
+            row = self.rows.get(fact_id)
+            if previous is not None and row is not None and row.supersedes_id is None:
+                row.supersedes_id = previous  # the plan's own fact takes the lineage
+            decision = Decision.update if previous is not None else Decision.merge
+            self._log(action, decision, fact_id, previous=previous, similarity=similarity)
+            return fact_id
+
+        valid_at = action.event_time
+        if previous is not None:
+            valid_at = max(valid_at, self._valid_at(previous))
+        row = NewFact(
+            id=new_id(),
+            category=str(action.category),
+            fact=action.fact or "",
+            keywords=list(action.keywords),
+            source_episodic_ids=list(action.episode_ids),
+            valid_at=valid_at,
+            invalid_at=None,
+            embedding=vector,
+            supersedes_id=previous,
+        )
+        self.rows[row.id] = row
+        decision = Decision.update if previous is not None else Decision.new
+        self._log(action, decision, row.id, previous=previous)
+        return row.id
+
+    def _duplicate(self, index: int, vector: np.ndarray) -> tuple[UUID, float] | None:
+        """The plan's own active fact this one duplicates, else the conversation's."""
+        best: tuple[UUID, float] | None = None
+        for row in self.rows.values():
+            if row.invalid_at is not None:
+                continue
+            similarity = cosine(vector, row.embedding)
+            if similarity >= self.threshold and (best is None or similarity > best[1]):
+                best = (row.id, similarity)
+        return best if best is not None else self.nearest.get(index)
+
+    # ── contradictions ──────────────────────────────────────────────────────────────────
+
+    def _refuse_contradictions(self) -> None:
+        """A fact the plan leaves active while it ended a duplicate of it, valid from before
+        that end, contradicts the plan itself: rejected, never written."""
+        ended = [(self.known[f].vector, at) for f, at in self.writes.endings.items()]
+        ended += [(r.embedding, r.invalid_at) for r in self.rows.values() if r.invalid_at]
+        refused: dict[UUID, str] = {}
+        for row in self.rows.values():
+            if row.invalid_at is not None:
+                continue
+            for vector, at in ended:
+                if row.valid_at <= at and cosine(row.embedding, vector) >= self.threshold:
+                    refused[row.id] = (
+                        f"contradicts the plan itself: it ends this fact at {at.isoformat()} "
+                        f"and asserts it from {row.valid_at.isoformat()}"
+                    )
+                    break
+        for fact_id in refused:
+            del self.rows[fact_id]
+        for entry in self.writes.log:
+            if entry.fact_id in refused:
+                entry.reason = refused[entry.fact_id]
+                entry.action = Decision.rejected
+                entry.fact_id = None
+
+    def _log(
+        self,
+        action: PlannedAction,
+        decision: Decision,
+        fact_id: UUID,
+        *,
+        previous: UUID | None = None,
+        similarity: float | None = None,
+        reason: str | None = None,
+    ) -> None:
+        self.writes.log.append(
+            LogEntry(
+                proposed=str(action.proposed),
+                action=decision,
+                fact_id=fact_id,
+                previous_fact_id=previous,
+                similarity=similarity,
+                episode_ids=list(action.episode_ids),
+                event_time=action.event_time,
+                reason=reason or action.reason,
+                proposed_fact=action.fact,
+            )
+        )
