@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 from uuid import UUID
 
@@ -41,6 +42,14 @@ class Episode(BaseModel):
         "episode's messages before this index are consolidated. None: the part (or the whole "
         "episode) finishes it.",
     )
+
+    @property
+    def part_key(self) -> str:
+        """What identifies this episode, or this part of it, within a chunk: its id, the
+        messages it holds and a digest of their text (pieces of one long message share their
+        message indexes)."""
+        digest = hashlib.sha1("\n".join(m.text for m in self.messages).encode()).hexdigest()
+        return f"{self.id}:{self.messages_from}:{self.messages_to}:{digest[:16]}"
 
     @property
     def text_length(self) -> int:

@@ -81,3 +81,10 @@ class Plan(BaseModel):
     event_time: datetime = Field(description="End of the chunk's latest episode.")
     prompt_tokens: int = 0
     completion_tokens: int = 0
+
+    @property
+    def finished_episodes(self) -> int:
+        """Episodes this chunk finishes (a part that leaves its episode half done: none)."""
+        if not self.messages_to:
+            return len(self.episode_ids)
+        return sum(to is None for to in self.messages_to)

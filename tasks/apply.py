@@ -45,13 +45,14 @@ class IsolationViolation(RuntimeError):
 
 
 # The database refusing the chunk's own data (a constraint, a value out of range, a trigger
-# that raises): the chunk's failure. Other database errors are slowwave's (a bad statement)
-# or the connection's (transient), never the chunk's.
+# that raises): the chunk's failure. Other database errors are slowwave's (a bad statement),
+# the server's (internal errors, corruption) or the connection's (transient), never the
+# chunk's. A vector of the wrong dimension is a DataError too, but it cannot reach apply: the
+# embedder and the schema are checked against SLOWWAVE_EMBEDDING_DIM before a run starts.
 CHUNK_REFUSALS: tuple[type[Exception], ...] = (
     IsolationViolation,
     psycopg.DataError,
     psycopg.IntegrityError,
-    psycopg.InternalError,
     psycopg.errors.RaiseException,
 )
 
@@ -105,7 +106,8 @@ class ApplyResult:
     chunk_id: UUID
     conversation_id: str
     applied: bool
-    episodes: int = 0
+    episodes: int = 0  # episodes finished (a part that does not finish its episode: none)
+    episode_ids: list[UUID] = field(default_factory=list)
     gated: int = 0
     inserted: int = 0
     reinforced: int = 0
@@ -177,6 +179,7 @@ def record_failure(
         error=reason,
         quarantined=quarantined,
         episodes=len(plan.episode_ids),
+        episode_ids=plan.episode_ids,
     )
 
 
@@ -190,7 +193,8 @@ def read_back(conn: psycopg.Connection, plan: Plan) -> ApplyResult | None:
         chunk_id=plan.chunk_id,
         conversation_id=conversation,
         applied=status == "applied",
-        episodes=len(episode_ids),
+        episodes=plan.finished_episodes if status == "applied" else len(episode_ids),
+        episode_ids=list(episode_ids),
         gated=int(gated),
         inserted=int(new),
         reinforced=int(reinforce),
@@ -220,6 +224,7 @@ def _conflict(
         conflict=True,
         error=reason,
         episodes=len(plan.episode_ids),
+        episode_ids=plan.episode_ids,
     )
 
 
@@ -233,7 +238,7 @@ def _apply(
 ) -> ApplyResult:
     _lock_episodes(conn, plan, run_id)
     known = _lock_targets(conn, plan)
-    nearest = _nearest_duplicates(conn, plan, vectors, policy)
+    nearest = _nearest_duplicates(conn, plan, vectors, policy, known)
     writes = decide(plan, vectors, known, nearest, policy.dedupe_threshold)
 
     _end_facts(conn, plan, writes)
@@ -254,7 +259,8 @@ def _apply(
         chunk_id=plan.chunk_id,
         conversation_id=plan.conversation_id,
         applied=True,
-        episodes=len(plan.episode_ids),
+        episode_ids=plan.episode_ids,
+        episodes=plan.finished_episodes,
         gated=len(plan.gated_ids),
         inserted=writes.count(Decision.new),
         reinforced=writes.count(Decision.reinforce),
@@ -306,9 +312,15 @@ def _lock_targets(conn: psycopg.Connection, plan: Plan) -> dict[UUID, Known]:
 
 
 def _nearest_duplicates(
-    conn: psycopg.Connection, plan: Plan, vectors: Vectors, policy: ApplyPolicy
+    conn: psycopg.Connection,
+    plan: Plan,
+    vectors: Vectors,
+    policy: ApplyPolicy,
+    known: dict[UUID, Known],
 ) -> dict[int, tuple[UUID, float]]:
-    """Action index → the nearest active duplicate of the fact it writes, if any."""
+    """Action index → the nearest active duplicate of the fact it writes, if any; each
+    duplicate is added to ``known`` (a later action may act on the fact a new one merged
+    into)."""
     writing = [i for i, a in enumerate(plan.actions) if a.writes_fact]
     if not writing:
         return {}
@@ -323,8 +335,9 @@ def _nearest_duplicates(
         },
     ).fetchall()
     nearest: dict[int, tuple[UUID, float]] = {}
-    for ordinal, fact_id, similarity in rows:  # best first within each ordinal
+    for ordinal, fact_id, similarity, valid_at, vector in rows:  # best first per ordinal
         nearest.setdefault(writing[int(ordinal) - 1], (fact_id, float(similarity)))
+        known.setdefault(fact_id, Known(valid_at=valid_at, vector=vector.to_numpy()))
     return nearest
 
 

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+from uuid import UUID
 
 from models.episode import Episode
 from models.llm.base import ConsolidationModel, ModelAnswer, submit
@@ -59,6 +60,11 @@ class Stages:
     finish: Callable[[Sequence[tuple[OpenChunk, ModelAnswer | None]]], list[PreparedChunk]]
     # applies, calling the second argument with each chunk's result as soon as it commits
     apply: Callable[[Sequence[PreparedChunk], Callable[[ApplyResult], None]], object]
+
+
+def _episodes(queue: Sequence[Sequence[Episode]], also: Sequence[UUID] = ()) -> set[UUID]:
+    """The distinct episodes of queued chunks (parts of one episode count once)."""
+    return {e.id for chunk in queue for e in chunk} | set(also)
 
 
 def answer_of(model: ConsolidationModel, chunk_id: str, future: Future[ModelAnswer]) -> ModelAnswer:
@@ -100,13 +106,19 @@ def run_chains(
         queue.popleft()
         settled += 1
         if result.conflict:  # another run holds the conversation now: the rest is theirs
-            summary.episodes_conflicted += result.episodes + sum(len(c) for c in queue)
+            summary.episodes_conflicted += len(_episodes(queue, result.episode_ids))
             settled += len(queue)
             queue.clear()
         elif not result.applied and not result.quarantined:
-            summary.episodes_deferred += sum(len(c) for c in queue)
+            summary.episodes_deferred += len(_episodes(queue))
             settled += len(queue)
             queue.clear()
+        elif result.quarantined:  # later parts of a quarantined episode go with it
+            gone = set(result.episode_ids)
+            kept = [c for c in queue if not gone.intersection(e.id for e in c)]
+            settled += len(queue) - len(kept)
+            queue.clear()
+            queue.extend(kept)
         if queue:
             ready.append(result.conversation_id)
         else:

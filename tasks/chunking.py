@@ -272,8 +272,15 @@ def _last_fitting(cuts: Sequence[int], text: str, fits: Callable[[str], bool]) -
 # ── packing ────────────────────────────────────────────────────────────────────────────────
 
 
+class Unsplittable(ValueError):
+    """An episode that no cut makes fit the budget (its header or summary alone is over it)."""
+
+
 def pack(
-    episodes: Sequence[Episode], budget: ChunkBudget, offsets: Mapping[UUID, int] | None = None
+    episodes: Sequence[Episode],
+    budget: ChunkBudget,
+    offsets: Mapping[UUID, int] | None = None,
+    refused: dict[UUID, str] | None = None,
 ) -> list[list[EpisodePart]]:
     """Chunks of episode parts, oldest first, filled greedily within the budget.
 
@@ -281,12 +288,22 @@ def pack(
     Parts of a split episode are packed like whole episodes, so a short last part shares its
     chunk with the next episodes; two parts of one episode never share a chunk. Without a
     token limit the grouping is exactly the old ``chunked(episodes, max_episodes)``.
+
+    An episode no cut makes fit is left out and its reason put in ``refused`` when given
+    (the caller quarantines it); without ``refused`` it raises ``Unsplittable``.
     """
     offsets = offsets or {}
     chunks: list[list[EpisodePart]] = []
     used = 0
     for episode in sorted(episodes, key=lambda e: (e.start_at, e.end_at, e.id)):
-        for part in split_episode(episode, budget, offsets.get(episode.id, 0)):
+        try:
+            parts = split_episode(episode, budget, offsets.get(episode.id, 0))
+        except ValueError as exc:
+            if refused is None:
+                raise Unsplittable(str(exc)) from exc
+            refused[episode.id] = f"cannot be cut to fit the model's context: {exc}"
+            continue
+        for part in parts:
             chunk = chunks[-1] if chunks else []
             if (
                 not chunk

@@ -7,6 +7,7 @@ taken up again. Conversations are claimed whole; see ``sql/statements/claim.sql`
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from uuid import UUID
@@ -19,6 +20,8 @@ from models.episode import Episode, Message
 from slowwave.settings import Settings
 from tasks.chunking import ChunkBudget, as_episodes, pack
 
+logger = logging.getLogger(__name__)
+
 
 @dataclass
 class ConversationWork:
@@ -27,9 +30,12 @@ class ConversationWork:
     conversation_id: str
     chunks: list[list[Episode]]
 
+    quarantined: int = 0  # episodes that cannot be cut to fit the budget, quarantined
+
     @property
     def episodes(self) -> int:
-        return sum(len(c) for c in self.chunks)
+        """Distinct episodes (the parts of a long one count once)."""
+        return len({e.id for chunk in self.chunks for e in chunk})
 
 
 def claim(
@@ -69,12 +75,27 @@ def claim(
         by_conversation.setdefault(episode.conversation_id, []).append(episode)
         if row["consolidated_messages"]:
             offsets[episode.id] = row["consolidated_messages"]
-    return [
-        ConversationWork(conversation_id, [as_episodes(c) for c in pack(episodes, budget, offsets)])
-        for conversation_id, episodes in sorted(
-            by_conversation.items(), key=lambda kv: (min(e.start_at for e in kv[1]), kv[0])
+    work: list[ConversationWork] = []
+    refused: dict[UUID, str] = {}
+    for conversation_id, episodes in sorted(
+        by_conversation.items(), key=lambda kv: (min(e.start_at for e in kv[1]), kv[0])
+    ):
+        before = len(refused)
+        chunks = [as_episodes(c) for c in pack(episodes, budget, offsets, refused)]
+        work.append(ConversationWork(conversation_id, chunks, len(refused) - before))
+    if refused:
+        quarantine(conn, run_id, refused)
+    return work
+
+
+def quarantine(conn: psycopg.Connection, run_id: UUID, reasons: dict[UUID, str]) -> None:
+    """Quarantine episodes that can never be consolidated as they are, with the reason."""
+    logger.warning("quarantined %d episode(s) that cannot be cut to fit", len(reasons))
+    with conn.transaction():
+        conn.execute(
+            sql.statement("quarantine"),
+            {"run_id": run_id, "ids": list(reasons), "reasons": list(reasons.values())},
         )
-    ]
 
 
 @dataclass(frozen=True)

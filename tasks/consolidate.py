@@ -89,10 +89,7 @@ def open_chunks(
             kept, skipped = split_gated(chunk, settings)
             plans.append(
                 Plan(
-                    chunk_id=chunk_id(
-                        summary.run_id,
-                        (f"{e.id}:{e.messages_from}:{e.messages_to}" for e in chunk),
-                    ),
+                    chunk_id=chunk_id(summary.run_id, (e.part_key for e in chunk)),
                     conversation_id=chunk[0].conversation_id,
                     episode_ids=[e.id for e in chunk],
                     gated_ids=[e.id for e in skipped],
@@ -278,6 +275,7 @@ def claim_run(
             conn, summary.run_id, settings, conversations=conversations, everything=everything
         )
     summary.conversations = len(work)
+    summary.episodes_quarantined += sum(w.quarantined for w in work)
     summary.episodes_held_elsewhere = left.held
     summary.episodes_not_due = left.not_due
     summary.episodes_over_cap = left.over_cap

@@ -20,7 +20,8 @@ Rules, in answer order:
 - ``invalidate`` ends its target; ``reinforce`` adds the evidence to it.
 - Last, a plan that contradicts itself is refused where it does: a fact it writes that is
   still active and valid since before the plan ended a duplicate of it is rejected, with the
-  reason in the decision log.
+  reason in the decision log; when it was an update's new version, the fact it was to
+  succeed is left as it was.
 """
 
 from __future__ import annotations
@@ -289,12 +290,24 @@ class _Decider:
                     )
                     break
         for fact_id in refused:
-            del self.rows[fact_id]
+            self._restore_predecessor(self.rows.pop(fact_id))
         for entry in self.writes.log:
             if entry.fact_id in refused:
                 entry.reason = refused[entry.fact_id]
                 entry.action = Decision.rejected
                 entry.fact_id = None
+
+    def _restore_predecessor(self, refused: NewFact) -> None:
+        """The fact a refused row was to succeed stays as it was: the update that ended it is
+        refused with the row (one update per fact, so that was its only end)."""
+        previous = refused.supersedes_id
+        if previous is None:
+            return
+        row = self.rows.get(previous)
+        if row is not None:
+            row.invalid_at = None
+        else:
+            self.writes.endings.pop(previous, None)
 
     def _log(
         self,

@@ -215,9 +215,7 @@ def _resolve_conflicts(
             planned.reason = "second update of the same fact treated as new"
             resolved.append(planned)
         elif planned.action is FactAction.reinforce and chosen.action is FactAction.reinforce:
-            chosen.episode_ids = list(dict.fromkeys([*chosen.episode_ids, *planned.episode_ids]))
-            chosen.event_time = max(chosen.event_time, planned.event_time)
-            chosen.cited = chosen.cited and planned.cited
+            _merge_evidence(chosen, planned)
         else:
             rejections.append(
                 Rejection(
@@ -233,6 +231,19 @@ def _resolve_conflicts(
         if planned.target_ref is not None:
             planned.target_ref = new_index[id(actions[planned.target_ref])]
     return resolved, rejections
+
+
+def _merge_evidence(into: PlannedAction, other: PlannedAction) -> None:
+    """Two reinforcements of one fact: their cited evidence united. An uncited one adds
+    nothing (its episodes are the whole chunk, not evidence); only when neither cites does the
+    merged one stay uncited."""
+    if not other.cited:
+        return
+    if not into.cited:
+        into.episode_ids, into.event_time, into.cited = other.episode_ids, other.event_time, True
+        return
+    into.episode_ids = list(dict.fromkeys([*into.episode_ids, *other.episode_ids]))
+    into.event_time = max(into.event_time, other.event_time)
 
 
 def latest_end(episodes: Sequence[Episode]) -> datetime:

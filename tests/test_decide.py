@@ -12,6 +12,7 @@ import numpy as np
 
 from models.category import Category
 from models.consolidation import ConsolidationOutput, FactAction
+from models.fact import Fact
 from models.ids import new_id
 from models.plan import Plan, PlannedAction
 from tasks.decide import Decision, Known, decide
@@ -206,3 +207,48 @@ def test_an_uncited_action_is_attributed_to_its_most_similar_episode_only() -> N
     assert moved.episode_ids == [episodes[1].id] and moved.event_time == episodes[1].end_at
     assert ended.episode_ids == [episodes[2].id]
     assert "attributed to the most similar episode" in (moved.reason or "")
+
+
+def test_an_update_of_a_fact_that_merged_into_a_known_one_ends_the_known_one() -> None:
+    boston = new_id()
+    known = {boston: Known(at(2025, 1, 1), unit(1))}
+    again = act(FactAction.new, "lives in Boston", 2)
+    moved = act(FactAction.update, "lives in New York", 3, ref=0)
+    writes = decide(
+        plan_of(again, moved), np.stack([unit(1), unit(2)]), known, {0: (boston, 0.99)}, 0.95
+    )
+    (new_york,) = writes.inserts
+    assert writes.endings == {boston: at(2025, 3, 1)} and new_york.supersedes_id == boston
+
+
+def test_a_refused_new_version_leaves_the_fact_it_was_to_succeed_as_it_was() -> None:
+    beijing, tokyo = new_id(), new_id()
+    known = {beijing: Known(at(2025, 1, 1), unit(1)), tokyo: Known(at(2024, 1, 1), unit(2))}
+    left_tokyo = act(FactAction.invalidate, "lives in Tokyo", 6, target=tokyo)
+    moved = act(FactAction.update, "lives in Tokyo", 3, target=beijing)  # before it was ended
+    writes = decide(plan_of(left_tokyo, moved), np.stack([unit(2)]), known, {}, THRESHOLD)
+    assert writes.inserts == []
+    assert writes.endings == {tokyo: at(2025, 6, 1)}, "Beijing is not ended without successor"
+    assert writes.log[1].action is Decision.rejected
+
+
+def test_two_reinforcements_keep_the_cited_evidence_not_the_uncited_chunk() -> None:
+    episodes = _episodes()
+    shown = [
+        Fact(
+            id=new_id(),
+            conversation_id="c",
+            category=Category.interest,
+            fact="User plays the piano",
+            source_episodic_ids=[new_id()],
+            valid_at=at(2024, 1, 1),
+        )
+    ]
+    output = ConsolidationOutput(
+        facts=[
+            fact("User plays the piano", action=FactAction.reinforce, existing="F1", episodes=[]),
+            fact("User plays piano", action=FactAction.reinforce, existing="F1", episodes=["E2"]),
+        ]
+    )
+    (merged,), _ = guard(output, shown, episodes)
+    assert merged.cited and merged.episode_ids == [episodes[1].id]

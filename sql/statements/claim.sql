@@ -5,7 +5,9 @@
 -- backfill, or a run that names its conversations) every pending episode is due.
 -- A conversation is taken whole or not at all: skipped while any of its pending episodes is
 -- under another run's live lease, and guarded by a transaction-level advisory lock so that two
--- claimers running this statement at the same moment cannot split it between them.
+-- claimers running this statement at the same moment cannot split it between them. The run's
+-- own leases count as free: a retried claim (its first try's COMMIT unconfirmed) gets the same
+-- work back.
 WITH due AS (
     SELECT conversation_id, min(start_at) AS oldest
     FROM episodic_memory
@@ -16,7 +18,8 @@ WITH due AS (
             OR slowwave_due(count(*), max(surprise), bool_or(first_claimed_at IS NOT NULL),
                             min(created_at), %(threshold)s::integer, %(flashbulb)s::real,
                             now() - make_interval(secs => %(due_after_s)s)))
-       AND bool_and(claimed_until IS NULL OR claimed_until < now())
+       AND bool_and(claimed_until IS NULL OR claimed_until < now()
+                    OR claimed_by = %(run_id)s)
     ORDER BY oldest, conversation_id
     LIMIT %(max_conversations)s
 ), locked AS (
@@ -31,6 +34,6 @@ SET claimed_by = %(run_id)s,
     first_claimed_at = coalesce(e.first_claimed_at, now())
 WHERE e.conversation_id = ANY (ARRAY(SELECT conversation_id FROM locked))
   AND e.consolidated_at IS NULL AND e.quarantined_at IS NULL
-  AND (e.claimed_until IS NULL OR e.claimed_until < now())
+  AND (e.claimed_until IS NULL OR e.claimed_until < now() OR e.claimed_by = %(run_id)s)
 RETURNING e.id, e.conversation_id, e.external_key, e.messages, e.summary, e.surprise,
           e.start_at, e.end_at, e.consolidated_messages
