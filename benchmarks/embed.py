@@ -43,7 +43,7 @@ def main() -> None:
 
     from models.embedding import load_embedder
     from models.embedding.sentence_transformer import resolve_model_path
-    from slowwave.settings import Settings
+    from models.settings import Settings
 
     texts = sentences(args.data, args.texts)
     settings = Settings(embedding_actors_per_node=args.actors)

@@ -46,8 +46,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     args = parser.parse_args()
 
-    from slowwave.db import Database, migrate
-    from slowwave.settings import Settings
+    from models.settings import Settings
+    from sql.db import Database, migrate
     from tasks.ingest.transcripts import ingest
 
     with tempfile.TemporaryDirectory(prefix="slowwave-ingest-") as tmp:

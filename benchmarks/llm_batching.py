@@ -27,7 +27,7 @@ def main() -> None:
 
     from models.llm import vllm_options
     from models.llm.vllm_engine import VLLMConsolidationEngine
-    from slowwave.settings import Settings
+    from models.settings import Settings
     from tasks.calibrate import build_request, parse_answer
     from tasks.ingest.locomo import read_locomo
 

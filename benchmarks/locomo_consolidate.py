@@ -28,8 +28,8 @@ def main() -> None:
 
     from models.embedding import load_embedder
     from models.llm.replay import LoCoMoReplayModel
-    from slowwave.db import Database, migrate
-    from slowwave.settings import Settings
+    from models.settings import Settings
+    from sql.db import Database, migrate
     from tasks.consolidate import consolidate
     from tasks.ingest.load import load_episodes
     from tasks.ingest.locomo import read_locomo

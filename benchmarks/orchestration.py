@@ -71,8 +71,8 @@ def synthetic_episodes(data: Path, conversations: int, sessions: int) -> Iterato
 
 def child(variant: str, conversations: int, sessions: int, data: Path) -> dict[str, Any]:
     """One measurement, in this (child) process: load, then time the consolidation alone."""
-    from slowwave.db import Database, migrate
-    from slowwave.settings import get_settings
+    from models.settings import get_settings
+    from sql.db import Database, migrate
     from tasks.ingest.load import load_episodes
 
     settings = get_settings()

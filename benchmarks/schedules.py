@@ -86,7 +86,7 @@ def engine_gauges(client: httpx.Client, metrics_url: str) -> tuple[float, float]
 
 
 def chunked_requests(data: Path, conversations: int, sessions: int, chunk_size: int) -> Chains:
-    from slowwave.settings import Settings
+    from models.settings import Settings
     from tasks.calibrate import build_request
     from tasks.ingest.locomo import read_locomo
 
@@ -165,7 +165,7 @@ def through_consolidate(
     name: str, engine: Any, episodes: Sequence[Any], settings: Any, embedder: Any
 ) -> dict[str, Any]:
     """One schedule through ``consolidate()`` on a fresh embedded database."""
-    from slowwave.db import Database, migrate
+    from sql.db import Database, migrate
     from tasks.consolidate import consolidate
     from tasks.ingest.load import load_episodes
 
@@ -199,7 +199,7 @@ def compare_through_consolidate(args: argparse.Namespace) -> list[dict[str, Any]
     from models.embedding import load_embedder
     from models.llm import vllm_options
     from models.llm.vllm_engine import VLLMConsolidationEngine
-    from slowwave.settings import get_settings
+    from models.settings import get_settings
     from tasks.ingest.locomo import read_locomo
 
     settings = get_settings().model_copy(
@@ -258,7 +258,7 @@ def compare_through_server(args: argparse.Namespace) -> list[dict[str, Any]]:
     from models.llm import vllm_options
     from models.llm.openai import OpenAICompatibleModel
     from models.llm.vllm_server import SERVED_NAME, running_vllm_server
-    from slowwave.settings import get_settings
+    from models.settings import get_settings
 
     settings = get_settings()
     chains = chunked_requests(args.data, args.conversations, args.sessions, args.chunk_size)

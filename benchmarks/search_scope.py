@@ -57,8 +57,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     args = parser.parse_args()
 
-    from slowwave.db import Database, migrate
-    from slowwave.settings import Settings
+    from models.settings import Settings
+    from sql.db import Database, migrate
 
     rng = np.random.default_rng(7)
     figures: dict[str, Any] = {"others": args.others, "k": args.k}

@@ -15,8 +15,8 @@ from prefect.states import State
 from flows.consolidate import consolidate_run, final_state
 from models.llm import load_model
 from models.llm.base import ConsolidationModel
-from slowwave.db import Database, migrate
-from slowwave.settings import get_settings
+from models.settings import get_settings
+from sql.db import Database, migrate
 from tasks.ingest.summarize import SummaryReport, summarize_missing
 from tasks.ingest.transcripts import Format, IngestReport, ingest
 

@@ -38,8 +38,8 @@ from models.embedding.base import Embedder
 from models.llm import load_model
 from models.llm.base import ConsolidationModel
 from models.run import RunSummary
-from slowwave.db import Database, migrate
-from slowwave.settings import Settings, get_settings
+from models.settings import Settings, get_settings
+from sql.db import Database, migrate
 from tasks.apply import ApplyPolicy
 from tasks.chains import Backlog, Stages, run_chains
 from tasks.chunking import ChunkBudget, run_budget

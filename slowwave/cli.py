@@ -36,12 +36,12 @@ from models.category import Category
 from models.embedding import EmbeddingDimensionMismatch
 from models.llm import RuntimeNotAvailable
 from models.run import RunSummary
-from slowwave.db import Database, DatabaseUnavailable, MigrationError, migrate
-from slowwave.db.embedded import EmbeddedPostgresError, stop_embedded
-from slowwave.db.status import COUNTS, read_status
+from models.settings import Settings, get_settings
 from slowwave.memory import Memory
-from slowwave.settings import Settings, get_settings
 from slowwave.settings_doc import settings_markdown, sync_readme
+from sql.db import Database, DatabaseUnavailable, MigrationError, migrate
+from sql.db.embedded import EmbeddedPostgresError, stop_embedded
+from sql.db.status import COUNTS, read_status
 from tasks.ingest.rejects import Reject
 from tasks.ingest.transcripts import Format, IngestReport, ingest
 

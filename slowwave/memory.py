@@ -18,8 +18,8 @@ from typing import Self
 from models.category import Category
 from models.embedding import load_embedder
 from models.embedding.base import Embedder
-from slowwave.db import Database
-from slowwave.settings import Settings, get_settings
+from models.settings import Settings, get_settings
+from sql.db import Database
 from tasks.search import Ranker, SearchHit, context, render_markdown, render_split, search
 
 

@@ -30,7 +30,7 @@ import psycopg.errors
 import sql
 from models.embedding.base import Vectors
 from models.plan import Plan
-from slowwave.settings import Settings
+from models.settings import Settings
 from tasks.decide import Decision, Known, LogEntry, NewFact, Writes, decide, ended_targets
 
 logger = logging.getLogger(__name__)

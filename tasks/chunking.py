@@ -33,7 +33,7 @@ from models.episode import Episode, Message
 from models.fact import Fact
 from models.llm.base import prompt_limits
 from models.llm.tokens import TokenCounter, estimate_tokens
-from slowwave.settings import Settings
+from models.settings import Settings
 
 # The safety margin kept out of every budget: 5% of the context plus 64 tokens. It absorbs the
 # chat template's role markers (2-30 tokens), per-line counting that a tokenizer merges

@@ -17,7 +17,7 @@ from psycopg.rows import dict_row
 
 import sql
 from models.episode import Episode, Message
-from slowwave.settings import Settings
+from models.settings import Settings
 from tasks.chunking import ChunkBudget, as_episodes, pack
 
 logger = logging.getLogger(__name__)

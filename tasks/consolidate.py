@@ -26,8 +26,8 @@ from models.ids import chunk_id
 from models.llm.base import ConsolidationModel, ConsolidationRequest, ModelAnswer
 from models.plan import Plan
 from models.run import ChunkFailure, RunSummary
-from slowwave.db import Database
-from slowwave.settings import Settings
+from models.settings import Settings
+from sql.db import Database
 from tasks.apply import ApplyPolicy, ApplyResult, apply_plan, read_back, record_failure
 from tasks.calibrate import build_request, calibration_of
 from tasks.chains import Backlog, Stages, run_chains

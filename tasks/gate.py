@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from models.episode import Episode
-from slowwave.settings import Settings
+from models.settings import Settings
 
 
 def is_gated(episode: Episode, settings: Settings) -> bool:

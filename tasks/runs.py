@@ -17,7 +17,7 @@ from models.ids import new_id
 from models.run import RunSummary
 
 if TYPE_CHECKING:
-    from slowwave.db import Database
+    from sql.db import Database
 
 logger = logging.getLogger(__name__)
 

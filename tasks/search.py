@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 import sql
 from models.category import Category
 from models.embedding.base import Embedder
-from slowwave.settings import Settings
+from models.settings import Settings
 
 Ranker = Literal["hybrid", "vector", "fulltext"]
 

@@ -10,7 +10,7 @@ from psycopg.rows import dict_row
 
 from models.episode import Episode, Message
 from models.ids import new_id
-from slowwave.settings import Settings
+from models.settings import Settings
 from tasks.ingest.load import load_episodes
 
 

@@ -12,7 +12,7 @@ from models.consolidation import ConsolidatedFact, ConsolidationOutput, FactActi
 from models.embedding import load_embedder
 from models.embedding.base import Embedder
 from models.llm.base import ConsolidationRequest, ModelAnswer
-from slowwave.settings import Settings
+from models.settings import Settings
 
 _SHOWN = re.compile(r"^\[(F\d+)\] \[[a-z]+\] (.*)$", re.M)
 

@@ -16,9 +16,9 @@ from models.consolidation import ConsolidationOutput
 from models.embedding.base import Embedder
 from models.llm.base import ConsolidationRequest, ModelAnswer, RuntimeUnreachable
 from models.llm.openai import OpenAICompatibleModel
-from slowwave.db import Database
-from slowwave.processes import free_port
-from slowwave.settings import Settings
+from models.processes import free_port
+from models.settings import Settings
+from sql.db import Database
 from tasks.apply import ApplyPolicy, ApplyResult
 from tasks.chains import Backlog, Stages, run_chains
 from tasks.claim import claim
@@ -200,7 +200,8 @@ def test_an_unreachable_runtime_fails_the_run_without_charging_any_chunk_an_atte
 
 
 def test_a_lost_actor_is_transient_but_an_error_raised_inside_one_is_the_chunks() -> None:
-    from models.ray_cluster import ray_module
+    from models.workers.cluster import ray_module
+    from models.workers.pool import translate
 
     ray_errors = ray_module().exceptions  # Ray imported the way slowwave imports it
 
@@ -210,8 +211,10 @@ def test_a_lost_actor_is_transient_but_an_error_raised_inside_one_is_the_chunks(
         except Exception as exc:
             return ray_errors.RayTaskError("submit_one", "traceback", exc).as_instanceof_cause()
 
-    assert is_transient(ray_errors.ActorDiedError())
-    assert is_transient(raised_in_actor(RuntimeUnreachable("the vLLM engine died")))
-    assert is_transient(raised_in_actor(psycopg.OperationalError("connection lost")))
-    assert not is_transient(raised_in_actor(ValueError("the schema does not compile")))
+    lost = translate(ray_errors.ActorDiedError())
+    assert isinstance(lost, RuntimeUnreachable) and is_transient(lost)
+    assert is_transient(translate(raised_in_actor(RuntimeUnreachable("the vLLM engine died"))))
+    assert is_transient(translate(raised_in_actor(psycopg.OperationalError("connection lost"))))
+    bug = translate(raised_in_actor(ValueError("the schema does not compile")))
+    assert isinstance(bug, ValueError) and not is_transient(bug)
     assert not is_transient(ValueError("a runtime's own bug"))

@@ -14,8 +14,8 @@ from models.consolidation import ConsolidationOutput
 from models.embedding.base import Embedder
 from models.ids import new_id
 from models.run import RunSummary
-from slowwave.db import Database
-from slowwave.settings import Settings
+from models.settings import Settings
+from sql.db import Database
 from tasks.claim import ConversationWork, claim, release
 from tasks.consolidate import consolidate
 from tests.fix_episodes import add, at, episodes_state, facts, make_episode, with_settings

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from slowwave.db.embedded import postmaster_pid
 from slowwave.settings_doc import settings_markdown
+from sql.db.embedded import postmaster_pid
 from tests.fix_processes import run_cli
 
 

@@ -17,8 +17,8 @@ from models.embedding.base import Embedder
 from models.episode import Episode, Message
 from models.llm.base import ConsolidationRequest, ModelAnswer
 from models.llm.tokens import estimate_tokens
-from slowwave.db import Database
-from slowwave.settings import Settings
+from models.settings import Settings
+from sql.db import Database
 from tasks.consolidate import consolidate
 from tests.fix_episodes import (
     active,

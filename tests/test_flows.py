@@ -12,8 +12,8 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 from prefect.testing.utilities import prefect_test_harness
 
-from slowwave.db import Database
-from slowwave.settings import Settings, get_settings
+from models.settings import Settings, get_settings
+from sql.db import Database
 from tasks.ingest.transcripts import ingest
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "transcripts"

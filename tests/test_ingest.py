@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from models.embedding.base import Embedder
 from models.llm.replay import LoCoMoReplayModel
-from slowwave.db import Database
-from slowwave.settings import Settings
+from models.settings import Settings
+from sql.db import Database
 from tasks.consolidate import consolidate
 from tasks.ingest.transcripts import ingest
 from tests.fix_episodes import with_settings

@@ -11,8 +11,8 @@ import pytest
 from models.embedding import EmbeddingDimensionMismatch, check_dimension
 from models.embedding.base import Embedder
 from models.llm.replay import LoCoMoReplayModel, categorize, keywords_of
-from slowwave.db import Database
-from slowwave.settings import Settings
+from models.settings import Settings
+from sql.db import Database
 from tasks.consolidate import consolidate
 from tasks.ingest.load import load_episodes
 from tasks.ingest.locomo import read_locomo

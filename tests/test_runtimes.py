@@ -25,8 +25,8 @@ from models.llm import load_model, vllm_options
 from models.llm.base import ConsolidationModel
 from models.llm.openai import OpenAICompatibleModel
 from models.llm.vllm_server import SERVED_NAME, running_vllm_server
-from slowwave.db import Database
-from slowwave.settings import Settings
+from models.settings import Settings
+from sql.db import Database
 from tasks.calibrate import build_request, parse_answer
 from tasks.consolidate import consolidate
 from tasks.transient import is_transient

@@ -10,9 +10,9 @@ import psycopg
 import pytest
 
 import sql
-from slowwave.db import Database, MigrationError, migrate
-from slowwave.db.migrate import schema_embedding_dim
-from slowwave.settings import Settings
+from models.settings import Settings
+from sql.db import Database, MigrationError, migrate
+from sql.db.migrate import schema_embedding_dim
 
 NOW = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 

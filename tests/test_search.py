@@ -12,9 +12,9 @@ import pytest
 from models.consolidation import ConsolidationOutput, FactAction
 from models.embedding.base import Embedder
 from models.fact import embedding_text
-from slowwave.db import Database
+from models.settings import Settings
 from slowwave.memory import Memory
-from slowwave.settings import Settings
+from sql.db import Database
 from tasks.consolidate import consolidate
 from tasks.search import context, render_markdown, render_split, search
 from tests.fix_episodes import add, at, make_episode, with_settings

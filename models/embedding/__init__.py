@@ -14,7 +14,7 @@ from models.embedding.base import (
     Vectors,
     check_dimension,
 )
-from slowwave.settings import Settings
+from models.settings import Settings
 
 __all__ = [
     "Embedder",
@@ -46,7 +46,7 @@ class RayEmbedder:
     """Embedding actors on Ray; a batch is split into one contiguous shard per actor."""
 
     def __init__(self, settings: Settings) -> None:
-        from models.actor_pool import ActorPool
+        from models.workers.pool import ActorPool
 
         self.pool = ActorPool(
             settings,

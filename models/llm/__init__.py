@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from models.llm.base import ConsolidationModel, ConsolidationRequest, ModelAnswer
 from models.llm.tokens import model_token_counter
-from slowwave.settings import Settings
+from models.settings import Settings
 
 if TYPE_CHECKING:
     from models.llm.vllm_engine import VLLMOptions
@@ -33,8 +33,8 @@ class RayModel:
     name = "vllm"
 
     def __init__(self, settings: Settings) -> None:
-        from models.actor_pool import ActorPool
         from models.llm.vllm_engine import VLLMConsolidationEngine
+        from models.workers.pool import ActorPool
 
         options = vllm_options(settings)
         self.context_tokens = settings.llm_max_model_len

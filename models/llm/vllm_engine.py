@@ -1,6 +1,6 @@
 """vLLM, in this process: chat with JSON-schema structured outputs, each request streamed.
 
-This is what each Ray actor of the vLLM runtime hosts (``models.actor_pool``); it can also
+This is what each Ray actor of the vLLM runtime hosts (``models.workers.pool``); it can also
 run directly. Requests go into one ``AsyncLLM`` as they are submitted and come back one by
 one as they finish, so the engine batches continuously across conversations. A prompt that
 cannot fit the context is answered with an error up front instead of reaching the engine.

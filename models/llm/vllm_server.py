@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 
 from models.llm.vllm_engine import VLLMOptions, engine_kwargs
-from slowwave.processes import free_port, start_in_own_group, stop_process_tree
+from models.processes import free_port, start_in_own_group, stop_process_tree
 
 SERVED_NAME = "slowwave"
 

@@ -19,8 +19,8 @@ import psycopg
 from pydantic import ValidationError
 
 import sql
-from slowwave.db import Database
-from slowwave.settings import Settings
+from models.settings import Settings
+from sql.db import Database
 from tasks.ingest.load import load_episodes_counted
 from tasks.ingest.locomo import read_locomo
 from tasks.ingest.read import READERS

@@ -21,8 +21,9 @@ from concurrent.futures import Future, InvalidStateError
 from functools import partial
 from typing import Any, TypeVar
 
-from models.ray_cluster import acquire_ray, cluster_shape, ray_module, release_ray
-from slowwave.settings import Settings
+from models.llm.base import RuntimeUnreachable
+from models.settings import Settings
+from models.workers.cluster import acquire_ray, cluster_shape, ray_module, release_ray
 
 T = TypeVar("T")
 RESTARTS = 2  # an actor that crashes more often than this is broken, not unlucky
@@ -66,6 +67,37 @@ class _StreamingHost:
 
     async def close(self) -> None:
         self.runtime.close()
+
+
+def translate(exc: BaseException) -> BaseException:
+    """A Ray failure as slowwave's own: a lost actor, worker or node is ``RuntimeUnreachable``
+    (transient: the shard is retried and no chunk is charged, a restarted actor answers
+    again); an exception the runtime raised inside the actor is that exception (its cause).
+    Anything else is returned as it is."""
+    errors = ray_module().exceptions
+    if isinstance(exc, errors.RayTaskError):  # raised by the code the actor ran
+        cause = exc.cause
+        return translate(cause) if cause is not None and cause is not exc else exc
+    lost = (  # the actor, its process or its node went away
+        errors.RayActorError,  # ActorDiedError, ActorUnavailableError
+        errors.WorkerCrashedError,
+        errors.NodeDiedError,
+        errors.ObjectLostError,
+        errors.RaySystemError,
+    )
+    if isinstance(exc, lost):
+        unreachable = RuntimeUnreachable(f"a Ray worker went away: {type(exc).__name__}: {exc}")
+        unreachable.__cause__ = exc
+        return unreachable
+    return exc
+
+
+def _get(refs: Any) -> Any:
+    """``ray.get`` with its failures translated."""
+    try:
+        return ray_module().get(refs)
+    except Exception as exc:
+        raise translate(exc) from exc
 
 
 def shards(items: Sequence[T], parts: int) -> list[list[T]]:
@@ -112,23 +144,22 @@ class ActorPool:
         self._down_until = [0.0] * len(self.actors)  # monotonic time an actor is passed over
         self._lock = threading.Lock()
         try:  # fail now, with the runtime's own error, if an engine cannot start
-            ray.get([a.attribute.remote("name") for a in self.actors])
+            _get([a.attribute.remote("name") for a in self.actors])
         except BaseException:
             self.close()
             raise
 
     def attribute(self, name: str) -> Any:
-        return ray_module().get(self.actors[0].attribute.remote(name))
+        return _get(self.actors[0].attribute.remote(name))
 
     def map(self, method: str, items: Sequence[Any]) -> list[Any]:
         """Call ``method(shard)`` on every actor and concatenate the results in order."""
         if not items:
             return []
-        ray = ray_module()
         parts = shards(items, len(self.actors))
         futures = [a.call.remote(method, part) for a, part in zip(self.actors, parts, strict=False)]
         results: list[Any] = []
-        for part in ray.get(futures):
+        for part in _get(futures):
             results.extend(part)
         return results
 
@@ -164,7 +195,7 @@ class ActorPool:
             return
         try:
             if exc is not None:
-                outer.set_exception(exc)
+                outer.set_exception(translate(exc))
             else:
                 outer.set_result(inner.result())
         except InvalidStateError:  # cancelled in between

@@ -14,7 +14,7 @@ import psycopg
 from psycopg import sql as pgsql
 
 import sql
-from slowwave.db.database import Database
+from sql.db.database import Database
 
 _LOCK_KEY = 0x736C6F77  # "slow": the advisory lock that serialises migrators
 

@@ -18,8 +18,8 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
-from slowwave.db.embedded import EmbeddedPostgres
-from slowwave.settings import Settings, get_settings
+from models.settings import Settings, get_settings
+from sql.db.embedded import EmbeddedPostgres
 
 log = logging.getLogger(__name__)
 

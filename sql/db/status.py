@@ -8,7 +8,7 @@ from psycopg.rows import dict_row
 from pydantic import BaseModel, Field
 
 import sql
-from slowwave.db.migrate import applied_versions, schema_embedding_dim
+from sql.db.migrate import applied_versions, schema_embedding_dim
 
 COUNTS = (
     "episodes_pending",

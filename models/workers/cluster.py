@@ -12,21 +12,26 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import sys
 import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
-from slowwave.settings import Settings
+from models.settings import Settings
 
 
-def ray_module() -> Any:
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    os.environ.setdefault("RAY_DISABLE_IMPORT_WARNING", "1")
-    if not os.environ.get("SLOWWAVE_RAY_ADDRESS"):
-        # Ray reads these at import: a token of this process's own, nothing under ~/.ray
-        os.environ.setdefault("RAY_AUTH_MODE", "token")
-        os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
+def ray_module(settings: Settings | None = None) -> Any:
+    """Ray, imported as slowwave needs it. Ray reads its auth and telemetry options when it is
+    first imported, so the first import decides: joining a cluster (``settings.ray_address``,
+    from the environment or ``.env`` alike) leaves auth to the cluster; a private local Ray
+    gets a token of this process's own, and nothing is written under ~/.ray."""
+    if "ray" not in sys.modules:
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        os.environ.setdefault("RAY_DISABLE_IMPORT_WARNING", "1")
+        if settings is None or not settings.ray_address:
+            os.environ.setdefault("RAY_AUTH_MODE", "token")
+            os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
     import ray
 
     return ray
@@ -82,7 +87,7 @@ def acquire_ray(settings: Settings) -> None:
     """One more user of Ray in this process; Ray is started for the first one if need be."""
     global _users, _started_here
     with _lock:
-        if _users == 0 and not ray_module().is_initialized():
+        if _users == 0 and not ray_module(settings).is_initialized():
             _started_here = _start(settings)
         _users += 1
 
