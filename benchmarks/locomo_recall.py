@@ -87,7 +87,7 @@ def main() -> None:
     from tasks.consolidate import consolidate
     from tasks.ingest.load import load_episodes
     from tasks.ingest.locomo import read_locomo
-    from tasks.search import search
+    from tasks.search import SearchPolicy, search
 
     data = json.loads(args.data.read_text(encoding="utf-8"))
     evidence_of: dict[tuple[str, str], set[str]] = defaultdict(set)  # (conv, sentence) → turns
@@ -110,7 +110,13 @@ def main() -> None:
             with db.connection() as conn:
                 fact_sessions, fact_turns = _fact_provenance(conn, evidence_of)
                 recall, by_category, questions = _recall(
-                    conn, embedder, settings, data, fact_sessions, fact_turns, search
+                    conn,
+                    embedder,
+                    SearchPolicy.of(settings),
+                    data,
+                    fact_sessions,
+                    fact_turns,
+                    search,
                 )
                 before = _fact_texts(conn)
             # dedupe quality: every session again, its facts lightly reworded
@@ -160,7 +166,7 @@ def _fact_provenance(
 def _recall(
     conn: Any,
     embedder: Any,
-    settings: Any,
+    policy: Any,
     data: list[dict[str, Any]],
     fact_sessions: dict[Any, set[int]],
     fact_turns: dict[Any, set[str]],
@@ -188,7 +194,7 @@ def _recall(
                     sample,
                     max(KS),
                     ranker=ranker,
-                    settings=settings,
+                    policy=policy,
                 )
                 for k in KS:
                     top = hits[:k]

@@ -40,17 +40,9 @@ from models.llm.base import ConsolidationModel
 from models.run import RunSummary
 from models.settings import Settings, get_settings
 from sql.db import Database, migrate
-from tasks.apply import ApplyPolicy
-from tasks.chains import Backlog, Stages, run_chains
-from tasks.chunking import ChunkBudget, run_budget
+from tasks.chains import Backlog
 from tasks.claim import ConversationWork
-from tasks.consolidate import (
-    apply_chunks,
-    claim_run,
-    finish_chunks,
-    open_chunks,
-    takes_everything,
-)
+from tasks.consolidate import RunPolicy, claim_run, consolidate_shard, takes_everything
 from tasks.runs import recorded_run
 from tasks.transient import is_transient
 
@@ -73,15 +65,12 @@ def _transient(task: Any, task_run: Any, state: State) -> bool:
 )
 def claim_task(
     db: Database,
-    settings: Settings,
     summary: RunSummary,
+    policy: RunPolicy,
     conversations: list[str] | None,
     everything: bool,
-    budget: ChunkBudget,
 ) -> list[ConversationWork]:
-    return claim_run(
-        db, summary, settings, conversations=conversations, everything=everything, budget=budget
-    )
+    return claim_run(db, summary, policy, conversations=conversations, everything=everything)
 
 
 @task(
@@ -99,25 +88,14 @@ def shard_task(
     backlog: Backlog,
     model: ConsolidationModel,
     embedder: Embedder,
-    settings: Settings,
+    policy: RunPolicy,
     summary: RunSummary,
     shard: int,
     progress: Callable[[int], None],
-    budget: ChunkBudget,
 ) -> None:
-    """The shard's conversations as chains: open → model → finish → apply, one chunk each.
-
-    The backlog is consumed only as chunks are applied, so a retry after a transient failure
-    (a dropped connection, a restarted actor) goes on where the failed attempt stopped.
-    """
-    stages = Stages(
-        open=lambda chunks: open_chunks(db, chunks, embedder, settings, summary, budget),
-        finish=lambda answered: finish_chunks(answered, embedder, summary),
-        apply=lambda prepared, settle: apply_chunks(
-            db, prepared, ApplyPolicy.of(settings), summary, model.name, settle
-        ),
-    )
-    run_chains(backlog, summary, model, stages, after_step=progress)
+    """The shard's conversations as chains (``tasks.consolidate.consolidate_shard``). A retry
+    after a transient failure goes on where the failed attempt stopped."""
+    consolidate_shard(db, backlog, model, embedder, policy, summary, after_step=progress)
 
 
 def shards_of(work: Sequence[ConversationWork], size: int) -> list[list[ConversationWork]]:
@@ -191,13 +169,13 @@ def consolidate_run(
         flow_run_id = str(flow_run.get_id() or "")
         model = model or load_model(settings)
         try:
+            policy = RunPolicy.of(settings, model)
             with recorded_run(
-                db, kind=kind, flow_run_id=flow_run_id, lease_s=settings.claim_lease_s
+                db, kind=kind, flow_run_id=flow_run_id, lease_s=policy.lease_s
             ) as summary:
                 embedder = embedder or load_embedder(settings)
                 everything = takes_everything(kind, conversations)
-                budget = run_budget(model, settings)
-                work = claim_task(db, settings, summary, conversations, everything, budget)
+                work = claim_task(db, summary, policy, conversations, everything)
                 shards = shards_of(work, settings.shard_conversations)
                 progress = Progress(total=sum(len(w.chunks) for w in work) or 1)
                 progress.artifact = create_progress_artifact(
@@ -208,9 +186,7 @@ def consolidate_run(
                 logger.info("claimed %d conversations in %d shard(s)", len(work), len(shards))
                 for index, shard in enumerate(shards):
                     backlog = Backlog.of(shard)
-                    shard_task(
-                        db, backlog, model, embedder, settings, summary, index, progress, budget
-                    )
+                    shard_task(db, backlog, model, embedder, policy, summary, index, progress)
         finally:
             if own_model:
                 model.close()

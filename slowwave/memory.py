@@ -20,7 +20,15 @@ from models.embedding import load_embedder
 from models.embedding.base import Embedder
 from models.settings import Settings, get_settings
 from sql.db import Database
-from tasks.search import Ranker, SearchHit, context, render_markdown, render_split, search
+from tasks.search import (
+    Ranker,
+    SearchHit,
+    SearchPolicy,
+    context,
+    render_markdown,
+    render_split,
+    search,
+)
 
 
 class Memory:
@@ -58,7 +66,7 @@ class Memory:
                 category=category,
                 as_of=as_of,
                 ranker=ranker,
-                settings=self.settings,
+                policy=SearchPolicy.of(self.settings),
             )
 
     def context(

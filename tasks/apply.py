@@ -21,13 +21,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from uuid import UUID
 
 import psycopg
 import psycopg.errors
 
 import sql
+from models.chunk import ApplyResult
 from models.embedding.base import Vectors
 from models.plan import Plan
 from models.settings import Settings
@@ -97,28 +98,6 @@ class ApplyPolicy:
     @classmethod
     def of(cls, settings: Settings) -> ApplyPolicy:
         return cls(settings.dedupe_threshold, settings.dedupe_candidates, settings.max_attempts)
-
-
-@dataclass
-class ApplyResult:
-    """What applying one chunk did (or why it did nothing)."""
-
-    chunk_id: UUID
-    conversation_id: str
-    applied: bool
-    episodes: int = 0  # episodes finished (a part that does not finish its episode: none)
-    episode_ids: list[UUID] = field(default_factory=list)
-    gated: int = 0
-    inserted: int = 0
-    reinforced: int = 0
-    merged: int = 0
-    updated: int = 0
-    invalidated: int = 0
-    rejected: int = 0
-    error: str | None = None
-    quarantined: bool = False
-    conflict: bool = False  # another run holds the episodes: not a failure
-    fact_ids: list[UUID] = field(default_factory=list)
 
 
 def apply_plan(

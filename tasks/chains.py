@@ -23,18 +23,14 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 from uuid import UUID
 
+from models.chunk import ApplyResult, OpenChunk, PreparedChunk
 from models.episode import Episode
 from models.llm.base import ConsolidationModel, ModelAnswer, submit
 from models.run import RunSummary
-from tasks.apply import ApplyResult
 from tasks.claim import ConversationWork
 from tasks.transient import is_transient
-
-if TYPE_CHECKING:  # the stages are typed by tasks.consolidate, which imports this
-    from tasks.consolidate import OpenChunk, PreparedChunk
 
 
 @dataclass

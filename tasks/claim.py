@@ -23,6 +23,29 @@ from tasks.chunking import ChunkBudget, as_episodes, pack
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class ClaimPolicy:
+    """What a claim takes and for how long (the nightly rule's thresholds, the lease)."""
+
+    threshold: int
+    flashbulb: float
+    due_after_s: int
+    lease_s: int
+    max_conversations: int
+    chunk_size: int
+
+    @classmethod
+    def of(cls, settings: Settings) -> ClaimPolicy:
+        return cls(
+            threshold=settings.episode_threshold,
+            flashbulb=settings.flashbulb_surprise,
+            due_after_s=settings.due_after_s,
+            lease_s=settings.claim_lease_s,
+            max_conversations=settings.claim_max_conversations,
+            chunk_size=settings.chunk_size,
+        )
+
+
 @dataclass
 class ConversationWork:
     """One claimed conversation: its pending episodes, oldest first, in chunks."""
@@ -41,7 +64,7 @@ class ConversationWork:
 def claim(
     conn: psycopg.Connection,
     run_id: UUID,
-    settings: Settings,
+    policy: ClaimPolicy,
     *,
     conversations: Sequence[str] | None = None,
     everything: bool = False,
@@ -54,10 +77,10 @@ def claim(
     that names its conversations), not only those the nightly rule makes due. An episode an
     earlier part left half done resumes at its first pending message.
     """
-    budget = budget or ChunkBudget(settings.chunk_size)
+    budget = budget or ChunkBudget(policy.chunk_size)
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(
-            sql.statement("claim"), _params(run_id, settings, conversations, everything)
+            sql.statement("claim"), _params(run_id, policy, conversations, everything)
         ).fetchall()
     by_conversation: dict[str, list[Episode]] = {}
     offsets: dict[UUID, int] = {}
@@ -110,30 +133,30 @@ class LeftPending:
 def left_pending(
     conn: psycopg.Connection,
     run_id: UUID,
-    settings: Settings,
+    policy: ClaimPolicy,
     *,
     conversations: Sequence[str] | None = None,
     everything: bool = False,
 ) -> LeftPending:
     """What the claim of ``run_id`` left pending, counted by the same rule that claimed."""
     row = conn.execute(
-        sql.statement("claim_left_pending"), _params(run_id, settings, conversations, everything)
+        sql.statement("claim_left_pending"), _params(run_id, policy, conversations, everything)
     ).fetchone()
     held, not_due, over_cap = row if row is not None else (0, 0, 0)
     return LeftPending(int(held), int(not_due), int(over_cap))
 
 
 def _params(
-    run_id: UUID, settings: Settings, conversations: Sequence[str] | None, everything: bool
+    run_id: UUID, policy: ClaimPolicy, conversations: Sequence[str] | None, everything: bool
 ) -> dict[str, object]:
     return {
         "run_id": run_id,
-        "threshold": settings.episode_threshold,
-        "flashbulb": settings.flashbulb_surprise,
-        "due_after_s": settings.due_after_s,
+        "threshold": policy.threshold,
+        "flashbulb": policy.flashbulb,
+        "due_after_s": policy.due_after_s,
         "everything": everything,
-        "lease_s": settings.claim_lease_s,
-        "max_conversations": settings.claim_max_conversations,
+        "lease_s": policy.lease_s,
+        "max_conversations": policy.max_conversations,
         "conversations": list(conversations) if conversations is not None else None,
     }
 

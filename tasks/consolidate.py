@@ -1,10 +1,14 @@
-"""Consolidation of claimed work, without Prefect (the flows call the same stages).
+"""Consolidation of claimed work: the one wiring of the stages, for the flows and in process.
 
 A chunk goes through ``open_chunks`` (gate, predict, the prompt), the model, ``finish_chunks``
-(calibrate: parse, guard, embed) and ``apply_chunks`` (one transaction per chunk). The stages
-take chunks of many conversations at once; ``tasks.chains`` schedules them so that each
-conversation is an independent chain: its chunk k+1 is opened only after chunk k is applied
-(and sees the facts it wrote), while the other conversations' chunks keep the model busy.
+(calibrate: parse, guard, embed, evidence) and ``apply_chunks`` (one transaction per chunk).
+The stages take chunks of many conversations at once; ``tasks.chains`` schedules them so that
+each conversation is an independent chain: its chunk k+1 is opened only after chunk k is
+applied (and sees the facts it wrote), while the other conversations' chunks keep the model
+busy. ``consolidate_shard`` runs one backlog through them: the Prefect flow's shard task calls
+it, and so does ``consolidate`` (a whole run in this process, for tests, benchmarks and
+embedding applications). ``RunPolicy`` carries the few settings the stages use, built once at
+the edge.
 """
 
 from __future__ import annotations
@@ -19,23 +23,23 @@ from uuid import UUID
 import numpy as np
 import psycopg
 
-from models.embedding.base import Embedder, Vectors
+from models.chunk import ApplyResult, OpenChunk, PreparedChunk
+from models.embedding.base import Embedder
 from models.episode import Episode
-from models.fact import Fact
 from models.ids import chunk_id
-from models.llm.base import ConsolidationModel, ConsolidationRequest, ModelAnswer
+from models.llm.base import ConsolidationModel, ModelAnswer
 from models.plan import Plan
 from models.run import ChunkFailure, RunSummary
 from models.settings import Settings
 from sql.db import Database
-from tasks.apply import ApplyPolicy, ApplyResult, apply_plan, read_back, record_failure
+from tasks.apply import ApplyPolicy, apply_plan, read_back, record_failure
 from tasks.calibrate import build_request, calibration_of
 from tasks.chains import Backlog, Stages, run_chains
 from tasks.chunking import ChunkBudget, fit_facts, run_budget
-from tasks.claim import ConversationWork, claim, left_pending
+from tasks.claim import ClaimPolicy, ConversationWork, claim, left_pending
 from tasks.embed import embed_plans, embed_uncited
 from tasks.evidence import attribute_evidence
-from tasks.gate import split_gated
+from tasks.gate import GatePolicy, split_gated
 from tasks.guard import guard, latest_end
 from tasks.predict import episode_vectors, related_facts
 from tasks.runs import recorded_run
@@ -43,24 +47,30 @@ from tasks.runs import recorded_run
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class OpenChunk:
-    """A chunk between predict and the model's answer: its plan, what the model is shown."""
+@dataclass(frozen=True)
+class RunPolicy:
+    """The settings the consolidation stages use, taken from ``Settings`` once per run."""
 
-    plan: Plan
-    visible: list[Episode]  # the episodes the gate kept
-    facts: list[Fact]  # the related facts shown to the model
-    request: ConsolidationRequest | None  # None: the gate consolidated every episode
-    episode_vectors: Vectors | None = None  # of ``visible``: evidence is attributed by them
+    claim: ClaimPolicy
+    gate: GatePolicy
+    apply: ApplyPolicy
+    budget: ChunkBudget
+    related_facts_limit: int
+    flashbulb_surprise: float
+    lease_s: int
 
-
-@dataclass
-class PreparedChunk:
-    """A chunk ready for apply: its plan and vectors, or the reason it failed before apply."""
-
-    plan: Plan
-    vectors: Vectors
-    error: str | None = None
+    @classmethod
+    def of(cls, settings: Settings, model: object) -> RunPolicy:
+        """``model``: the runtime whose context and tokenizer cut the chunks."""
+        return cls(
+            claim=ClaimPolicy.of(settings),
+            gate=GatePolicy.of(settings),
+            apply=ApplyPolicy.of(settings),
+            budget=run_budget(model, settings),
+            related_facts_limit=settings.related_facts_limit,
+            flashbulb_surprise=settings.flashbulb_surprise,
+            lease_s=settings.claim_lease_s,
+        )
 
 
 @contextmanager
@@ -76,9 +86,8 @@ def open_chunks(
     db: Database,
     chunks: Sequence[Sequence[Episode]],
     embedder: Embedder,
-    settings: Settings,
+    policy: RunPolicy,
     summary: RunSummary,
-    budget: ChunkBudget | None = None,
 ) -> list[OpenChunk]:
     """gate → predict → the model's prompt, for chunks of different conversations at once.
     The facts shown are kept within the room ``budget`` reserved for them."""
@@ -86,7 +95,7 @@ def open_chunks(
     visible: list[list[Episode]] = []
     with timed(summary, "gate"):
         for chunk in chunks:
-            kept, skipped = split_gated(chunk, settings)
+            kept, skipped = split_gated(chunk, policy.gate)
             plans.append(
                 Plan(
                     chunk_id=chunk_id(summary.run_id, (e.part_key for e in chunk)),
@@ -109,16 +118,15 @@ def open_chunks(
                 conn,
                 [visible[i] for i in asking],
                 [vectors[i] for i in asking],
-                settings.related_facts_limit,
+                policy.related_facts_limit,
             )
         shown = dict(zip(asking, related, strict=True))
     opened = []
     for i, plan in enumerate(plans):
         facts = shown.get(i, [])
-        if budget is not None:
-            facts = fit_facts(facts, budget, settings.related_facts_limit)
+        facts = fit_facts(facts, policy.budget, policy.related_facts_limit)
         request = (
-            build_request(str(plan.chunk_id), facts, visible[i], settings.flashbulb_surprise)
+            build_request(str(plan.chunk_id), facts, visible[i], policy.flashbulb_surprise)
             if i in shown
             else None
         )
@@ -254,25 +262,24 @@ def count(summary: RunSummary, plan: Plan, result: ApplyResult) -> None:
 def claim_run(
     db: Database,
     summary: RunSummary,
-    settings: Settings,
+    policy: RunPolicy,
     *,
     conversations: Sequence[str] | None = None,
     everything: bool = False,
-    budget: ChunkBudget | None = None,
 ) -> list[ConversationWork]:
-    """Claim the run's work, in chunks within ``budget``, and count, by reason, what it left
-    pending."""
+    """Claim the run's work, in chunks within the policy's budget, and count, by reason, what
+    it left pending."""
     with timed(summary, "claim"), db.connection() as conn:
         work = claim(
             conn,
             summary.run_id,
-            settings,
+            policy.claim,
             conversations=conversations,
             everything=everything,
-            budget=budget,
+            budget=policy.budget,
         )
         left = left_pending(
-            conn, summary.run_id, settings, conversations=conversations, everything=everything
+            conn, summary.run_id, policy.claim, conversations=conversations, everything=everything
         )
     summary.conversations = len(work)
     summary.episodes_quarantined += sum(w.quarantined for w in work)
@@ -288,6 +295,43 @@ def takes_everything(kind: str, conversations: Sequence[str] | None) -> bool:
     return kind == "backfill" or conversations is not None
 
 
+def stages_for(
+    db: Database,
+    model: ConsolidationModel,
+    embedder: Embedder,
+    policy: RunPolicy,
+    summary: RunSummary,
+) -> Stages:
+    """The batch stages around the model call, bound to one run."""
+    return Stages(
+        open=lambda chunks: open_chunks(db, chunks, embedder, policy, summary),
+        finish=lambda answered: finish_chunks(answered, embedder, summary),
+        apply=lambda prepared, settle: apply_chunks(
+            db, prepared, policy.apply, summary, model.name, settle
+        ),
+    )
+
+
+def consolidate_shard(
+    db: Database,
+    backlog: Backlog,
+    model: ConsolidationModel,
+    embedder: Embedder,
+    policy: RunPolicy,
+    summary: RunSummary,
+    *,
+    after_step: Callable[[int], None] | None = None,
+) -> None:
+    """The backlog's conversations as chains: open → model → finish → apply, a chunk each.
+
+    The backlog is consumed only as chunks are applied, so calling this again after a
+    transient failure (a dropped connection, a restarted actor) goes on where it stopped.
+    """
+    run_chains(
+        backlog, summary, model, stages_for(db, model, embedder, policy, summary), after_step
+    )
+
+
 def consolidate(
     db: Database,
     model: ConsolidationModel,
@@ -298,29 +342,16 @@ def consolidate(
     conversations: Sequence[str] | None = None,
     flow_run_id: str | None = None,
 ) -> RunSummary:
-    """Claim what is due, consolidate it in this process, release the rest, record the run."""
-    with recorded_run(
-        db, kind=kind, flow_run_id=flow_run_id, lease_s=settings.claim_lease_s
-    ) as summary:
-        budget = run_budget(model, settings)
+    """A whole run in this process: claim what is due, consolidate it as one shard, release
+    the rest, record the run."""
+    policy = RunPolicy.of(settings, model)
+    with recorded_run(db, kind=kind, flow_run_id=flow_run_id, lease_s=policy.lease_s) as summary:
         work = claim_run(
             db,
             summary,
-            settings,
+            policy,
             conversations=conversations,
             everything=takes_everything(kind, conversations),
-            budget=budget,
         )
-        run_chains(
-            Backlog.of(work),
-            summary,
-            model,
-            Stages(
-                open=lambda chunks: open_chunks(db, chunks, embedder, settings, summary, budget),
-                finish=lambda answered: finish_chunks(answered, embedder, summary),
-                apply=lambda prepared, settle: apply_chunks(
-                    db, prepared, ApplyPolicy.of(settings), summary, model.name, settle
-                ),
-            ),
-        )
+        consolidate_shard(db, Backlog.of(work), model, embedder, policy, summary)
     return summary

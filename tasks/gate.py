@@ -3,23 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from models.episode import Episode
 from models.settings import Settings
 
 
-def is_gated(episode: Episode, settings: Settings) -> bool:
-    """Short and unsurprising: nothing durable to learn, not worth a model call."""
-    return (
-        episode.text_length < settings.gate_min_chars
-        and episode.surprise < settings.gate_max_surprise
-    )
+@dataclass(frozen=True)
+class GatePolicy:
+    """An episode shorter than ``min_chars`` with surprise below ``max_surprise`` is gated."""
+
+    min_chars: int
+    max_surprise: float
+
+    @classmethod
+    def of(cls, settings: Settings) -> GatePolicy:
+        return cls(settings.gate_min_chars, settings.gate_max_surprise)
+
+    def gates(self, episode: Episode) -> bool:
+        """Short and unsurprising: nothing durable to learn, not worth a model call."""
+        return episode.text_length < self.min_chars and episode.surprise < self.max_surprise
 
 
 def split_gated(
-    episodes: Sequence[Episode], settings: Settings
+    episodes: Sequence[Episode], policy: GatePolicy
 ) -> tuple[list[Episode], list[Episode]]:
     """(episodes for the model, episodes skipped by the gate), each in input order."""
-    kept = [e for e in episodes if not is_gated(e, settings)]
-    skipped = [e for e in episodes if is_gated(e, settings)]
+    kept = [e for e in episodes if not policy.gates(e)]
+    skipped = [e for e in episodes if policy.gates(e)]
     return kept, skipped

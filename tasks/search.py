@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 from uuid import UUID
@@ -47,6 +48,18 @@ class SearchHit(BaseModel):
         return len(self.source_episodic_ids)
 
 
+@dataclass(frozen=True)
+class SearchPolicy:
+    """How the rankers are fused: ``candidates`` per ranker, reciprocal rank fusion ``rrf_k``."""
+
+    candidates: int = 100
+    rrf_k: int = 60
+
+    @classmethod
+    def of(cls, settings: Settings) -> SearchPolicy:
+        return cls(settings.search_candidates, settings.rrf_k)
+
+
 def search(
     conn: psycopg.Connection,
     embedder: Embedder,
@@ -57,9 +70,10 @@ def search(
     category: Category | str | None = None,
     as_of: datetime | None = None,
     ranker: Ranker = "hybrid",
-    settings: Settings,
+    policy: SearchPolicy | None = None,
 ) -> list[SearchHit]:
     """The top ``k`` facts of ``conversation_id`` for ``query``."""
+    policy = policy or SearchPolicy()
     if category is not None:
         category = Category(category)
     if as_of is not None and as_of.tzinfo is None:
@@ -80,8 +94,8 @@ def search(
                 "vector": vector,
                 "use_fulltext": ranker != "vector",
                 "use_vector": ranker != "fulltext",
-                "candidates": settings.search_candidates,
-                "rrf_k": settings.rrf_k,
+                "candidates": policy.candidates,
+                "rrf_k": policy.rrf_k,
                 "k": k,
             },
         ).fetchall()

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import psycopg
 import pytest
 
+from models.chunk import ApplyResult, PreparedChunk
 from models.consolidation import ConsolidationOutput
 from models.embedding.base import Embedder
 from models.llm.base import ConsolidationRequest, ModelAnswer, RuntimeUnreachable
@@ -19,16 +20,9 @@ from models.llm.openai import OpenAICompatibleModel
 from models.processes import free_port
 from models.settings import Settings
 from sql.db import Database
-from tasks.apply import ApplyPolicy, ApplyResult
 from tasks.chains import Backlog, Stages, run_chains
 from tasks.claim import claim
-from tasks.consolidate import (
-    PreparedChunk,
-    apply_chunks,
-    consolidate,
-    finish_chunks,
-    open_chunks,
-)
+from tasks.consolidate import RunPolicy, apply_chunks, consolidate, stages_for
 from tasks.runs import recorded_run
 from tasks.transient import is_transient
 from tests.fix_episodes import add, at, decisions, episodes_state, make_episode, with_settings
@@ -158,18 +152,16 @@ def test_a_schedule_stopped_by_a_dropped_connection_goes_on_where_it_stopped(
         nonlocal applies
         applies += 1
         if applies == 2:  # the second step (f2, s2): the first commits, then the line drops
-            apply_chunks(db, prepared[:1], ApplyPolicy.of(settings), summary, model.name, settle)
+            apply_chunks(db, prepared[:1], policy.apply, summary, model.name, settle)
             raise psycopg.OperationalError("server closed the connection unexpectedly")
-        return apply_chunks(db, prepared, ApplyPolicy.of(settings), summary, model.name, settle)
+        return apply_chunks(db, prepared, policy.apply, summary, model.name, settle)
 
+    policy = RunPolicy.of(settings, model)
     with recorded_run(db, kind="manual") as summary:
         with db.connection() as c:
-            backlog = Backlog.of(claim(c, summary.run_id, settings))
-        stages = Stages(
-            open=lambda chunks: open_chunks(db, chunks, embedder, settings, summary),
-            finish=lambda answered: finish_chunks(answered, embedder, summary),
-            apply=flaky_apply,
-        )
+            backlog = Backlog.of(claim(c, summary.run_id, policy.claim))
+        production = stages_for(db, model, embedder, policy, summary)
+        stages = Stages(open=production.open, finish=production.finish, apply=flaky_apply)
         with pytest.raises(psycopg.OperationalError):
             run_chains(backlog, summary, model, stages)
         assert backlog.chunks == 2  # f1, s1 and one of f2 / s2 applied; two chunks left

@@ -16,7 +16,7 @@ from models.ids import new_id
 from models.run import RunSummary
 from models.settings import Settings
 from sql.db import Database
-from tasks.claim import ConversationWork, claim, release
+from tasks.claim import ClaimPolicy, ConversationWork, claim, release
 from tasks.consolidate import consolidate
 from tests.fix_episodes import add, at, episodes_state, facts, make_episode, with_settings
 from tests.fix_models import ScriptedModel, fact
@@ -74,7 +74,7 @@ def test_two_concurrent_claimers_never_take_the_same_episode(
     try:
         first, second = in_parallel(
             *[
-                lambda c=c, r=r: claim(c, r, settings)
+                lambda c=c, r=r: claim(c, r, ClaimPolicy.of(settings))
                 for c, r in zip(connections, runs, strict=True)
             ]
         )
@@ -96,11 +96,13 @@ def test_a_live_claim_keeps_other_runs_off_a_conversation_until_released(
 ) -> None:
     _seed(conn, conversations=1)
     holder, other = new_id(), new_id()
-    assert len(claim(conn, holder, settings)) == 1
+    assert len(claim(conn, holder, ClaimPolicy.of(settings))) == 1
     add(conn, make_episode("conv000", "late", "One more note about coins.", at(2025, 2, 1)))
-    assert claim(conn, other, settings) == [], "new episodes of a claimed conversation wait"
+    assert claim(conn, other, ClaimPolicy.of(settings)) == [], (
+        "new episodes of a claimed conversation wait"
+    )
     release(conn, holder)
-    (work,) = claim(conn, other, settings)
+    (work,) = claim(conn, other, ClaimPolicy.of(settings))
     assert work.episodes == 4
 
 
@@ -284,7 +286,7 @@ def test_a_run_whose_lease_another_run_took_over_is_not_charged_and_counts_a_con
         # while the model works, the lease runs out and another run takes the conversation
         _expire_leases(db)
         with db.connection() as other:
-            assert len(claim(other, taker, settings)) == 1
+            assert len(claim(other, taker, ClaimPolicy.of(settings))) == 1
         return ConsolidationOutput(facts=[fact("User collects old coins", "interest")])
 
     summary = consolidate(db, ScriptedModel({"k0-0": slow}), embedder, settings)
@@ -310,7 +312,7 @@ def test_three_overlapping_runs_never_quarantine_healthy_episodes(
         def takeover(r: object, taker: object = taker) -> str:
             _expire_leases(db)
             with db.connection() as other:
-                claim(other, taker, settings)  # type: ignore[arg-type]
+                claim(other, taker, ClaimPolicy.of(settings))  # type: ignore[arg-type]
             return '{"facts": ['
 
         broken.script["k0-0"] = takeover

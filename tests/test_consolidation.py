@@ -409,7 +409,7 @@ def test_apply_refuses_a_plan_that_names_another_conversations_fact(
     from models.ids import new_id
     from models.plan import Plan, PlannedAction
     from tasks.apply import ApplyPolicy, apply_plan
-    from tasks.claim import claim
+    from tasks.claim import ClaimPolicy, claim
     from tasks.runs import start_run
 
     add(
@@ -431,7 +431,7 @@ def test_apply_refuses_a_plan_that_names_another_conversations_fact(
         *[make_episode("b", f"q{i}", f"Hello there, part {i}.", at(2025, 2, i)) for i in (1, 2, 3)],
     )
     run = start_run(conn)
-    (_work,) = claim(conn, run.run_id, settings)
+    (_work,) = claim(conn, run.run_id, ClaimPolicy.of(settings))
     plan = Plan(
         chunk_id=new_id(),
         conversation_id="b",

@@ -101,8 +101,9 @@ def test_a_shard_hit_by_a_dropped_connection_is_retried_and_goes_on_where_it_sto
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import flows.consolidate as nightly_module
+    import tasks.consolidate as stages_module
 
-    real_apply = nightly_module.apply_chunks
+    real_apply = stages_module.apply_chunks
     calls = 0
 
     def drops_once(*args: object, **kwargs: object) -> object:
@@ -112,7 +113,7 @@ def test_a_shard_hit_by_a_dropped_connection_is_retried_and_goes_on_where_it_sto
             raise psycopg.OperationalError("server closed the connection unexpectedly")
         return real_apply(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(nightly_module, "apply_chunks", drops_once)
+    monkeypatch.setattr(stages_module, "apply_chunks", drops_once)  # the one wiring
     ingest(db, locomo_path, flow_settings)
     state = nightly_module.nightly(conversations=["conv-30"], return_state=True)
     assert state.is_completed(), state.message

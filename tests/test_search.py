@@ -16,7 +16,7 @@ from models.settings import Settings
 from slowwave.memory import Memory
 from sql.db import Database
 from tasks.consolidate import consolidate
-from tasks.search import context, render_markdown, render_split, search
+from tasks.search import SearchPolicy, context, render_markdown, render_split, search
 from tests.fix_episodes import add, at, make_episode, with_settings
 from tests.fix_facts import copy_facts
 from tests.fix_models import ScriptedModel, fact, shown_facts
@@ -90,7 +90,7 @@ def test_hybrid_ranking_beats_or_equals_each_single_ranker(
     results = {}
     for ranker in ("hybrid", "vector", "fulltext"):
         ranked = [
-            [h.id for h in search(conn, embedder, q, "priya", 5, ranker=ranker, settings=settings)]  # type: ignore[arg-type]
+            [h.id for h in search(conn, embedder, q, "priya", 5, ranker=ranker)]  # type: ignore[arg-type]
             for q, _ in QUESTIONS
         ]
         results[ranker] = {k: _recall(ranked, priya, k) for k in (1, 3, 5)}
@@ -103,19 +103,20 @@ def test_hybrid_ranking_beats_or_equals_each_single_ranker(
 def test_hits_carry_both_ranks_and_the_fused_score(
     conn: psycopg.Connection, embedder: Embedder, settings: Settings, priya: list[uuid.UUID]
 ) -> None:
-    (top, *_) = search(conn, embedder, "Biscuit the greyhound", "priya", 3, settings=settings)
+    (top, *_) = search(conn, embedder, "Biscuit the greyhound", "priya", 3)
     assert top.id == priya[7]
     assert top.fulltext_rank == 1 and top.vector_rank == 1
     assert top.score == pytest.approx(2 / (settings.rrf_k + 1))
-    other = with_settings(settings, rrf_k=30)
-    (top30, *_) = search(conn, embedder, "Biscuit the greyhound", "priya", 3, settings=other)
+    (top30, *_) = search(
+        conn, embedder, "Biscuit the greyhound", "priya", 3, policy=SearchPolicy(rrf_k=30)
+    )
     assert top30.score == pytest.approx(2 / 31)
 
 
 def test_the_category_filter_keeps_only_that_category(
     conn: psycopg.Connection, embedder: Embedder, settings: Settings, priya: list[uuid.UUID]
 ) -> None:
-    hits = search(conn, embedder, "Priya", "priya", 10, category="guideline", settings=settings)
+    hits = search(conn, embedder, "Priya", "priya", 10, category="guideline")
     assert {h.id for h in hits} == {priya[13], priya[14]}
     split = render_split(hits)
     assert split.startswith("## Known Facts\n- (none)\n\n## Behavioral Guidelines\n- The assistant")
@@ -128,14 +129,14 @@ def test_search_never_returns_another_conversations_facts(
         ("identity", "Priya works as a veterinary nurse at the Riverside animal clinic", ["Priya"])
     ]
     _insert(conn, "someone-else", other, embedder.embed([other[0][1]]))
-    hits = search(conn, embedder, "veterinary nurse Riverside", "priya", 20, settings=settings)
+    hits = search(conn, embedder, "veterinary nurse Riverside", "priya", 20)
     assert {h.id for h in hits} <= set(priya)
 
 
 def test_markdown_follows_seed_001(
     conn: psycopg.Connection, embedder: Embedder, settings: Settings, priya: list[uuid.UUID]
 ) -> None:
-    hits = search(conn, embedder, "cello orchestra", "priya", 1, settings=settings)
+    hits = search(conn, embedder, "cello orchestra", "priya", 1)
     assert render_markdown(hits) == (
         "## Semantic Memory\n"
         "- [interest] Priya plays the cello in a community orchestra (sources: 1 conversation)"
@@ -191,7 +192,13 @@ def test_as_of_returns_beijing_before_the_move_and_tokyo_after(
 
     def where(as_of: datetime | None) -> list[str]:
         hits = search(
-            conn, embedder, "Where does the user live?", "m", 5, as_of=as_of, settings=settings
+            conn,
+            embedder,
+            "Where does the user live?",
+            "m",
+            5,
+            as_of=as_of,
+            policy=SearchPolicy.of(settings),
         )
         return [h.fact for h in hits]
 
@@ -215,7 +222,7 @@ def test_the_vector_query_is_exact_on_a_conversation_of_5000_facts(
 
     query = "a question about topic forty-two"
     expected = np.argsort(-(vectors @ embedder.embed([query])[0]), kind="stable")[:100]
-    hits = search(conn, embedder, query, "big", 100, ranker="vector", settings=settings)
+    hits = search(conn, embedder, query, "big", 100, ranker="vector")
     assert [h.id for h in hits] == [ids[i] for i in expected]
 
 
