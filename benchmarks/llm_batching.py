@@ -26,7 +26,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from models.llm import vllm_options
-    from models.llm.vllm_engine import VLLMConsolidationEngine
+    from models.llm.vllm_engine import VLLMEngine
     from models.settings import Settings
     from tasks.calibrate import build_request, parse_answer
     from tasks.ingest.locomo import read_locomo
@@ -39,14 +39,14 @@ def main() -> None:
         build_request(f"p{i}", [], [e], settings.flashbulb_surprise) for i, e in enumerate(episodes)
     ]
     start = time.perf_counter()
-    engine = VLLMConsolidationEngine(vllm_options(settings))
+    engine = VLLMEngine(vllm_options(settings))
     startup = time.perf_counter() - start
 
     start = time.perf_counter()
-    single = [engine.consolidate([r])[0] for r in requests]
+    single = [engine.generate([r])[0] for r in requests]
     single_s = time.perf_counter() - start
     start = time.perf_counter()
-    batched = engine.consolidate(requests)
+    batched = engine.generate(requests)
     batched_s = time.perf_counter() - start
     engine.close()
 

@@ -108,7 +108,7 @@ def rounds(model: Any, chains: Chains) -> list[Any]:
     """Chunk k of every conversation together; the next round after the whole round."""
     answers: list[Any] = []
     for k in range(max(len(c) for c in chains)):
-        answers += model.consolidate([c[k] for c in chains if k < len(c)])
+        answers += model.generate([c[k] for c in chains if k < len(c)])
     return answers
 
 
@@ -118,7 +118,7 @@ def chains_of(model: Any, chains: Chains) -> list[Any]:
     def one(requests: Sequence[Any]) -> list[Any]:
         answers: list[Any] = []
         for request in requests:
-            answers += model.consolidate([request])
+            answers += model.generate([request])
         return answers
 
     with ThreadPoolExecutor(max_workers=len(chains)) as pool:
@@ -138,10 +138,10 @@ class Counted:
         with self._lock:
             self.in_flight += by
 
-    def consolidate(self, requests: Sequence[Any]) -> list[Any]:
+    def generate(self, requests: Sequence[Any]) -> list[Any]:
         self._moved(len(requests))
         try:
-            answers: list[Any] = self.engine.consolidate(requests)
+            answers: list[Any] = self.engine.generate(requests)
             return answers
         finally:
             self._moved(-len(requests))
@@ -198,7 +198,7 @@ def through_consolidate(
 def compare_through_consolidate(args: argparse.Namespace) -> list[dict[str, Any]]:
     from models.embedding import load_embedder
     from models.llm import vllm_options
-    from models.llm.vllm_engine import VLLMConsolidationEngine
+    from models.llm.vllm_engine import VLLMEngine
     from models.settings import get_settings
     from tasks.ingest.locomo import read_locomo
 
@@ -214,11 +214,11 @@ def compare_through_consolidate(args: argparse.Namespace) -> list[dict[str, Any]
         for e in by_conversation[name][: args.sessions]
     ]
     options = replace(vllm_options(settings), max_tokens=args.max_tokens, prefix_caching=False)
-    engine = VLLMConsolidationEngine(options)
+    engine = VLLMEngine(options)
     embedder = load_embedder(settings)
     try:
         warm = chunked_requests(args.data, 1, 1, 1)[0][0]
-        engine.consolidate([warm])  # first-call costs go to neither schedule
+        engine.generate([warm])  # first-call costs go to neither schedule
         results = []
         for n in range(args.repeat):
             order = ["rounds", "chains"]
@@ -276,7 +276,7 @@ def compare_through_server(args: argparse.Namespace) -> list[dict[str, Any]]:
             extra_body={"repetition_penalty": settings.llm_repetition_penalty},
         )
         try:
-            model.consolidate([chains[0][0]])  # warm-up: first-call costs go to neither
+            model.generate([chains[0][0]])  # warm-up: first-call costs go to neither
             metrics = base_url.removesuffix("/v1") + "/metrics"
             results = []
             for n in range(args.repeat):

@@ -1,1 +1,1 @@
-"""Prefect flows: nightly consolidation, backfill, and the operational ones."""
+"""Prefect flows: the nightly consolidation and the backfill (ingest, then consolidate)."""

@@ -14,7 +14,7 @@ from prefect.states import State
 
 from flows.consolidate import consolidate_run, final_state
 from models.llm import load_model
-from models.llm.base import ConsolidationModel
+from models.llm.base import StructuredModel
 from models.settings import get_settings
 from sql.db import Database, migrate
 from tasks.ingest.summarize import SummaryReport, summarize_missing
@@ -86,7 +86,7 @@ def backfill(
 
 
 @task(name="summarize", cache_policy=NONE)
-def summarize_task(model: ConsolidationModel, conversations: list[str] | None) -> SummaryReport:
+def summarize_task(model: StructuredModel, conversations: list[str] | None) -> SummaryReport:
     """Summaries for ingested episodes whose source had none, in batches."""
     settings = get_settings()
     with Database(settings) as db, db.connection() as conn:

@@ -36,7 +36,7 @@ from prefect.tasks import exponential_backoff
 from models.embedding import load_embedder
 from models.embedding.base import Embedder
 from models.llm import load_model
-from models.llm.base import ConsolidationModel
+from models.llm.base import StructuredModel
 from models.run import RunSummary
 from models.settings import Settings, get_settings
 from sql.db import Database, migrate
@@ -86,7 +86,7 @@ def claim_task(
 def shard_task(
     db: Database,
     backlog: Backlog,
-    model: ConsolidationModel,
+    model: StructuredModel,
     embedder: Embedder,
     policy: RunPolicy,
     summary: RunSummary,
@@ -158,7 +158,7 @@ def consolidate_run(
     *,
     kind: str,
     conversations: list[str] | None = None,
-    model: ConsolidationModel | None = None,
+    model: StructuredModel | None = None,
     embedder: Embedder | None = None,
 ) -> RunSummary:
     """The body of the nightly and backfill flows (call it inside a flow)."""

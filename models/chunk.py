@@ -12,7 +12,7 @@ from uuid import UUID
 from models.embedding.base import Vectors
 from models.episode import Episode
 from models.fact import Fact
-from models.llm.base import ConsolidationRequest
+from models.llm.base import GenerationRequest
 from models.plan import Plan
 
 
@@ -23,7 +23,7 @@ class OpenChunk:
     plan: Plan
     visible: list[Episode]  # the episodes the gate kept
     facts: list[Fact]  # the related facts shown to the model
-    request: ConsolidationRequest | None  # None: the gate consolidated every episode
+    request: GenerationRequest | None  # None: the gate consolidated every episode
     episode_vectors: Vectors | None = None  # of ``visible``: evidence is attributed by them
 
 

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from models.category import DEFINITIONS, Category
-from models.episode import Episode
+from models.episode import Episode, Message
 from models.fact import Fact
 
 # Bounds the JSON schema gives a decoder; the guard enforces them per item with a reason.
@@ -157,6 +157,11 @@ def render_fact_line(index: int, fact: Fact) -> str:
     return f"[{fact_short_id(index)}] [{fact.category.value}] {fact.fact}"
 
 
+def render_message_line(message: Message) -> str:
+    """One message as the prompt shows it."""
+    return f"{message.speaker}: {message.text}"
+
+
 def render_episode_lines(index: int, episode: Episode) -> list[str]:
     """The lines of one episode shown as E{index + 1} (chunking counts its tokens by them)."""
     lines = [
@@ -165,7 +170,7 @@ def render_episode_lines(index: int, episode: Episode) -> list[str]:
     ]
     if episode.summary:
         lines.append(f"Summary: {episode.summary}")
-    lines += [f"{m.speaker}: {m.text}" for m in episode.messages]
+    lines += [render_message_line(m) for m in episode.messages]
     lines.append("")
     return lines
 

@@ -444,7 +444,3 @@ def show_settings(
     values: dict[str, Any] = json.loads(get_settings().model_dump_json())
     for key, value in values.items():
         console.print(f"SLOWWAVE_{key.upper()} = {value}", highlight=False)
-
-
-def main() -> None:  # pragma: no cover - console entry point
-    app()

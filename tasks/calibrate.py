@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from models.consolidation import SYSTEM_PROMPT, ConsolidationOutput, render_user_prompt
 from models.episode import Episode
 from models.fact import Fact
-from models.llm.base import ConsolidationRequest, ModelAnswer
+from models.llm.base import GenerationRequest, ModelAnswer, Purpose
 
 
 class MalformedAnswer(ValueError):
@@ -35,13 +35,13 @@ class Calibration:
 
 def build_request(
     chunk_id: str, facts: Sequence[Fact], episodes: Sequence[Episode], flashbulb_surprise: float
-) -> ConsolidationRequest:
-    return ConsolidationRequest(
+) -> GenerationRequest:
+    return GenerationRequest(
         chunk_id=chunk_id,
+        purpose=Purpose.consolidate,
         system=SYSTEM_PROMPT,
         user=render_user_prompt(facts, episodes, flashbulb_surprise),
         json_schema=ConsolidationOutput.response_schema(),
-        episode_keys=tuple(e.external_key for e in episodes),
     )
 
 

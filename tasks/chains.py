@@ -27,7 +27,7 @@ from uuid import UUID
 
 from models.chunk import ApplyResult, OpenChunk, PreparedChunk
 from models.episode import Episode
-from models.llm.base import ConsolidationModel, ModelAnswer, submit
+from models.llm.base import ModelAnswer, StructuredModel, submit
 from models.run import RunSummary
 from tasks.claim import ConversationWork
 from tasks.transient import is_transient
@@ -63,7 +63,7 @@ def _episodes(queue: Sequence[Sequence[Episode]], also: Sequence[UUID] = ()) -> 
     return {e.id for chunk in queue for e in chunk} | set(also)
 
 
-def answer_of(model: ConsolidationModel, chunk_id: str, future: Future[ModelAnswer]) -> ModelAnswer:
+def answer_of(model: StructuredModel, chunk_id: str, future: Future[ModelAnswer]) -> ModelAnswer:
     """The future's answer. A transient failure (engine unreachable, actor dead) is raised:
     the shard is retried and no chunk is charged an attempt. Any other exception fails this
     chunk only."""
@@ -79,7 +79,7 @@ def answer_of(model: ConsolidationModel, chunk_id: str, future: Future[ModelAnsw
 def run_chains(
     backlog: Backlog,
     summary: RunSummary,
-    model: ConsolidationModel,
+    model: StructuredModel,
     stages: Stages,
     after_step: Callable[[int], None] | None = None,
 ) -> None:

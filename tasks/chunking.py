@@ -27,6 +27,7 @@ from models.consolidation import (
     fact_short_id,
     render_episode_lines,
     render_fact_line,
+    render_message_line,
     render_user_prompt,
 )
 from models.episode import Episode, Message
@@ -104,10 +105,6 @@ def facts_reserve_tokens(limit: int, count: TokenCounter) -> int:
     widest = max((c.value for c in Category), key=len)
     prefix = f"[{fact_short_id(limit)}] [{widest}] "
     return limit * (count(prefix) + math.ceil(MAX_FACT_CHARS / 3) + 1)
-
-
-def _message_line(message: Message) -> str:
-    return f"{message.speaker}: {message.text}"
 
 
 def _line_fits(speaker: str, room: int, count: TokenCounter) -> Callable[[str], bool]:
@@ -205,7 +202,7 @@ def split_episode(
     used = 0
     for i in range(done_messages, total):
         message = episode.messages[i]
-        cost = count(_message_line(message) + "\n")
+        cost = count(render_message_line(message) + "\n")
         if cost <= room:
             if used + cost > room:
                 groups.append([])
@@ -219,7 +216,7 @@ def split_episode(
                 groups.append([])
             piece = message.model_copy(update={"text": text})
             groups[-1].append((i, piece, j == len(pieces) - 1))
-            used = count(_message_line(piece) + "\n")
+            used = count(render_message_line(piece) + "\n")
 
     parts = []
     for n, group in enumerate(groups, start=1):

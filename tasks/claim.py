@@ -171,9 +171,5 @@ def renew(conn: psycopg.Connection, run_id: UUID, lease_s: int) -> int:
 def release(conn: psycopg.Connection, run_id: UUID) -> int:
     """Give back what ``run_id`` claimed but did not consolidate; return how many episodes."""
     with conn.transaction():
-        cur = conn.execute(
-            "UPDATE episodic_memory SET claimed_by = NULL, claimed_until = NULL "
-            "WHERE claimed_by = %s",
-            (run_id,),
-        )
+        cur = conn.execute(sql.statement("release"), {"run_id": run_id})
     return cur.rowcount

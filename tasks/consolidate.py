@@ -27,7 +27,7 @@ from models.chunk import ApplyResult, OpenChunk, PreparedChunk
 from models.embedding.base import Embedder
 from models.episode import Episode
 from models.ids import chunk_id
-from models.llm.base import ConsolidationModel, ModelAnswer
+from models.llm.base import ModelAnswer, StructuredModel
 from models.plan import Plan
 from models.run import ChunkFailure, RunSummary
 from models.settings import Settings
@@ -297,7 +297,7 @@ def takes_everything(kind: str, conversations: Sequence[str] | None) -> bool:
 
 def stages_for(
     db: Database,
-    model: ConsolidationModel,
+    model: StructuredModel,
     embedder: Embedder,
     policy: RunPolicy,
     summary: RunSummary,
@@ -315,7 +315,7 @@ def stages_for(
 def consolidate_shard(
     db: Database,
     backlog: Backlog,
-    model: ConsolidationModel,
+    model: StructuredModel,
     embedder: Embedder,
     policy: RunPolicy,
     summary: RunSummary,
@@ -334,7 +334,7 @@ def consolidate_shard(
 
 def consolidate(
     db: Database,
-    model: ConsolidationModel,
+    model: StructuredModel,
     embedder: Embedder,
     settings: Settings,
     *,

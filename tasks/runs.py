@@ -13,6 +13,7 @@ from uuid import UUID
 import psycopg
 from psycopg.types.json import Jsonb
 
+import sql
 from models.ids import new_id
 from models.run import RunSummary
 
@@ -21,23 +22,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_COUNTS = (
-    "conversations",
-    "chunks",
-    "chunks_failed",
-    "episodes_consolidated",
-    "episodes_skipped",
-    "episodes_quarantined",
-    "facts_inserted",
-    "facts_reinforced",
-    "facts_updated",
-    "facts_invalidated",
-    "dedupe_merges",
-    "actions_rejected",
-    "prompt_tokens",
-    "completion_tokens",
-)
-
 
 def start_run(
     conn: psycopg.Connection, *, kind: str = "manual", flow_run_id: str | None = None
@@ -45,9 +29,13 @@ def start_run(
     summary = RunSummary(run_id=new_id(), kind=kind, started_at=datetime.now(UTC))
     with conn.transaction():
         conn.execute(
-            "INSERT INTO consolidation_runs (id, flow_run_id, kind, started_at) "
-            "VALUES (%s, %s, %s, %s)",
-            (summary.run_id, flow_run_id, kind, summary.started_at),
+            sql.statement("run_start"),
+            {
+                "id": summary.run_id,
+                "flow_run_id": flow_run_id,
+                "kind": kind,
+                "started_at": summary.started_at,
+            },
         )
     return summary
 
@@ -61,20 +49,13 @@ def finish_run(conn: psycopg.Connection, summary: RunSummary, error: str | None 
         summary.status = "completed_with_failures"
     else:
         summary.status = "completed"
-    assignments = ", ".join(f"{c} = %({c})s" for c in _COUNTS)
-    values = {c: getattr(summary, c) for c in _COUNTS}
     with conn.transaction():
         conn.execute(
-            f"UPDATE consolidation_runs SET {assignments}, status = %(status)s, "
-            "finished_at = %(finished_at)s, summary = %(summary)s, error = %(error)s "
-            "WHERE id = %(id)s",
+            sql.statement("run_finish"),
             {
-                **values,
-                "status": summary.status,
-                "finished_at": summary.finished_at,
+                **summary.model_dump(),
                 "summary": Jsonb(summary.model_dump(mode="json")),
                 "error": error,
-                "id": summary.run_id,
             },
         )
 

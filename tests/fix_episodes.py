@@ -8,6 +8,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from models.consolidation import render_message_line
 from models.episode import Episode, Message
 from models.ids import new_id
 from models.settings import Settings
@@ -39,8 +40,16 @@ def make_episode(
     )
 
 
+# Each message line a test stored, as the prompt shows it → its episode's external key: how
+# the scripted model double recognises, from the prompt alone, which episodes it is shown.
+KEYS_BY_LINE: dict[str, str] = {}
+
+
 def add(conn: psycopg.Connection, *episodes: Episode) -> list[Episode]:
     load_episodes(conn, episodes)
+    for episode in episodes:
+        for message in episode.messages:
+            KEYS_BY_LINE[render_message_line(message)] = episode.external_key
     return list(episodes)
 
 

@@ -11,13 +11,42 @@ import pytest
 from models.consolidation import ConsolidatedFact, ConsolidationOutput, FactAction
 from models.embedding import load_embedder
 from models.embedding.base import Embedder
-from models.llm.base import ConsolidationRequest, ModelAnswer
+from models.llm.base import GenerationRequest, ModelAnswer
 from models.settings import Settings
+from tests.fix_episodes import KEYS_BY_LINE
 
 _SHOWN = re.compile(r"^\[(F\d+)\] \[[a-z]+\] (.*)$", re.M)
+_HEADER = re.compile(r"^### E\d+ \| ")
 
 
-def shown_facts(request: ConsolidationRequest) -> dict[str, str]:
+def episode_keys(request: GenerationRequest) -> list[str]:
+    """The external keys of the episodes a prompt shows, in order (E1, E2, ...), recognised by
+    their message lines (``tests.fix_episodes.add`` records them); a piece of a long message
+    is recognised as part of it."""
+    keys: list[str] = []
+    current: str | None = None
+    for line in request.user.splitlines():
+        if _HEADER.match(line):
+            current = None
+            continue
+        key = KEYS_BY_LINE.get(line) or _piece_of(line)
+        if key is not None and current is None:
+            current = key
+            keys.append(key)
+    return keys
+
+
+def _piece_of(line: str) -> str | None:
+    speaker, _, piece = line.partition(": ")
+    if len(piece) < 20:
+        return None
+    for known, key in KEYS_BY_LINE.items():
+        if known.startswith(f"{speaker}: ") and piece in known:
+            return key
+    return None
+
+
+def shown_facts(request: GenerationRequest) -> dict[str, str]:
     """fact sentence → short id, as the prompt shows them."""
     return {text: short for short, text in _SHOWN.findall(request.user)}
 
@@ -40,12 +69,13 @@ def fact(
     )
 
 
-Script = Callable[[ConsolidationRequest], ConsolidationOutput | str]
+Script = Callable[[GenerationRequest], ConsolidationOutput | str]
 
 
 @dataclass
 class ScriptedModel:
-    """A language-model double: answers each chunk by a script keyed on the episodes' keys.
+    """A language-model double: answers each chunk by a script keyed on the episodes' keys,
+    which it recognises in the prompt (``episode_keys``), as a real model reads the prompt.
 
     ``script`` maps an external key to a function of the request; the answers of all keys in
     a chunk are concatenated. A function may return raw text to simulate a malformed answer.
@@ -53,15 +83,15 @@ class ScriptedModel:
 
     script: dict[str, Script] = field(default_factory=dict)
     name: str = "scripted"
-    requests: list[ConsolidationRequest] = field(default_factory=list)
+    requests: list[GenerationRequest] = field(default_factory=list)
 
-    def consolidate(self, requests: Sequence[ConsolidationRequest]) -> list[ModelAnswer]:
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[ModelAnswer]:
         answers = []
         for request in requests:
             self.requests.append(request)
             facts: list[ConsolidatedFact] = []
             raw: str | None = None
-            for key in request.episode_keys:
+            for key in episode_keys(request):
                 if key not in self.script:
                     continue
                 out = self.script[key](request)

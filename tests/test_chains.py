@@ -15,7 +15,7 @@ import pytest
 from models.chunk import ApplyResult, PreparedChunk
 from models.consolidation import ConsolidationOutput
 from models.embedding.base import Embedder
-from models.llm.base import ConsolidationRequest, ModelAnswer, RuntimeUnreachable
+from models.llm.base import GenerationRequest, ModelAnswer, RuntimeUnreachable
 from models.llm.openai import OpenAICompatibleModel
 from models.processes import free_port
 from models.settings import Settings
@@ -26,7 +26,7 @@ from tasks.consolidate import RunPolicy, apply_chunks, consolidate, stages_for
 from tasks.runs import recorded_run
 from tasks.transient import is_transient
 from tests.fix_episodes import add, at, decisions, episodes_state, make_episode, with_settings
-from tests.fix_models import ScriptedModel, fact
+from tests.fix_models import ScriptedModel, episode_keys, fact
 
 Settle = Callable[[ApplyResult], None]
 
@@ -57,28 +57,28 @@ class HeldModel:
     released: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
 
-    def submit(self, requests: Sequence[ConsolidationRequest]) -> list[Future[ModelAnswer]]:
+    def submit(self, requests: Sequence[GenerationRequest]) -> list[Future[ModelAnswer]]:
         futures: list[Future[ModelAnswer]] = []
         for request in requests:
-            if self.release_on in request.episode_keys:
+            if self.release_on in episode_keys(request):
                 self.released.set()
             future: Future[ModelAnswer] = Future()
-            if self.held in request.episode_keys:
+            if self.held in episode_keys(request):
                 thread = threading.Thread(target=self._later, args=(request, future))
                 self.threads.append(thread)
                 thread.start()
             else:
-                future.set_result(self.scripted.consolidate([request])[0])
+                future.set_result(self.scripted.generate([request])[0])
             futures.append(future)
         return futures
 
-    def _later(self, request: ConsolidationRequest, future: Future[ModelAnswer]) -> None:
+    def _later(self, request: GenerationRequest, future: Future[ModelAnswer]) -> None:
         if self.released.wait(self.timeout_s):
-            future.set_result(self.scripted.consolidate([request])[0])
+            future.set_result(self.scripted.generate([request])[0])
         else:
             future.set_result(ModelAnswer(request.chunk_id, None, "held answer never released"))
 
-    def consolidate(self, requests: Sequence[ConsolidationRequest]) -> list[ModelAnswer]:
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[ModelAnswer]:
         return [f.result() for f in self.submit(requests)]
 
     def close(self) -> None:
@@ -133,7 +133,7 @@ def test_a_conversations_next_chunk_is_asked_only_after_its_previous_chunk_is_ap
     consolidate(db, model, embedder, one_per_chunk)
     model.close()
 
-    shown = {r.episode_keys[0]: r.user for r in scripted.requests}
+    shown = {episode_keys(r)[0]: r.user for r in scripted.requests}
     # each prompt shows the facts its own conversation's earlier chunks wrote, and no others
     assert SENTENCES["f1"] in shown["f2"] and SENTENCES["f2"] in shown["f3"]
     assert SENTENCES["s1"] in shown["s2"]

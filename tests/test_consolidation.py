@@ -15,7 +15,7 @@ import pytest
 from models.consolidation import ConsolidationOutput, FactAction
 from models.embedding.base import Embedder
 from models.episode import Episode, Message
-from models.llm.base import ConsolidationRequest, ModelAnswer
+from models.llm.base import GenerationRequest, ModelAnswer
 from models.llm.tokens import estimate_tokens
 from models.settings import Settings
 from sql.db import Database
@@ -30,7 +30,7 @@ from tests.fix_episodes import (
     make_episode,
     with_settings,
 )
-from tests.fix_models import ScriptedModel, fact, shown_facts
+from tests.fix_models import ScriptedModel, episode_keys, fact, shown_facts
 
 
 def answer(*items: object) -> ConsolidationOutput:
@@ -508,9 +508,9 @@ def test_a_conversation_is_due_at_three_episodes_or_one_flashbulb(
         "h3",
         "f1",
     }
-    flash_prompt = next(r for r in model.requests if "f1" in r.episode_keys).user
+    flash_prompt = next(r for r in model.requests if "f1" in episode_keys(r)).user
     assert "E1 had a surprise score of 0.90/1.0. Extract facts more thoroughly" in flash_prompt
-    ordinary = next(r for r in model.requests if "h1" in r.episode_keys).user
+    ordinary = next(r for r in model.requests if "h1" in episode_keys(r)).user
     assert "Extract facts more thoroughly" not in ordinary
 
 
@@ -828,7 +828,7 @@ class SmallContextModel(ScriptedModel):
     def count_tokens(self, text: str, /) -> int:
         return estimate_tokens(text)
 
-    def consolidate(self, requests: Sequence[ConsolidationRequest]) -> list[ModelAnswer]:
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[ModelAnswer]:
         answers = []
         for request in requests:
             size = self.count_tokens(request.system) + self.count_tokens(request.user)
@@ -836,14 +836,14 @@ class SmallContextModel(ScriptedModel):
             if size + self.max_tokens > self.context_tokens:
                 answers.append(ModelAnswer(request.chunk_id, None, f"prompt of {size} tokens"))
             else:
-                answers += super().consolidate([request])
+                answers += super().generate([request])
         return answers
 
 
 def _long(key: str, when: object, messages: int, words: int = 60) -> Episode:
     episode = make_episode("c", key, "", when)  # type: ignore[arg-type]
     text = " ".join(f"word{i}" for i in range(words))
-    episode.messages = [Message(speaker="user", text=f"{j}: {text}") for j in range(messages)]
+    episode.messages = [Message(speaker="user", text=f"{j}: {key} {text}") for j in range(messages)]
     return episode
 
 
@@ -868,11 +868,11 @@ def test_long_episodes_are_cut_by_tokens_and_split_by_messages_never_over_the_co
     assert max(model.prompts) + 256 <= 3072, "no prompt over the context"
     state = episodes_state(conn)
     assert all(s["consolidated_at"] is not None and s["attempts"] == 0 for s in state.values())
-    huge_parts = [r for r in model.requests if "H" in r.episode_keys]
+    huge_parts = [r for r in model.requests if "H" in episode_keys(r)]
     assert len(huge_parts) > 1, "the oversized episode went in parts"
     assert all(huge.start_at.isoformat() in r.user for r in huge_parts), "parts keep its time"
     shown = "".join(r.user for r in huge_parts)
-    assert all(shown.count(f"user: {j}: word0 ") == 1 for j in range(24)), "every message, once"
+    assert all(shown.count(f"user: {j}: H word0 ") == 1 for j in range(24)), "every message, once"
     with conn.cursor() as cur:
         (done,) = cur.execute(
             "SELECT consolidated_messages FROM episodic_memory WHERE external_key = 'H'"
@@ -907,7 +907,8 @@ def test_a_long_episode_interrupted_between_parts_resumes_at_its_first_pending_m
     resumed = SmallContextModel({"H": part})
     consolidate(db, resumed, embedder, small, kind="backfill")
     first_shown = resumed.requests[0].user
-    assert f"user: {done}: word0" in first_shown and f"user: {done - 1}: word0" not in first_shown
+    assert f"user: {done}: H word0" in first_shown
+    assert f"user: {done - 1}: H word0" not in first_shown
     state = episodes_state(conn)["H"]
     assert state["consolidated_at"] is not None and state["attempts"] == 0
     assert {f["fact"] for f in facts(conn, "c")} >= {"User wrote essay part 1"}

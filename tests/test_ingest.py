@@ -305,13 +305,13 @@ def test_generated_malformed_transcripts_never_crash_and_lose_no_good_line(
 def test_episodes_without_a_summary_get_one_from_the_model_in_batches(
     db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path
 ) -> None:
-    from models.llm.base import ConsolidationRequest, ModelAnswer
+    from models.llm.base import GenerationRequest, ModelAnswer
     from tasks.ingest.summarize import summarize_missing
 
     class Summarizer:
         name = "summarizer"
 
-        def consolidate(self, requests: list[ConsolidationRequest]) -> list[ModelAnswer]:
+        def generate(self, requests: list[GenerationRequest]) -> list[ModelAnswer]:
             answers = []
             for r in requests:
                 if "Lisbon" in r.user:  # one answer the model gets wrong

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from models.consolidation import ConsolidationOutput
-from models.llm.base import ConsolidationRequest, RuntimeUnreachable
+from models.llm.base import GenerationRequest, Purpose, RuntimeUnreachable
 from models.llm.openai import OpenAICompatibleModel
 from models.llm.strict_schema import strict_violations
 from tasks.calibrate import parse_answer
@@ -88,9 +88,10 @@ def endpoint() -> Iterator[str]:
         thread.join(timeout=10)
 
 
-def _request(chunk: str) -> ConsolidationRequest:
-    return ConsolidationRequest(
+def _request(chunk: str) -> GenerationRequest:
+    return GenerationRequest(
         chunk_id=chunk,
+        purpose=Purpose.consolidate,
         system="system part",
         user=f"episodes of {chunk}",
         json_schema=ConsolidationOutput.response_schema(),
@@ -101,7 +102,7 @@ def test_the_batch_is_answered_after_backoff_on_429_and_503_with_tokens_counted(
     endpoint: str,
 ) -> None:
     model = OpenAICompatibleModel(endpoint, "m", api_key="sk-secret", max_retries=4, concurrency=2)
-    answers = model.consolidate([_request(f"c{i}") for i in range(4)])
+    answers = model.generate([_request(f"c{i}") for i in range(4)])
     model.close()
     assert [a.error for a in answers] == [None] * 4
     assert all(parse_answer(a.text or "").facts[0].fact == "User lives in Porto" for a in answers)
@@ -120,7 +121,7 @@ def test_a_chunk_that_keeps_failing_is_an_answer_with_an_error_not_an_exception(
     endpoint: str,
 ) -> None:
     model = OpenAICompatibleModel(endpoint, "m", api_key="sk-secret", max_retries=3)
-    good, bad = model.consolidate([_request("fine"), _request("always-broken")])
+    good, bad = model.generate([_request("fine"), _request("always-broken")])
     model.close()
     assert good.error is None
     assert bad.text is None and bad.error is not None

@@ -22,7 +22,7 @@ import pytest
 from models.embedding import RayEmbedder
 from models.embedding.base import Embedder
 from models.llm import load_model, vllm_options
-from models.llm.base import ConsolidationModel
+from models.llm.base import StructuredModel
 from models.llm.openai import OpenAICompatibleModel
 from models.llm.vllm_server import SERVED_NAME, running_vllm_server
 from models.settings import Settings
@@ -64,7 +64,7 @@ def vllm_settings(settings: Settings) -> Settings:
 
 
 @pytest.fixture(scope="module")
-def vllm_model(vllm_settings: Settings) -> Iterator[ConsolidationModel]:
+def vllm_model(vllm_settings: Settings) -> Iterator[StructuredModel]:
     model = load_model(vllm_settings)
     yield model
     model.close()
@@ -91,14 +91,14 @@ def _episodes() -> list:  # type: ignore[type-arg]
 
 
 def test_cpu_vllm_answers_consolidation_prompts_that_parse_into_the_output_model(
-    vllm_model: ConsolidationModel, vllm_settings: Settings
+    vllm_model: StructuredModel, vllm_settings: Settings
 ) -> None:
     episodes = _episodes()
     requests = [
         build_request(f"chunk-{i}", [], [e], vllm_settings.flashbulb_surprise)
         for i, e in enumerate(episodes)
     ]
-    answers = vllm_model.consolidate(requests)
+    answers = vllm_model.generate(requests)
     assert [a.chunk_id for a in answers] == [r.chunk_id for r in requests]
     for answer in answers:
         assert answer.error is None, answer.error
@@ -110,7 +110,7 @@ def test_a_conversation_consolidates_end_to_end_on_cpu_vllm_with_tokens_recorded
     db: Database,
     conn: psycopg.Connection,
     embedder: Embedder,
-    vllm_model: ConsolidationModel,
+    vllm_model: StructuredModel,
     vllm_settings: Settings,
 ) -> None:
     add(conn, *_episodes())
@@ -159,7 +159,7 @@ def test_the_openai_runtime_consolidates_against_a_real_local_vllm_server(
         build_request(f"c{i}", [], [e], vllm_settings.flashbulb_surprise)
         for i, e in enumerate(_episodes())
     ]
-    answers = model.consolidate(requests)
+    answers = model.generate(requests)
     for answer in answers:
         assert answer.error is None, answer.error
         assert answer.prompt_tokens > 100 and answer.completion_tokens > 0

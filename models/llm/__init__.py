@@ -1,89 +1,27 @@
-"""Consolidation model runtimes behind one interface (``base.ConsolidationModel``)."""
+"""Language-model runtimes behind one interface (``base.StructuredModel``), one module each:
+``vllm_runtime`` (vLLM engines in Ray actors), ``openai`` (an OpenAI-compatible endpoint),
+``replay`` (LoCoMo's gold facts). ``load_model`` picks the one the settings name."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from concurrent.futures import Future
-from functools import partial
 from typing import TYPE_CHECKING
 
-from models.llm.base import ConsolidationModel, ConsolidationRequest, ModelAnswer
-from models.llm.tokens import model_token_counter
+from models.llm.base import GenerationRequest, ModelAnswer, RuntimeNotAvailable, StructuredModel
 from models.settings import Settings
 
 if TYPE_CHECKING:
     from models.llm.vllm_engine import VLLMOptions
 
 __all__ = [
-    "ConsolidationModel",
-    "ConsolidationRequest",
+    "GenerationRequest",
     "ModelAnswer",
     "RuntimeNotAvailable",
+    "StructuredModel",
     "load_model",
 ]
 
 
-class RuntimeNotAvailable(RuntimeError):
-    """The selected runtime cannot be used on this installation."""
-
-
-class RayModel:
-    """The vLLM runtime: engines in a pool of Ray actors, each request to the least busy one."""
-
-    name = "vllm"
-
-    def __init__(self, settings: Settings) -> None:
-        from models.llm.vllm_engine import VLLMConsolidationEngine
-        from models.workers.pool import ActorPool
-
-        options = vllm_options(settings)
-        self.context_tokens = settings.llm_max_model_len
-        self.counter = model_token_counter(settings.llm_model_dir)
-        self.pool = ActorPool(
-            settings,
-            partial(VLLMConsolidationEngine, options),
-            actors_per_node=settings.llm_actors_per_node,
-            name="vllm",
-            streaming=True,
-        )
-
-    def submit(self, requests: Sequence[ConsolidationRequest]) -> list[Future[ModelAnswer]]:
-        return self.pool.submit("submit", requests)
-
-    def consolidate(self, requests: Sequence[ConsolidationRequest]) -> list[ModelAnswer]:
-        return [f.result() for f in self.submit(requests)]
-
-    def count_tokens(self, text: str, /) -> int:
-        """Tokens as the engine's own tokenizer counts them."""
-        return self.counter(text)
-
-    def close(self) -> None:
-        self.pool.close()
-
-
-def vllm_options(settings: Settings) -> VLLMOptions:
-    from models.llm.vllm_engine import VLLMOptions
-
-    model_dir = settings.llm_model_dir
-    if not (model_dir / "config.json").is_file():
-        raise RuntimeNotAvailable(
-            f"no model at {model_dir}: run `slowwave models setup` for the default CPU model, "
-            "or set SLOWWAVE_LLM_MODEL to a local model directory"
-        )
-    return VLLMOptions(
-        model=str(model_dir),
-        max_model_len=settings.llm_max_model_len,
-        max_tokens=settings.llm_max_tokens,
-        temperature=settings.llm_temperature,
-        repetition_penalty=settings.llm_repetition_penalty,
-        dtype=settings.llm_dtype,
-        memory_fraction=settings.llm_memory_fraction,
-        enforce_eager=settings.llm_enforce_eager,
-        kv_cache_gb=settings.llm_kv_cache_gb,
-    )
-
-
-def load_model(settings: Settings) -> ConsolidationModel:
+def load_model(settings: Settings) -> StructuredModel:
     """The runtime named by ``SLOWWAVE_LLM_RUNTIME``."""
     if settings.llm_runtime == "replay":
         from models.llm.replay import LoCoMoReplayModel
@@ -116,4 +54,13 @@ def load_model(settings: Settings) -> ConsolidationModel:
         raise RuntimeNotAvailable(
             "the vllm runtime needs vLLM: pip install -e '.[cpu]' (no GPU) or '.[gpu]'"
         ) from exc
-    return RayModel(settings)
+    from models.llm.vllm_runtime import VLLMModel
+
+    return VLLMModel(settings)
+
+
+def vllm_options(settings: Settings) -> VLLMOptions:
+    """The engine options the settings name (``vllm_runtime.vllm_options``)."""
+    from models.llm.vllm_runtime import vllm_options as options_of
+
+    return options_of(settings)

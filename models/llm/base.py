@@ -1,7 +1,11 @@
-"""The one interface every consolidation runtime implements: prompts in, answers out, as a batch.
+"""The one interface every language-model runtime implements: structured generation.
 
+A ``GenerationRequest`` is a prompt, the JSON schema its answer must match, and what it is for
+(``Purpose``: consolidating a chunk, summarising episodes); ``generate`` answers a batch.
 Runtimes return the model's raw text; parsing and validation happen once, in the calibrate
-and guard stages, so every runtime is held to the same rules.
+and guard stages, so every runtime is held to the same rules. One module per runtime:
+``vllm`` (engines in Ray actors), ``openai`` (any OpenAI-compatible endpoint), ``replay``
+(LoCoMo's gold facts).
 
 Runtimes backed by a serving engine also stream (``StreamingModel``): each request is started
 at once and its answer handed back as soon as it is done, so the scheduler can send a
@@ -13,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
 from models.llm.tokens import TokenCounter, estimate_tokens
@@ -25,17 +30,26 @@ class RuntimeUnreachable(ConnectionError):
     """
 
 
-@dataclass(frozen=True)
-class ConsolidationRequest:
-    """One model call: the prompt for a chunk of a conversation's episodes."""
+class RuntimeNotAvailable(RuntimeError):
+    """The selected runtime cannot be used on this installation."""
 
-    chunk_id: str
+
+class Purpose(StrEnum):
+    """What a request is for: the same runtime serves both."""
+
+    consolidate = "consolidate"  # a chunk's episodes against the known facts → actions
+    summarize = "summarize"  # episodes without a summary → summaries
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One model call: a prompt and the schema of its answer."""
+
+    chunk_id: str  # the chunk's (or the summary batch's) id; answers carry it back
+    purpose: Purpose
     system: str
     user: str
     json_schema: dict[str, Any]
-    # external keys of the chunk's episodes, in prompt order (E1, E2, ...): lets a replay
-    # runtime find its recorded answer; real models ignore them
-    episode_keys: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -51,12 +65,12 @@ class ModelAnswer:
 
 
 @runtime_checkable
-class ConsolidationModel(Protocol):
-    """Gives consolidation answers for a batch of prompts (submitted together)."""
+class StructuredModel(Protocol):
+    """Answers a batch of prompts (submitted together) with JSON matching their schemas."""
 
     name: str
 
-    def consolidate(self, requests: Sequence[ConsolidationRequest]) -> list[ModelAnswer]:
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[ModelAnswer]:
         """One answer per request, in order. Failures are answers with ``error`` set."""
         ...
 
@@ -84,16 +98,16 @@ def prompt_limits(model: object) -> tuple[int | None, TokenCounter]:
 
 
 @runtime_checkable
-class StreamingModel(ConsolidationModel, Protocol):
+class StreamingModel(StructuredModel, Protocol):
     """A runtime that answers each request as soon as it is done, not the batch at once."""
 
-    def submit(self, requests: Sequence[ConsolidationRequest]) -> list[Future[ModelAnswer]]:
+    def submit(self, requests: Sequence[GenerationRequest]) -> list[Future[ModelAnswer]]:
         """Start every request now; one future per request, in order."""
         ...
 
 
 def submit(
-    model: ConsolidationModel, requests: Sequence[ConsolidationRequest]
+    model: StructuredModel, requests: Sequence[GenerationRequest]
 ) -> list[Future[ModelAnswer]]:
     """One future per request: streamed by a ``StreamingModel``, else the batch answered now.
 
@@ -105,7 +119,7 @@ def submit(
     if not requests:
         return futures
     try:
-        answers = {a.chunk_id: a for a in model.consolidate(requests)}
+        answers = {a.chunk_id: a for a in model.generate(requests)}
     except Exception as exc:
         for future in futures:
             future.set_exception(exc)

@@ -27,7 +27,7 @@ from tenacity import (
 )
 
 from models.llm.background_loop import BackgroundLoop
-from models.llm.base import ConsolidationRequest, ModelAnswer, RuntimeUnreachable
+from models.llm.base import GenerationRequest, ModelAnswer, RuntimeUnreachable
 from models.llm.strict_schema import strict_subset
 from models.llm.tokens import estimate_tokens
 
@@ -42,7 +42,7 @@ def _retryable(exc: BaseException) -> bool:
 
 
 class OpenAICompatibleModel:
-    """A ``ConsolidationModel`` over HTTP."""
+    """A ``StructuredModel`` over HTTP."""
 
     name = "openai"
 
@@ -79,7 +79,7 @@ class OpenAICompatibleModel:
     def __repr__(self) -> str:  # never show the key
         return f"OpenAICompatibleModel(base_url={self.base_url!r}, model={self.model!r})"
 
-    def body(self, request: ConsolidationRequest) -> dict[str, Any]:
+    def body(self, request: GenerationRequest) -> dict[str, Any]:
         return {
             **self.extra_body,
             "model": self.model,
@@ -105,16 +105,16 @@ class OpenAICompatibleModel:
         """The endpoint's tokenizer is out of reach: a conservative estimate."""
         return estimate_tokens(text)
 
-    def submit(self, requests: Sequence[ConsolidationRequest]) -> list[Future[ModelAnswer]]:
+    def submit(self, requests: Sequence[GenerationRequest]) -> list[Future[ModelAnswer]]:
         """Each request in flight at once (at most ``concurrency``), answered as it returns."""
         if self._loop is None:
             self._loop = BackgroundLoop("openai-client")
         return [self._loop.submit(self._limited(r)) for r in requests]
 
-    def consolidate(self, requests: Sequence[ConsolidationRequest]) -> list[ModelAnswer]:
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[ModelAnswer]:
         return [f.result() for f in self.submit(requests)]
 
-    async def _limited(self, request: ConsolidationRequest) -> ModelAnswer:
+    async def _limited(self, request: GenerationRequest) -> ModelAnswer:
         if self._client is None or self._limit is None:  # made on the loop that uses them
             timeout = httpx.Timeout(self.timeout_s, connect=min(10.0, self.timeout_s))
             self._client = httpx.AsyncClient(
@@ -124,7 +124,7 @@ class OpenAICompatibleModel:
         async with self._limit:
             return await self._call(self._client, request)
 
-    async def _call(self, client: httpx.AsyncClient, request: ConsolidationRequest) -> ModelAnswer:
+    async def _call(self, client: httpx.AsyncClient, request: GenerationRequest) -> ModelAnswer:
         try:
             async for attempt in AsyncRetrying(
                 stop=stop_after_attempt(self.max_retries),

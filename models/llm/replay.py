@@ -2,14 +2,16 @@
 
 LoCoMo's ``observation`` facts are human-checked statements with evidence, i.e. realistic
 consolidation output. Replaying them as ``new`` facts gives tests and benchmarks real facts
-without a language model. Categories and keywords are not in the data; they are derived by
-fixed rules so a replay is deterministic.
+without a language model. Like a real model it reads only the prompt: each episode shown
+(E1, E2, ...) is recognised as a LoCoMo session by its dialogue lines. Categories and keywords
+are not in the data; they are derived by fixed rules so a replay is deterministic.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -21,12 +23,12 @@ from models.consolidation import (
     ConsolidatedFact,
     ConsolidationOutput,
     FactAction,
-    episode_short_id,
+    render_message_line,
 )
-from models.llm.base import ConsolidationRequest, ModelAnswer
+from models.llm.base import GenerationRequest, ModelAnswer, Purpose
+from models.locomo import locomo_message
 
-# locomo:<sample>:session_<n>, optionally with a suffix (a second copy of a session)
-LOCOMO_KEY = re.compile(r"^locomo:(?P<sample>[^:]+):session_(?P<session>\d+)(?::.*)?$")
+_EPISODE_HEADER = re.compile(r"^### (E\d+) \| ")
 
 _CATEGORY_RULES: tuple[tuple[Category, re.Pattern[str]], ...] = (
     (
@@ -107,7 +109,7 @@ def keywords_of(sentence: str, speaker: str) -> list[str]:
 
 
 class LoCoMoReplayModel:
-    """A ``ConsolidationModel`` that answers from a LoCoMo JSON file."""
+    """A ``StructuredModel`` that answers from a LoCoMo JSON file."""
 
     name = "replay"
 
@@ -134,30 +136,53 @@ class LoCoMoReplayModel:
                         rows.append((speaker, fact, dia_ids))
         return table
 
-    def answer(self, request: ConsolidationRequest) -> ConsolidationOutput:
+    @cached_property
+    def _sessions_by_line(self) -> dict[str, Counter[tuple[str, int]]]:
+        """A dialogue line, as the prompt shows it → the sessions it occurs in."""
+        index: dict[str, Counter[tuple[str, int]]] = {}
+        for conversation in json.loads(self.data_path.read_text(encoding="utf-8")):
+            sample = str(conversation["sample_id"])
+            for key, turns in conversation.get("conversation", {}).items():
+                if not key.startswith("session_") or not isinstance(turns, list):
+                    continue
+                session = int(key.split("_")[1])
+                for turn in turns:
+                    line = render_message_line(locomo_message(turn))
+                    index.setdefault(line, Counter())[(sample, session)] += 1
+        return index
+
+    def sessions_shown(self, prompt: str) -> list[tuple[str, tuple[str, int] | None]]:
+        """(E-id, the LoCoMo session it shows, or None) for every episode of the prompt."""
+        shown: list[tuple[str, Counter[tuple[str, int]]]] = []
+        for line in prompt.splitlines():
+            header = _EPISODE_HEADER.match(line)
+            if header is not None:
+                shown.append((header.group(1), Counter()))
+            elif shown and line in self._sessions_by_line:
+                shown[-1][1].update(self._sessions_by_line[line])
+        return [(short, votes.most_common(1)[0][0] if votes else None) for short, votes in shown]
+
+    def answer(self, request: GenerationRequest) -> ConsolidationOutput:
         facts: list[ConsolidatedFact] = []
-        for index, key in enumerate(request.episode_keys):
-            match = LOCOMO_KEY.match(key)
-            if match is None:
-                continue
-            observations = self._observations.get((match["sample"], int(match["session"])), [])
-            for speaker, sentence, _evidence in observations:
+        for short, session in self.sessions_shown(request.user):
+            for speaker, sentence, _evidence in (
+                self._observations.get(session, []) if session else []
+            ):
                 facts.append(
                     ConsolidatedFact(
                         action=FactAction.new,
                         category=categorize(sentence).value,
                         fact=self.reword(sentence) if self.reword else sentence,
                         keywords=keywords_of(sentence, speaker),
-                        episodes=[episode_short_id(index)],
+                        episodes=[short],
                     )
                 )
         return ConsolidationOutput(facts=facts)
 
-    def consolidate(self, requests: Sequence[ConsolidationRequest]) -> list[ModelAnswer]:
-        schema = ConsolidationOutput.response_schema()
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[ModelAnswer]:
         return [
             ModelAnswer(chunk_id=r.chunk_id, text=self.answer(r).model_dump_json())
-            if r.json_schema == schema
+            if r.purpose is Purpose.consolidate
             else ModelAnswer(r.chunk_id, None, "the replay runtime answers consolidation only")
             for r in requests
         ]

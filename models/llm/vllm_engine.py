@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from models.llm.background_loop import BackgroundLoop
-from models.llm.base import ConsolidationRequest, ModelAnswer, RuntimeUnreachable
+from models.llm.base import GenerationRequest, ModelAnswer, RuntimeUnreachable
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def engine_kwargs(options: VLLMOptions) -> dict[str, Any]:
     return kwargs
 
 
-class VLLMConsolidationEngine:
+class VLLMEngine:
     """A ``StreamingModel`` backed by one vLLM engine (``AsyncLLM``, on its own event loop).
 
     Every request submitted goes into the engine at once; the engine batches whatever is in
@@ -114,7 +114,7 @@ class VLLMConsolidationEngine:
             output_kind=RequestOutputKind.FINAL_ONLY,
         )
 
-    def prompt_ids(self, request: ConsolidationRequest) -> list[int]:
+    def prompt_ids(self, request: GenerationRequest) -> list[int]:
         ids = self._tokenizer.apply_chat_template(
             _messages(request), add_generation_prompt=True, tokenize=True
         )
@@ -122,7 +122,7 @@ class VLLMConsolidationEngine:
             ids = ids["input_ids"]
         return list(ids)
 
-    def prompt_tokens(self, request: ConsolidationRequest) -> int:
+    def prompt_tokens(self, request: GenerationRequest) -> int:
         return len(self.prompt_ids(request))
 
     @property
@@ -130,7 +130,7 @@ class VLLMConsolidationEngine:
         """False once the engine has died; it does not come back in this process."""
         return self._llm is not None and not self._llm.errored
 
-    async def answer(self, request: ConsolidationRequest, ids: list[int]) -> ModelAnswer:
+    async def answer(self, request: GenerationRequest, ids: list[int]) -> ModelAnswer:
         """One request through the engine; a prompt that cannot fit is answered with an error."""
         from vllm.inputs import TokensPrompt
         from vllm.v1.engine.exceptions import EngineDeadError
@@ -163,11 +163,11 @@ class VLLMConsolidationEngine:
             return ModelAnswer(request.chunk_id, None, "the engine returned no output")
         return _answer(request, final)
 
-    def submit(self, requests: Sequence[ConsolidationRequest]) -> list[Future[ModelAnswer]]:
+    def submit(self, requests: Sequence[GenerationRequest]) -> list[Future[ModelAnswer]]:
         # tokenized here, on the caller's thread, so the engine's loop is never held up by it
         return [self._loop.submit(self.answer(r, self.prompt_ids(r))) for r in requests]
 
-    def consolidate(self, requests: Sequence[ConsolidationRequest]) -> list[ModelAnswer]:
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[ModelAnswer]:
         return [f.result() for f in self.submit(requests)]
 
     def close(self) -> None:
@@ -185,14 +185,14 @@ class VLLMConsolidationEngine:
         self._loop.close()
 
 
-def _messages(request: ConsolidationRequest) -> list[Any]:
+def _messages(request: GenerationRequest) -> list[Any]:
     return [
         {"role": "system", "content": request.system},
         {"role": "user", "content": request.user},
     ]
 
 
-def _answer(request: ConsolidationRequest, output: Any) -> ModelAnswer:
+def _answer(request: GenerationRequest, output: Any) -> ModelAnswer:
     completion = output.outputs[0]
     prompt_tokens = len(output.prompt_token_ids or [])
     completion_tokens = len(completion.token_ids or [])

@@ -23,10 +23,6 @@ GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_DIRNAME = "smollm2-135m-instruct"
 
 
-def default_model_dir(home: Path) -> Path:
-    return home / "models" / MODEL_DIRNAME
-
-
 def is_prepared(model_dir: Path) -> bool:
     return (model_dir / "config.json").is_file() and (model_dir / "model.safetensors").is_file()
 

@@ -101,20 +101,3 @@ def migrate(db: Database) -> MigrationReport:
         )
     db.reset_pool()
     return MigrationReport(applied=applied, already=already, embedding_dim=actual or dim)
-
-
-def ensure_current(conn: psycopg.Connection, embedding_dim: int) -> None:
-    """Raise a clear error when the schema is missing, behind, or of another dimension."""
-    done = applied_versions(conn)
-    missing = [m for m in sql.migrations() if m.version not in done]
-    if missing:
-        raise MigrationError(
-            f"the database is not migrated ({len(missing)} pending migration(s)); "
-            "run `slowwave db migrate`"
-        )
-    actual = schema_embedding_dim(conn)
-    if actual != embedding_dim:
-        raise MigrationError(
-            f"the schema stores {actual}-dimensional embeddings but the configured "
-            f"embedding dimension is {embedding_dim}"
-        )

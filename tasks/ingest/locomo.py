@@ -1,8 +1,8 @@
 """LoCoMo files → episodes: a session is an episode, its date-time the episode's time.
 
 LoCoMo times (``1:56 pm on 8 May, 2023``) carry no zone; they are read in the zone given
-(UTC by default). The session summary becomes the episode summary; image turns keep their
-caption as text.
+(UTC by default). The session summary becomes the episode summary; a turn becomes a message
+as ``models.locomo`` says.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import re
 from collections.abc import Callable, Iterator
 from datetime import datetime, tzinfo
 from pathlib import Path
-from typing import Any
 from zoneinfo import ZoneInfo
 
-from models.episode import Episode, Message
+from models.episode import Episode
 from models.ids import new_id
+from models.locomo import locomo_key, locomo_message
 from tasks.ingest.rejects import Reject
 
 _SESSION = re.compile(r"^session_(\d+)$")
@@ -26,18 +26,6 @@ def parse_locomo_time(value: str, zone: tzinfo) -> datetime:
     """``'1:56 pm on 8 May, 2023'`` → an aware datetime in ``zone``."""
     naive = datetime.strptime(" ".join(value.split()), "%I:%M %p on %d %B, %Y")
     return naive.replace(tzinfo=zone)
-
-
-def locomo_key(sample_id: str, session: int) -> str:
-    return f"locomo:{sample_id}:session_{session}"
-
-
-def _message(turn: dict[str, Any]) -> Message:
-    text = str(turn.get("text", ""))
-    caption = turn.get("blip_caption")
-    if caption:
-        text = f"{text} [image: {caption}]".strip()
-    return Message(speaker=str(turn["speaker"]), text=text, message_id=turn.get("dia_id"))
 
 
 def read_locomo(
@@ -72,7 +60,7 @@ def read_locomo(
                     id=new_id(),
                     conversation_id=sample_id,
                     external_key=locomo_key(sample_id, number),
-                    messages=[_message(t) for t in turns],
+                    messages=[locomo_message(t) for t in turns],
                     summary=summaries.get(f"session_{number}_summary"),
                     surprise=surprise,
                     start_at=when,

@@ -14,29 +14,15 @@ import psycopg
 from psycopg.rows import dict_row
 from pydantic import ValidationError
 
+import sql
 from models.episode import Episode, Message
-from models.llm.base import ConsolidationModel, ConsolidationRequest
+from models.llm.base import GenerationRequest, Purpose, StructuredModel
 from models.summary import (
     MAX_SUMMARY_CHARS,
     SUMMARY_SYSTEM_PROMPT,
     EpisodeSummary,
     render_summary_prompt,
 )
-
-_SELECT = """
-SELECT id, conversation_id, external_key, messages, summary, surprise, start_at, end_at
-FROM episodic_memory
-WHERE summary IS NULL AND consolidated_at IS NULL AND quarantined_at IS NULL
-  AND (%(conversations)s::text[] IS NULL OR conversation_id = ANY(%(conversations)s::text[]))
-ORDER BY conversation_id, start_at, id
-LIMIT %(batch)s OFFSET %(offset)s
-"""
-
-_UPDATE = """
-UPDATE episodic_memory e SET summary = s.summary
-FROM unnest(%(ids)s::uuid[], %(summaries)s::text[]) AS s(id, summary)
-WHERE e.id = s.id AND e.summary IS NULL
-"""
 
 
 @dataclass
@@ -49,7 +35,7 @@ class SummaryReport:
 
 def summarize_missing(
     conn: psycopg.Connection,
-    model: ConsolidationModel,
+    model: StructuredModel,
     *,
     batch: int = 64,
     conversations: list[str] | None = None,
@@ -61,7 +47,8 @@ def summarize_missing(
     while True:
         with conn.cursor(row_factory=dict_row) as cur:
             rows = cur.execute(
-                _SELECT, {"conversations": conversations, "batch": batch, "offset": offset}
+                sql.statement("summarize_pending"),
+                {"conversations": conversations, "batch": batch, "offset": offset},
             ).fetchall()
         if not rows:
             return report
@@ -70,8 +57,9 @@ def summarize_missing(
             for r in rows
         ]
         requests = [
-            ConsolidationRequest(
+            GenerationRequest(
                 chunk_id=str(e.id),
+                purpose=Purpose.summarize,
                 system=SUMMARY_SYSTEM_PROMPT,
                 user=render_summary_prompt(e),
                 json_schema=schema,
@@ -79,7 +67,7 @@ def summarize_missing(
             for e in episodes
         ]
         ids, summaries = [], []
-        for answer in model.consolidate(requests):
+        for answer in model.generate(requests):
             report.prompt_tokens += answer.prompt_tokens
             report.completion_tokens += answer.completion_tokens
             try:
@@ -94,6 +82,6 @@ def summarize_missing(
             ids.append(answer.chunk_id)
             summaries.append(text)
         with conn.transaction():
-            conn.execute(_UPDATE, {"ids": ids, "summaries": summaries})
+            conn.execute(sql.statement("summarize_write"), {"ids": ids, "summaries": summaries})
         report.summarized += len(ids)
         offset += len(rows) - len(ids)

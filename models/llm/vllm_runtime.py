@@ -1,0 +1,68 @@
+"""The vLLM runtime: engines (``vllm_engine``) in a pool of Ray actors, each request streamed
+to the least busy one; chunks are cut with the engine's own tokenizer and context length."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import Future
+from functools import partial
+
+from models.llm.base import GenerationRequest, ModelAnswer, RuntimeNotAvailable
+from models.llm.tokens import model_token_counter
+from models.llm.vllm_engine import VLLMOptions
+from models.settings import Settings
+
+
+class VLLMModel:
+    """The vLLM runtime: engines in a pool of Ray actors, each request to the least busy one."""
+
+    name = "vllm"
+
+    def __init__(self, settings: Settings) -> None:
+        from models.llm.vllm_engine import VLLMEngine
+        from models.workers.pool import ActorPool
+
+        options = vllm_options(settings)
+        self.context_tokens = settings.llm_max_model_len
+        self.counter = model_token_counter(settings.llm_model_dir)
+        self.pool = ActorPool(
+            settings,
+            partial(VLLMEngine, options),
+            actors_per_node=settings.llm_actors_per_node,
+            name="vllm",
+            streaming=True,
+        )
+
+    def submit(self, requests: Sequence[GenerationRequest]) -> list[Future[ModelAnswer]]:
+        return self.pool.submit("submit", requests)
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[ModelAnswer]:
+        return [f.result() for f in self.submit(requests)]
+
+    def count_tokens(self, text: str, /) -> int:
+        """Tokens as the engine's own tokenizer counts them."""
+        return self.counter(text)
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def vllm_options(settings: Settings) -> VLLMOptions:
+    """The engine options the settings name; the model directory must exist."""
+    model_dir = settings.llm_model_dir
+    if not (model_dir / "config.json").is_file():
+        raise RuntimeNotAvailable(
+            f"no model at {model_dir}: run `slowwave models setup` for the default CPU model, "
+            "or set SLOWWAVE_LLM_MODEL to a local model directory"
+        )
+    return VLLMOptions(
+        model=str(model_dir),
+        max_model_len=settings.llm_max_model_len,
+        max_tokens=settings.llm_max_tokens,
+        temperature=settings.llm_temperature,
+        repetition_penalty=settings.llm_repetition_penalty,
+        dtype=settings.llm_dtype,
+        memory_fraction=settings.llm_memory_fraction,
+        enforce_eager=settings.llm_enforce_eager,
+        kv_cache_gb=settings.llm_kv_cache_gb,
+    )
