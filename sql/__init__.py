@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from pathlib import Path
 
 _MIGRATION_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
@@ -50,3 +51,8 @@ def statement(name: str) -> str:
     """The text of ``statements/{name}.sql``."""
     path = resources.files(__package__).joinpath("statements", f"{name}.sql")
     return path.read_text(encoding="utf-8")
+
+
+def statements_dir() -> Path:
+    """The folder of the statement files (for tests that check every one)."""
+    return Path(str(resources.files(__package__).joinpath("statements")))

@@ -3,7 +3,9 @@
 -- up to %(candidates)s candidates from each ranker in a deterministic order (ties by id):
 --   full text: BM25 (k1 = 1.2, b = 0.75) over fact + keywords, document frequencies taken in
 --              the scope, so a name that appears in every fact of a conversation counts for
---              little; any of the query's words may match (OR), the GIN index finds them;
+--              little; any of the query's words may match (OR), matched in place on the
+--              scope's stored tsvectors (the scope is found through semantic_memory_active_idx,
+--              or semantic_memory_validity_idx as of a time: tests/test_plans.py);
 --   vector:    exact cosine distance over the scoped rows (cosine_distance(), not <=>, so the
 --              planner cannot swap in an approximate, post-filtered HNSW scan).
 WITH scope AS MATERIALIZED (

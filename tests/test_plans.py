@@ -1,0 +1,331 @@
+"""Every statement slowwave runs, EXPLAINed against tables of realistic size: the index it
+relies on is the one the planner picks, or the sequential scan is the one its comment
+justifies. An index no statement uses is not in the schema (each insert would pay for it).
+
+The fixture is a database of its own: 400 conversations with 75 facts and 45 episodes each
+(30,000 facts with 384-dimensional vectors, 18,000 episodes of which one in ten is pending,
+a decision log and chunks to match), analysed as a nightly database would be.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+
+import sql
+from models.settings import Settings
+from sql.db import Database, migrate
+from tests.fix_db import url_for_database
+
+CONVERSATIONS = 400
+FACTS_PER_CONVERSATION = 75
+EPISODES_PER_CONVERSATION = 45
+DIM = 384
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+FACT_TYPES = [
+    *("uuid", "text", "text", "text", "text[]", "uuid[]", "timestamptz", "timestamptz"),
+    *("vector", "uuid"),
+]
+
+
+@pytest.fixture(scope="module")
+def big(database: Database, settings: Settings) -> Iterator[psycopg.Connection]:
+    """A migrated database of realistic size, dropped afterwards."""
+    name = f"plans_{uuid.uuid4().hex[:8]}"
+    with database.raw_connection(autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    values = {**settings.model_dump(), "database_url": url_for_database(database.url, name)}
+    db = Database(Settings(**values, _env_file=None)).open()  # type: ignore[call-arg]
+    try:
+        migrate(db)
+        with db.raw_connection() as conn:
+            _fill(conn)
+            conn.execute("ANALYZE")
+            conn.commit()
+            yield conn
+    finally:
+        db.close()
+        with database.raw_connection(autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+def _fill(conn: psycopg.Connection) -> None:
+    rng = np.random.default_rng(7)
+    run = uuid.uuid4()
+    conn.execute(
+        "INSERT INTO consolidation_runs (id, kind, status) VALUES (%s, 'nightly', 'completed')",
+        (run,),
+    )
+    messages = Jsonb([{"speaker": "user", "text": "a message of ordinary length " * 6}])
+    episode_ids: list[uuid.UUID] = []
+    with conn.cursor().copy(
+        "COPY episodic_memory (id, conversation_id, external_key, messages, surprise, start_at, "
+        "end_at, consolidated_at, consolidation_run_id, created_at) FROM STDIN"
+    ) as copy:
+        for c in range(CONVERSATIONS):
+            for e in range(EPISODES_PER_CONVERSATION):
+                at = T0 + timedelta(days=e)
+                pending = e >= EPISODES_PER_CONVERSATION - 5 and c % 2 == 0
+                episode = uuid.uuid4()
+                episode_ids.append(episode)
+                copy.write_row(
+                    (
+                        episode,
+                        f"conv-{c}",
+                        f"k-{c}-{e}",
+                        json.dumps(messages.obj),
+                        0.5,
+                        at,
+                        at,
+                        None if pending else at,
+                        None if pending else run,
+                        at,
+                    )
+                )
+    fact_ids: list[uuid.UUID] = []
+    with conn.cursor().copy(
+        "COPY semantic_memory (id, conversation_id, category, fact, keywords, "
+        "source_episodic_ids, valid_at, invalid_at, embedding, created_by_run_id) "
+        "FROM STDIN WITH (FORMAT BINARY)"
+    ) as copy:
+        copy.set_types(FACT_TYPES)
+        for c in range(CONVERSATIONS):
+            vectors = rng.standard_normal((FACTS_PER_CONVERSATION, DIM)).astype(np.float32)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            for f in range(FACTS_PER_CONVERSATION):
+                fact = uuid.uuid4()
+                fact_ids.append(fact)
+                ended = T0 + timedelta(days=f + 1) if f % 5 == 0 else None
+                copy.write_row(
+                    (
+                        fact,
+                        f"conv-{c}",
+                        "experience",
+                        f"User {c} did thing number {f} with the garden and the bicycle",
+                        ["garden", f"thing{f}"],
+                        [episode_ids[c * EPISODES_PER_CONVERSATION]],
+                        T0 + timedelta(days=f),
+                        ended,
+                        vectors[f],
+                        run,
+                    )
+                )
+    chunk = uuid.uuid4()
+    conn.execute(
+        "INSERT INTO consolidation_chunks (id, run_id, conversation_id, episode_ids, status) "
+        "SELECT gen_random_uuid(), %s, 'conv-' || (g %% %s), ARRAY[gen_random_uuid()], 'applied' "
+        "FROM generate_series(1, 4000) g",
+        (run, CONVERSATIONS),
+    )
+    conn.execute(
+        "INSERT INTO consolidation_chunks (id, run_id, conversation_id, episode_ids, status) "
+        "VALUES (%s, %s, 'conv-0', %s, 'applied')",
+        (chunk, run, episode_ids[:3]),
+    )
+    conn.execute(
+        "INSERT INTO decision_log (run_id, conversation_id, chunk_id, proposed_action, action, "
+        "fact_id, episode_ids, event_time) "
+        "SELECT %s, 'conv-0', c.id, 'new', 'new', %s, ARRAY[]::uuid[], now() "
+        "FROM consolidation_chunks c, generate_series(1, 8)",
+        (run, fact_ids[0]),
+    )
+
+
+def plan_of(conn: psycopg.Connection, statement: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The planner's plan (EXPLAIN, not run) as JSON."""
+    row = conn.execute(f"EXPLAIN (FORMAT JSON) {sql.statement(statement)}", params).fetchone()
+    assert row is not None
+    plan: dict[str, Any] = row[0][0]["Plan"]
+    return plan
+
+
+def scans(plan: dict[str, Any]) -> set[str]:
+    """Every relation access in the plan: 'Index Scan on idx', 'Seq Scan on table', ..."""
+    found: set[str] = set()
+    node_type = plan.get("Node Type", "")
+    if "Index Name" in plan:
+        found.add(f"{node_type} on {plan['Index Name']}")
+    elif "Scan" in node_type and "Relation Name" in plan:
+        found.add(f"{node_type} on {plan['Relation Name']}")
+    for child in plan.get("Plans", []):
+        found |= scans(child)
+    return found
+
+
+def params(**overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "run_id": uuid.uuid4(),
+        "threshold": 3,
+        "flashbulb": 0.85,
+        "due_after_s": 604800,
+        "everything": False,
+        "lease_s": 3600,
+        "max_conversations": 10000,
+        "conversations": None,
+    }
+    return {**base, **overrides}
+
+
+VECTOR = np.ones(DIM, dtype=np.float32) / np.sqrt(DIM)
+
+
+def _some(conn: psycopg.Connection, query: str) -> list[Any]:
+    return [r[0] for r in conn.execute(query).fetchall()]
+
+
+def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]]:
+    """Statement → (realistic parameters, the accesses its plan must contain)."""
+    episodes = _some(conn, "SELECT id FROM episodic_memory ORDER BY id LIMIT 3")
+    facts = _some(conn, "SELECT id FROM semantic_memory WHERE conversation_id = 'conv-0' LIMIT 3")
+    chunk = _some(conn, "SELECT id FROM consolidation_chunks WHERE conversation_id = 'conv-0'")[0]
+    search = {
+        "conversation_id": "conv-3",
+        "category": None,
+        "as_of": None,
+        "query": "garden bicycle",
+        "vector": VECTOR,
+        "use_fulltext": True,
+        "use_vector": True,
+        "candidates": 100,
+        "rrf_k": 60,
+        "k": 10,
+    }
+    pending = "Bitmap Index Scan on episodic_memory_pending_idx"
+    active = "Bitmap Index Scan on semantic_memory_active_idx"
+    claimed = "Index Scan on episodic_memory_claimed_idx"
+    return {
+        "claim": (params(), {pending}),
+        "claim_left_pending": (params(), {pending}),
+        "renew_leases": (params(), {claimed}),
+        "release": (params(), {claimed}),
+        "record_failure": (
+            {"ids": episodes, "reason": "x", "max_attempts": 3, "run_id": uuid.uuid4()},
+            {claimed},
+        ),
+        "quarantine": (
+            {"run_id": uuid.uuid4(), "ids": episodes, "reasons": ["a", "b", "c"]},
+            {claimed},
+        ),
+        "apply_lock_episodes": (
+            {
+                "ids": episodes,
+                "messages_from": [0, 0, 0],
+                "conversation_id": "conv-0",
+                "run_id": uuid.uuid4(),
+            },
+            {claimed},
+        ),
+        "apply_lock_targets": (
+            {"ids": facts, "conversation_id": "conv-0"},
+            {"Bitmap Index Scan on semantic_memory_pkey"},
+        ),
+        "apply_dedupe": (
+            {
+                "vectors": [VECTOR, VECTOR],
+                "conversation_id": "conv-3",
+                "excluded": [],
+                "candidates": 5,
+                "threshold": 0.95,
+            },
+            {active},
+        ),
+        "apply_invalidate": (
+            {"conversation_id": "conv-0", "fact_ids": facts, "times": [T0] * 3},
+            {"Index Scan on semantic_memory_pkey"},
+        ),
+        "apply_reinforce": (
+            {"conversation_id": "conv-0", "fact_ids": facts, "episode_ids": episodes},
+            {"Index Scan on semantic_memory_pkey"},
+        ),
+        "apply_mark_consolidated": (
+            {"run_id": uuid.uuid4(), "gated": [], "ids": episodes, "messages_to": [None] * 3},
+            {"Index Scan on episodic_memory_pkey"},
+        ),
+        "apply_read_back": (
+            {"chunk_id": chunk},
+            {
+                "Index Scan on consolidation_chunks_pkey",
+                "Bitmap Index Scan on decision_log_chunk_idx",
+            },
+        ),
+        "related_facts": (
+            {"conversations": ["conv-3", "conv-3"], "vectors": [VECTOR, VECTOR], "limit": 20},
+            {active},
+        ),
+        "search": (search, {active}),
+        "search as of a time": (
+            {**search, "as_of": T0 + timedelta(days=30)},
+            {"Bitmap Index Scan on semantic_memory_validity_idx"},
+        ),
+        "context": (
+            {"conversation_id": "conv-3", "categories": ["guideline", "identity"], "as_of": None},
+            {"Index Scan on semantic_memory_active_idx"},
+        ),
+        "summarize_pending": (
+            {"conversations": None, "batch": 64, "offset": 0},
+            {"Index Scan on episodic_memory_pending_idx"},
+        ),
+        "summarize_write": (
+            {"ids": episodes, "summaries": ["a", "b", "c"]},
+            {"Index Scan on episodic_memory_pkey"},
+        ),
+        # counts over whole tables: a sequential scan is the cheapest way to read them all
+        "status": ({}, {"Seq Scan on episodic_memory", "Seq Scan on semantic_memory"}),
+    }
+
+
+# Statements that scan nothing worth an index: single-row inserts and updates by primary key,
+# the DDL of a staging table, and the ingest statements, which read one source's staging
+# table whole (tests/test_ingest.py measures them).
+NOT_PLANNED = {
+    "run_start",
+    "run_finish",
+    "record_chunk",
+    "ingest_stage",
+    "load_stage",
+    "ingest_segment",
+    "ingest_duplicates",
+    "load_insert",
+}
+
+
+def test_every_statement_uses_the_index_it_relies_on_at_realistic_size(
+    big: psycopg.Connection,
+) -> None:
+    wrong = {}
+    for name, (values, expected) in cases(big).items():
+        statement = name.split(" as of")[0]
+        found = scans(plan_of(big, statement, values))
+        unexpected_seq = {s for s in found if s.startswith("Seq Scan") and s not in expected}
+        if not expected <= found or unexpected_seq:
+            wrong[name] = sorted(found)
+    assert wrong == {}
+
+
+def test_every_statement_file_is_planned_or_said_why_not(big: psycopg.Connection) -> None:
+    planned = {name.split(" as of")[0] for name in cases(big)}
+    files = {path.stem for path in sql.statements_dir().glob("*.sql")}
+    assert files == planned | NOT_PLANNED
+
+
+def test_every_index_in_the_schema_is_used_by_a_statement(big: psycopg.Connection) -> None:
+    used = set()
+    for name, (values, _) in cases(big).items():
+        for access in scans(plan_of(big, name.split(" as of")[0], values)):
+            used.add(access.rsplit(" on ", 1)[1])
+    indexes = set(
+        _some(
+            big,
+            "SELECT indexname FROM pg_indexes WHERE schemaname = 'public' "
+            "AND indexname NOT LIKE '%_pkey' AND indexname NOT LIKE '%_key'",
+        )
+    )
+    assert indexes - used == set()
