@@ -15,6 +15,8 @@ import os
 import time
 from pathlib import Path
 
+from benchmarks.report import print_figures
+
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
 
 
@@ -71,10 +73,7 @@ def main() -> None:
         "ratio": round(stage_rate / raw_rate, 3),
         "goal_at_least_0_9": stage_rate / raw_rate >= 0.9,
     }
-    for key, value in figures.items():
-        print(f"{key:>28}: {value}")
-    if args.json:
-        print(json.dumps(figures))
+    print_figures(figures, as_json=args.json)
 
 
 if __name__ == "__main__":

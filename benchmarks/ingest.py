@@ -17,6 +17,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from benchmarks.report import print_figures
+
 
 def write_transcript(path: Path, messages: int, conversations: int) -> None:
     start = datetime(2023, 1, 1, tzinfo=UTC)
@@ -48,7 +50,7 @@ def main() -> None:
 
     from models.settings import Settings
     from sql.db import Database, migrate
-    from tasks.ingest.transcripts import ingest
+    from tasks.ingest.transcripts import IngestPolicy, ingest
 
     with tempfile.TemporaryDirectory(prefix="slowwave-ingest-") as tmp:
         source = Path(tmp) / "transcript.jsonl"
@@ -59,7 +61,7 @@ def main() -> None:
             migrate(db)
             baseline_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             start = time.perf_counter()
-            report = ingest(db, source, settings)
+            report = ingest(db, source, IngestPolicy.of(settings))
             seconds = time.perf_counter() - start
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     figures = {
@@ -74,10 +76,7 @@ def main() -> None:
         "rss_before_ingest_mb": round(baseline_mb),
         "goal_peak_under_1gib": peak_mb < 1024,
     }
-    for key, value in figures.items():
-        print(f"{key:>22}: {value}")
-    if args.json:
-        print(json.dumps(figures))
+    print_figures(figures, as_json=args.json)
 
 
 if __name__ == "__main__":

@@ -10,9 +10,10 @@ one, then all together, and prints the ratio (goal: batched at least 5x faster).
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
+
+from benchmarks.report import print_figures
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
 
@@ -73,10 +74,7 @@ def main() -> None:
         "valid_answers_batched": valid(batched),
         "goal_ratio_at_least_5": (tokens(batched) / batched_s) / (tokens(single) / single_s) >= 5,
     }
-    for key, value in figures.items():
-        print(f"{key:>30}: {value}")
-    if args.json:
-        print(json.dumps(figures))
+    print_figures(figures, as_json=args.json)
 
 
 if __name__ == "__main__":

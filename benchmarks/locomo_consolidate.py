@@ -9,11 +9,12 @@ the core stages (no Prefect, no Ray), and prints what happened and how long each
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 import time
 from pathlib import Path
+
+from benchmarks.report import print_figures
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
 
@@ -62,10 +63,7 @@ def main() -> None:
         "consolidate_s": round(consolidate_s, 2),
         "stage_s": summary.stage_seconds,
     }
-    for key, value in figures.items():
-        print(f"{key:>22}: {value}")
-    if args.json:
-        print(json.dumps(figures))
+    print_figures(figures, as_json=args.json)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from models.llm.base import StructuredModel
 from models.settings import get_settings
 from sql.db import Database, migrate
 from tasks.ingest.summarize import SummaryReport, summarize_missing
-from tasks.ingest.transcripts import Format, IngestReport, ingest
+from tasks.ingest.transcripts import Format, IngestPolicy, IngestReport, ingest
 
 
 @task(name="ingest", cache_policy=NONE)
@@ -28,7 +28,9 @@ def ingest_task(
     settings = get_settings()
     with Database(settings) as db:
         migrate(db)
-        report = ingest(db, Path(source), settings, fmt=fmt, since=since, until=until)
+        report = ingest(
+            db, Path(source), IngestPolicy.of(settings), fmt=fmt, since=since, until=until
+        )
     create_table_artifact(
         table=[
             {

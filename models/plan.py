@@ -7,12 +7,24 @@ guard turns it into this, so nothing the model invented can reach the database.
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from uuid import UUID
 
 from pydantic import BaseModel, Field
 
 from models.category import Category
 from models.consolidation import FactAction
+
+
+class Decision(StrEnum):
+    """What apply did with one proposed action: the decision log's ``action``."""
+
+    new = "new"
+    reinforce = "reinforce"
+    update = "update"
+    invalidate = "invalidate"
+    merge = "merge"
+    rejected = "rejected"
 
 
 class PlannedAction(BaseModel):

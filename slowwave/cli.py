@@ -43,7 +43,7 @@ from sql.db import Database, DatabaseUnavailable, MigrationError, migrate
 from sql.db.embedded import EmbeddedPostgresError, stop_embedded
 from sql.db.status import COUNTS, read_status
 from tasks.ingest.rejects import Reject
-from tasks.ingest.transcripts import Format, IngestReport, ingest
+from tasks.ingest.transcripts import Format, IngestPolicy, IngestReport, ingest
 
 app = typer.Typer(
     name="slowwave",
@@ -194,7 +194,13 @@ def run_ingest(path: Path, fmt: Format | None, settings: Settings | None = None)
         )
         with Progress(*columns, console=errors, transient=True) as bar:
             task = bar.add_task(path.name, total=path.stat().st_size if path.is_file() else None)
-            return ingest(db, path, settings, fmt=fmt, progress=lambda n: bar.advance(task, n))
+            return ingest(
+                db,
+                path,
+                IngestPolicy.of(settings),
+                fmt=fmt,
+                progress=lambda n: bar.advance(task, n),
+            )
 
 
 def print_ingest(report: IngestReport) -> None:

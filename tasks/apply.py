@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -30,9 +29,10 @@ import psycopg.errors
 import sql
 from models.chunk import ApplyResult
 from models.embedding.base import Vectors
-from models.plan import Plan
+from models.plan import Decision, Plan
 from models.settings import Settings
-from tasks.decide import Decision, Known, LogEntry, NewFact, Writes, decide, ended_targets
+from sql.copy import copy_rows
+from tasks.decide import Known, LogEntry, NewFact, Writes, decide, ended_targets
 
 logger = logging.getLogger(__name__)
 
@@ -338,36 +338,27 @@ def _end_facts(conn: psycopg.Connection, plan: Plan, writes: Writes) -> None:
         raise IsolationViolation(f"ended {cur.rowcount} of {len(writes.endings)} facts")
 
 
-def _copy(
-    conn: psycopg.Connection, table: str, columns: Sequence[tuple[str, str]]
-) -> AbstractContextManager[psycopg.Copy]:
-    names = ", ".join(name for name, _ in columns)
-    return conn.cursor().copy(f"COPY {table} ({names}) FROM STDIN WITH (FORMAT BINARY)")
-
-
 def _insert_facts(
     conn: psycopg.Connection, plan: Plan, run_id: UUID, inserts: Sequence[NewFact]
 ) -> None:
-    if not inserts:
-        return
-    with _copy(conn, "semantic_memory", FACT_COLUMNS) as copy:
-        copy.set_types([kind for _, kind in FACT_COLUMNS])
-        for f in inserts:
-            copy.write_row(
-                (
-                    f.id,
-                    plan.conversation_id,
-                    f.category,
-                    f.fact,
-                    f.keywords,
-                    f.source_episodic_ids,
-                    f.valid_at,
-                    f.invalid_at,
-                    f.embedding,
-                    f.supersedes_id,
-                    run_id,
-                )
-            )
+    rows = [
+        (
+            f.id,
+            plan.conversation_id,
+            f.category,
+            f.fact,
+            f.keywords,
+            f.source_episodic_ids,
+            f.valid_at,
+            f.invalid_at,
+            f.embedding,
+            f.supersedes_id,
+            run_id,
+        )
+        for f in inserts
+    ]
+    if rows:
+        copy_rows(conn, "semantic_memory", FACT_COLUMNS, rows)
 
 
 def _reinforce(conn: psycopg.Connection, plan: Plan, writes: Writes) -> None:
@@ -408,24 +399,22 @@ def _record_chunk(
 
 
 def _write_log(conn: psycopg.Connection, plan: Plan, run_id: UUID, log: Sequence[LogEntry]) -> None:
-    if not log:
-        return
-    with _copy(conn, "decision_log", LOG_COLUMNS) as copy:
-        copy.set_types([kind for _, kind in LOG_COLUMNS])
-        for e in log:
-            copy.write_row(
-                (
-                    run_id,
-                    plan.conversation_id,
-                    plan.chunk_id,
-                    e.proposed,
-                    str(e.action),
-                    e.fact_id,
-                    e.previous_fact_id,
-                    e.similarity,
-                    e.episode_ids,
-                    e.event_time,
-                    e.reason,
-                    e.proposed_fact,
-                )
-            )
+    rows = [
+        (
+            run_id,
+            plan.conversation_id,
+            plan.chunk_id,
+            e.proposed,
+            str(e.action),
+            e.fact_id,
+            e.previous_fact_id,
+            e.similarity,
+            e.episode_ids,
+            e.event_time,
+            e.reason,
+            e.proposed_fact,
+        )
+        for e in log
+    ]
+    if rows:
+        copy_rows(conn, "decision_log", LOG_COLUMNS, rows)

@@ -29,7 +29,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from uuid import UUID
 
 import numpy as np
@@ -37,18 +36,7 @@ import numpy as np
 from models.consolidation import FactAction
 from models.embedding.base import Vectors
 from models.ids import new_id
-from models.plan import Plan, PlannedAction
-
-
-class Decision(StrEnum):
-    """What apply did with one proposed action: the decision log's ``action``."""
-
-    new = "new"
-    reinforce = "reinforce"
-    update = "update"
-    invalidate = "invalidate"
-    merge = "merge"
-    rejected = "rejected"
+from models.plan import Decision, Plan, PlannedAction
 
 
 @dataclass(frozen=True)

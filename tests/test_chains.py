@@ -87,7 +87,8 @@ class HeldModel:
 
 
 @pytest.fixture
-def one_per_chunk(settings: Settings) -> Settings:
+def single_episode_chunks(settings: Settings) -> Settings:
+    """Each episode a chunk of its own, and a conversation due at its first episode."""
     return with_settings(settings, chunk_size=1, episode_threshold=1)
 
 
@@ -106,13 +107,16 @@ def _two_conversations(conn: psycopg.Connection) -> None:
 
 
 def test_a_conversation_waiting_on_the_model_does_not_hold_back_the_others(
-    db: Database, conn: psycopg.Connection, embedder: Embedder, one_per_chunk: Settings
+    db: Database,
+    conn: psycopg.Connection,
+    embedder: Embedder,
+    single_episode_chunks: Settings,
 ) -> None:
     _two_conversations(conn)
     # the slow conversation's first answer comes only once the fast one has sent its last
     # chunk: in rounds (chunk k of everyone, then k + 1) that never happens
     model = HeldModel(ScriptedModel(_script()), held="s1", release_on="f3")  # type: ignore[arg-type]
-    summary = consolidate(db, model, embedder, one_per_chunk)
+    summary = consolidate(db, model, embedder, single_episode_chunks)
     model.close()
 
     assert summary.chunks == 5 and summary.chunks_failed == 0, summary.failures
@@ -125,12 +129,15 @@ def test_a_conversation_waiting_on_the_model_does_not_hold_back_the_others(
 
 
 def test_a_conversations_next_chunk_is_asked_only_after_its_previous_chunk_is_applied(
-    db: Database, conn: psycopg.Connection, embedder: Embedder, one_per_chunk: Settings
+    db: Database,
+    conn: psycopg.Connection,
+    embedder: Embedder,
+    single_episode_chunks: Settings,
 ) -> None:
     _two_conversations(conn)
     scripted = ScriptedModel(_script())  # type: ignore[arg-type]
     model = HeldModel(scripted, held="s1", release_on="f3")
-    consolidate(db, model, embedder, one_per_chunk)
+    consolidate(db, model, embedder, single_episode_chunks)
     model.close()
 
     shown = {episode_keys(r)[0]: r.user for r in scripted.requests}
@@ -141,11 +148,14 @@ def test_a_conversations_next_chunk_is_asked_only_after_its_previous_chunk_is_ap
 
 
 def test_a_schedule_stopped_by_a_dropped_connection_goes_on_where_it_stopped(
-    db: Database, conn: psycopg.Connection, embedder: Embedder, one_per_chunk: Settings
+    db: Database,
+    conn: psycopg.Connection,
+    embedder: Embedder,
+    single_episode_chunks: Settings,
 ) -> None:
     _two_conversations(conn)
     model = ScriptedModel(_script())  # type: ignore[arg-type]
-    settings = one_per_chunk
+    settings = single_episode_chunks
     applies = 0
 
     def flaky_apply(prepared: Sequence[PreparedChunk], settle: Settle) -> list:  # type: ignore[type-arg]
@@ -175,13 +185,16 @@ def test_a_schedule_stopped_by_a_dropped_connection_goes_on_where_it_stopped(
 
 
 def test_an_unreachable_runtime_fails_the_run_without_charging_any_chunk_an_attempt(
-    db: Database, conn: psycopg.Connection, embedder: Embedder, one_per_chunk: Settings
+    db: Database,
+    conn: psycopg.Connection,
+    embedder: Embedder,
+    single_episode_chunks: Settings,
 ) -> None:
     _two_conversations(conn)
     nobody = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
     model = OpenAICompatibleModel(nobody, "m", max_retries=2, timeout_s=5)
     with pytest.raises(ConnectionError, match="cannot reach"):
-        consolidate(db, model, embedder, one_per_chunk)
+        consolidate(db, model, embedder, single_episode_chunks)
     model.close()
 
     state = episodes_state(conn).values()

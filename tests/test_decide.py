@@ -14,8 +14,8 @@ from models.category import Category
 from models.consolidation import ConsolidationOutput, FactAction
 from models.fact import Fact
 from models.ids import new_id
-from models.plan import Plan, PlannedAction
-from tasks.decide import Decision, Known, decide
+from models.plan import Decision, Plan, PlannedAction
+from tasks.decide import Known, decide
 from tasks.evidence import attribute_evidence
 from tasks.guard import guard
 from tests.fix_episodes import at, make_episode
@@ -252,3 +252,56 @@ def test_two_reinforcements_keep_the_cited_evidence_not_the_uncited_chunk() -> N
     )
     (merged,), _ = guard(output, shown, episodes)
     assert merged.cited and merged.episode_ids == [episodes[1].id]
+
+
+def _shown(text: str) -> list[Fact]:
+    return [
+        Fact(
+            id=new_id(),
+            conversation_id="c",
+            category=Category.preference,
+            fact=text,
+            source_episodic_ids=[new_id()],
+            valid_at=at(2024, 1, 1),
+        )
+    ]
+
+
+def test_the_guard_keeps_one_action_per_fact_update_over_invalidate_over_reinforce() -> None:
+    shown = _shown("User's favourite colour is blue")
+    output = ConsolidationOutput(
+        facts=[
+            fact("User's favourite colour is blue", action=FactAction.reinforce, existing="F1"),
+            fact("User's favourite colour is blue", action=FactAction.invalidate, existing="F1"),
+            fact("User's favourite colour is green", action=FactAction.update, existing="F1"),
+            fact("User's favourite colour is red", action=FactAction.update, existing="F1"),
+        ]
+    )
+    actions, rejections = guard(output, shown, _episodes())
+    assert [(a.action, a.fact) for a in actions] == [
+        (FactAction.update, "User's favourite colour is green"),
+        (FactAction.new, "User's favourite colour is red"),
+    ]
+    assert actions[1].reason == "second update of the same fact treated as new"
+    assert sorted(r.reason for r in rejections) == [
+        "invalidate overridden by update of the same fact",
+        "reinforce overridden by update of the same fact",
+    ]
+
+
+def test_the_guard_rejects_what_cannot_be_a_fact_and_unknown_categories() -> None:
+    output = ConsolidationOutput(
+        facts=[
+            fact("Jolene", "relationship"),
+            fact("User enjoys long walks", "hobby"),
+            fact("family family family family", "relationship"),
+            fact("User enjoys long walks in the hills", "interest"),
+        ]
+    )
+    actions, rejections = guard(output, [], _episodes())
+    assert [a.fact for a in actions] == ["User enjoys long walks in the hills"]
+    assert [r.reason.split(":")[0] for r in rejections] == [
+        "degenerate fact",
+        "unknown category 'hobby'",
+        "degenerate fact",
+    ]

@@ -14,7 +14,7 @@ from prefect.testing.utilities import prefect_test_harness
 
 from models.settings import Settings, get_settings
 from sql.db import Database
-from tasks.ingest.transcripts import ingest
+from tasks.ingest.transcripts import IngestPolicy, ingest
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "transcripts"
 
@@ -60,7 +60,7 @@ def test_the_nightly_flow_consolidates_locomo_in_shards_and_publishes_its_summar
 ) -> None:
     from flows.consolidate import nightly
 
-    ingest(db, locomo_path, flow_settings)
+    ingest(db, locomo_path, IngestPolicy.of(flow_settings))
     state = nightly(conversations=["conv-26", "conv-30", "conv-41"], return_state=True)
     assert state.is_completed(), state.message
     summary = state.result()
@@ -114,7 +114,7 @@ def test_a_shard_hit_by_a_dropped_connection_is_retried_and_goes_on_where_it_sto
         return real_apply(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(stages_module, "apply_chunks", drops_once)  # the one wiring
-    ingest(db, locomo_path, flow_settings)
+    ingest(db, locomo_path, IngestPolicy.of(flow_settings))
     state = nightly_module.nightly(conversations=["conv-30"], return_state=True)
     assert state.is_completed(), state.message
     summary = state.result()

@@ -20,7 +20,7 @@ from models.llm.replay import LoCoMoReplayModel
 from models.settings import Settings
 from sql.db import Database
 from tasks.consolidate import consolidate
-from tasks.ingest.transcripts import ingest
+from tasks.ingest.transcripts import IngestPolicy, ingest
 from tests.fix_episodes import with_settings
 
 T0 = datetime(2023, 3, 1, 9, 0, tzinfo=UTC)
@@ -62,9 +62,9 @@ def episodes_of(conn: psycopg.Connection, conversation: str) -> list[tuple[Any, 
 def test_locomo_ingests_into_187_episodes_at_their_own_2023_times_and_once_only(
     db: Database, conn: psycopg.Connection, settings: Settings, locomo_path: Path
 ) -> None:
-    first = ingest(db, locomo_path, settings)
+    first = ingest(db, locomo_path, IngestPolicy.of(settings))
     assert (first.episodes, first.ingested, first.rejected) == (187, 4124, 0)
-    assert ingest(db, locomo_path, settings).episodes == 0
+    assert ingest(db, locomo_path, IngestPolicy.of(settings)).episodes == 0
     row = conn.execute(
         "SELECT start_at, summary IS NOT NULL, jsonb_array_length(messages) FROM episodic_memory "
         "WHERE external_key = 'locomo:conv-26:session_1'"
@@ -83,7 +83,7 @@ def test_a_locomo_backfill_yields_facts_valid_in_their_own_time_not_today(
     embedder: Embedder,
     locomo_path: Path,
 ) -> None:
-    ingest(db, locomo_path, settings)
+    ingest(db, locomo_path, IngestPolicy.of(settings))
     consolidate(db, LoCoMoReplayModel(locomo_path), embedder, settings, conversations=["conv-26"])
     (latest,) = conn.execute(
         "SELECT max(valid_at) FROM semantic_memory WHERE conversation_id = 'conv-26'"
@@ -109,7 +109,7 @@ def test_transcripts_are_segmented_by_time_gaps_sessions_and_size(
         message("sessions", "b", 500, session_id="s1"),
         message("sessions", "c", 501, session_id=2),
     ]
-    report = ingest(db, write_jsonl(tmp_path / "t.jsonl", rows), tuned)
+    report = ingest(db, write_jsonl(tmp_path / "t.jsonl", rows), IngestPolicy.of(tuned))
     assert (report.read, report.ingested, report.rejected, report.episodes) == (9, 9, 0, 5)
     assert [(k, n) for k, n, *_ in episodes_of(conn, "gaps")] == [
         ("gaps:1", 2),
@@ -134,8 +134,8 @@ def test_a_grown_source_adds_only_new_episodes_and_never_rewrites_consolidated_o
     path = tmp_path / "grow.jsonl"
     rows: list[dict[str, Any] | str | bytes] = [message("g", str(i), i * 90) for i in range(6)]
     write_jsonl(path, rows)
-    assert ingest(db, path, settings).episodes == 6
-    assert ingest(db, path, settings).episodes == 0, "re-ingesting adds nothing"
+    assert ingest(db, path, IngestPolicy.of(settings)).episodes == 6
+    assert ingest(db, path, IngestPolicy.of(settings)).episodes == 0, "re-ingesting adds nothing"
 
     from tests.fix_models import ScriptedModel
 
@@ -145,7 +145,7 @@ def test_a_grown_source_adds_only_new_episodes_and_never_rewrites_consolidated_o
 
     # the source grew: a message that continues the last episode, and a later one
     write_jsonl(path, [*rows, message("g", "6", 5 * 90 + 5), message("g", "7", 2000)])
-    grown = ingest(db, path, settings)
+    grown = ingest(db, path, IngestPolicy.of(settings))
     assert (grown.ingested, grown.episodes) == (2, 2)
     after = episodes_of(conn, "g")
     assert after[: len(before)] == before, "consolidated episodes are untouched"
@@ -168,7 +168,7 @@ def test_parquet_transcripts_ingest_and_zoneless_timestamps_are_rejected(
         }
     )
     pq.write_table(zoned, tmp_path / "zoned.parquet")
-    report = ingest(db, tmp_path / "zoned.parquet", settings)
+    report = ingest(db, tmp_path / "zoned.parquet", IngestPolicy.of(settings))
     assert (report.read, report.ingested, report.rejected, report.episodes) == (3, 2, 1, 1)
     assert report.first_rejects[0].line == 3 and "text: is empty" in report.first_rejects[0].reason
 
@@ -176,7 +176,7 @@ def test_parquet_transcripts_ingest_and_zoneless_timestamps_are_rejected(
         2, "timestamp", pa.array([T0.replace(tzinfo=None)] * 3, type=pa.timestamp("us"))
     )
     pq.write_table(naive, tmp_path / "naive.parquet")
-    bad = ingest(db, tmp_path / "naive.parquet", settings)
+    bad = ingest(db, tmp_path / "naive.parquet", IngestPolicy.of(settings))
     assert (bad.ingested, bad.rejected) == (0, 3)
     assert "no time zone" in bad.first_rejects[0].reason
 
@@ -201,7 +201,7 @@ def test_every_kind_of_bad_line_is_reported_with_file_line_and_reason(
         message("v", "9", 8),
     ]
     path = write_jsonl(tmp_path / "bad.jsonl", rows)
-    report = ingest(db, path, small)
+    report = ingest(db, path, IngestPolicy.of(small))
     reasons = {r.line: r.reason for r in report.first_rejects}
     assert set(reasons) == {2, 3, 4, 5, 6, 7, 8, 9, 10, 11}
     assert reasons[2].startswith("malformed JSON")
@@ -283,7 +283,7 @@ def test_generated_malformed_transcripts_never_crash_and_lose_no_good_line(
             if not is_good and not blank:
                 expected_bad.add(number)
     path = write_jsonl(tmp_path_factory.mktemp("hyp") / "t.jsonl", rows)
-    report = ingest(db, path, settings)
+    report = ingest(db, path, IngestPolicy.of(settings))
 
     reported = (
         {json.loads(x)["line"] for x in Path(report.rejects_path).read_text().splitlines()}
@@ -330,7 +330,7 @@ def test_episodes_without_a_summary_get_one_from_the_model_in_batches(
         message("s", "2", 300, text="I am moving to Lisbon in May."),
         message("s", "3", 600, text="Miso knocked over my plants again."),
     ]
-    ingest(db, write_jsonl(tmp_path / "s.jsonl", rows), settings)
+    ingest(db, write_jsonl(tmp_path / "s.jsonl", rows), IngestPolicy.of(settings))
     report = summarize_missing(conn, Summarizer(), batch=2)
     assert (report.summarized, report.failed) == (2, 1)
     assert (report.prompt_tokens, report.completion_tokens) == (100, 24)

@@ -9,8 +9,18 @@ from psycopg.types.json import Jsonb
 
 import sql
 from models.episode import Episode
+from sql.copy import copy_rows
 
-_TYPES = ["uuid", "text", "text", "jsonb", "text", "float4", "timestamptz", "timestamptz"]
+STAGED_EPISODE = (
+    ("id", "uuid"),
+    ("conversation_id", "text"),
+    ("external_key", "text"),
+    ("messages", "jsonb"),
+    ("summary", "text"),
+    ("surprise", "float4"),
+    ("start_at", "timestamptz"),
+    ("end_at", "timestamptz"),
+)
 
 
 def load_episodes(conn: psycopg.Connection, episodes: Iterable[Episode]) -> int:
@@ -22,23 +32,23 @@ def load_episodes_counted(conn: psycopg.Connection, episodes: Iterable[Episode])
     """Like ``load_episodes``; returns (episodes inserted, their messages)."""
     with conn.transaction():
         conn.execute(sql.statement("load_stage"))
-        with conn.cursor().copy(
-            "COPY slowwave_staged_episodes (id, conversation_id, external_key, messages, "
-            "summary, surprise, start_at, end_at) FROM STDIN WITH (FORMAT BINARY)"
-        ) as copy:
-            copy.set_types(_TYPES)
-            for e in episodes:
-                copy.write_row(
-                    (
-                        e.id,
-                        e.conversation_id,
-                        e.external_key,
-                        Jsonb([m.model_dump(mode="json", exclude_none=True) for m in e.messages]),
-                        e.summary,
-                        e.surprise,
-                        e.start_at,
-                        e.end_at,
-                    )
+        copy_rows(
+            conn,
+            "slowwave_staged_episodes",
+            STAGED_EPISODE,
+            (
+                (
+                    e.id,
+                    e.conversation_id,
+                    e.external_key,
+                    Jsonb([m.model_dump(mode="json", exclude_none=True) for m in e.messages]),
+                    e.summary,
+                    e.surprise,
+                    e.start_at,
+                    e.end_at,
                 )
+                for e in episodes
+            ),
+        )
         counts = [int(r[0]) for r in conn.execute(sql.statement("load_insert")).fetchall()]
     return len(counts), sum(counts)

@@ -12,14 +12,35 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
 from models.transcript import TranscriptMessage
 from tasks.ingest.rejects import Reject
 
-Row = tuple[int, str, str, datetime, str, str, str | None]
+
+class Row(NamedTuple):
+    """A valid message of a source, as it is staged for segmentation (``COLUMNS``' order)."""
+
+    line: int
+    conversation_id: str
+    message_id: str
+    at: datetime
+    speaker: str
+    text: str
+    session_id: str | None
+
+
+COLUMNS = (
+    ("line", "int8"),
+    ("conversation_id", "text"),
+    ("message_id", "text"),
+    ("at", "timestamptz"),
+    ("speaker", "text"),
+    ("text", "text"),
+    ("session_id", "text"),
+)
 
 
 @dataclass
@@ -59,18 +80,16 @@ def validate(
     if len(message.text) > max_chars:
         reason = f"text: {len(message.text)} characters, more than the limit of {max_chars}"
         return None, Reject(source, line, reason, message.text[:200])
-    return (
-        (
-            line,
-            message.conversation_id,
-            message.message_id,
-            message.timestamp,
-            message.speaker,
-            message.text,
-            message.session_id,
-        ),
-        None,
+    row = Row(
+        line=line,
+        conversation_id=message.conversation_id,
+        message_id=message.message_id,
+        at=message.timestamp,
+        speaker=message.speaker,
+        text=message.text,
+        session_id=message.session_id,
     )
+    return row, None
 
 
 def read_jsonl(path: Path, batch_rows: int, max_chars: int) -> Iterator[Batch]:

@@ -20,17 +20,16 @@ from pydantic import ValidationError
 
 import sql
 from models.settings import Settings
+from sql.copy import copy_rows
 from sql.db import Database
 from tasks.ingest.load import load_episodes_counted
 from tasks.ingest.locomo import read_locomo
-from tasks.ingest.read import READERS
+from tasks.ingest.read import COLUMNS, READERS
 from tasks.ingest.rejects import Reject, RejectsReport, report_path
 
 Format = Literal["jsonl", "parquet", "locomo"]
 Window = tuple[datetime | None, datetime | None]
 Progress = Callable[[int], None]
-
-_STAGE_TYPES = ["int8", "text", "text", "timestamptz", "text", "text", "text"]
 
 
 @dataclass
@@ -59,10 +58,33 @@ def detect_format(path: Path) -> Format:
     raise ValueError(f"cannot tell the format of {path}; pass --format jsonl|parquet|locomo")
 
 
+@dataclass(frozen=True)
+class IngestPolicy:
+    """The settings ingest uses: batches, limits, segmentation, and where reports go."""
+
+    home: Path
+    batch_rows: int
+    max_message_chars: int
+    segment_gap_s: int
+    segment_max_messages: int
+    default_surprise: float
+
+    @classmethod
+    def of(cls, settings: Settings) -> IngestPolicy:
+        return cls(
+            home=settings.home,
+            batch_rows=settings.ingest_batch_rows,
+            max_message_chars=settings.max_message_chars,
+            segment_gap_s=settings.segment_gap_s,
+            segment_max_messages=settings.segment_max_messages,
+            default_surprise=settings.default_surprise,
+        )
+
+
 def ingest(
     db: Database,
     path: Path,
-    settings: Settings,
+    policy: IngestPolicy,
     *,
     fmt: Format | None = None,
     progress: Progress | None = None,
@@ -73,6 +95,7 @@ def ingest(
 
     ``since`` / ``until`` keep only messages in that event-time range (LoCoMo: sessions).
     """
+    settings = policy
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
     fmt = fmt or detect_format(path)
@@ -93,7 +116,7 @@ def _ingest_transcript(
     conn: psycopg.Connection,
     path: Path,
     fmt: Format,
-    settings: Settings,
+    settings: IngestPolicy,
     report: IngestReport,
     rejects: RejectsReport,
     progress: Progress | None,
@@ -102,20 +125,14 @@ def _ingest_transcript(
     reader = READERS[fmt]
     with conn.transaction():
         conn.execute(sql.statement("ingest_stage"))
-        for batch in reader(path, settings.ingest_batch_rows, settings.max_message_chars):
+        for batch in reader(path, settings.batch_rows, settings.max_message_chars):
             report.read += batch.read
             for reject in batch.rejects:
                 rejects.add(reject)
-            rows = [r for r in batch.rows if _within(r[3], window)]
+            rows = [r for r in batch.rows if _within(r.at, window)]
             report.out_of_range += len(batch.rows) - len(rows)
             if rows:
-                with conn.cursor().copy(
-                    "COPY slowwave_ingest (line, conversation_id, message_id, at, speaker, text, "
-                    "session_id) FROM STDIN WITH (FORMAT BINARY)"
-                ) as copy:
-                    copy.set_types(_STAGE_TYPES)
-                    for row in rows:
-                        copy.write_row(row)
+                copy_rows(conn, "slowwave_ingest", COLUMNS, rows)
             if progress is not None:
                 progress(batch.bytes_read)
         for line, conversation, message, first in conn.execute(
@@ -145,7 +162,7 @@ def _ingest_transcript(
 def _ingest_locomo(
     conn: psycopg.Connection,
     path: Path,
-    settings: Settings,
+    settings: IngestPolicy,
     report: IngestReport,
     rejects: RejectsReport,
     window: Window,
