@@ -47,7 +47,7 @@ VARIANTS = {
 
 def synthetic_episodes(data: Path, conversations: int, sessions: int) -> Iterator[Any]:
     """``conversations`` conversations of ``sessions`` LoCoMo sessions each, cycling through the
-    data; keys keep the LoCoMo session (the replay model answers by it) plus a copy suffix."""
+    data (the replay model recognises the sessions by their lines); keys add a copy suffix."""
     from models.ids import new_id
     from tasks.ingest.locomo import read_locomo
 

@@ -169,10 +169,10 @@ def consolidate_run(
         flow_run_id = str(flow_run.get_id() or "")
         model = model or load_model(settings)
         try:
-            policy = RunPolicy.of(settings, model)
             with recorded_run(
-                db, kind=kind, flow_run_id=flow_run_id, lease_s=policy.lease_s
+                db, kind=kind, flow_run_id=flow_run_id, lease_s=settings.claim_lease_s
             ) as summary:
+                policy = RunPolicy.of(settings, model)  # a budget that cannot work is recorded
                 embedder = embedder or load_embedder(settings)
                 everything = takes_everything(kind, conversations)
                 work = claim_task(db, summary, policy, conversations, everything)

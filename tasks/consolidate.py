@@ -90,7 +90,7 @@ def open_chunks(
     summary: RunSummary,
 ) -> list[OpenChunk]:
     """gate → predict → the model's prompt, for chunks of different conversations at once.
-    The facts shown are kept within the room ``budget`` reserved for them."""
+    The facts shown are kept within the room ``policy.budget`` reserved for them."""
     plans: list[Plan] = []
     visible: list[list[Episode]] = []
     with timed(summary, "gate"):
@@ -344,8 +344,10 @@ def consolidate(
 ) -> RunSummary:
     """A whole run in this process: claim what is due, consolidate it as one shard, release
     the rest, record the run."""
-    policy = RunPolicy.of(settings, model)
-    with recorded_run(db, kind=kind, flow_run_id=flow_run_id, lease_s=policy.lease_s) as summary:
+    with recorded_run(
+        db, kind=kind, flow_run_id=flow_run_id, lease_s=settings.claim_lease_s
+    ) as summary:
+        policy = RunPolicy.of(settings, model)  # inside: a budget that cannot work is recorded
         work = claim_run(
             db,
             summary,

@@ -52,8 +52,8 @@ class SearchHit(BaseModel):
 class SearchPolicy:
     """How the rankers are fused: ``candidates`` per ranker, reciprocal rank fusion ``rrf_k``."""
 
-    candidates: int = 100
-    rrf_k: int = 60
+    candidates: int = Settings.model_fields["search_candidates"].default
+    rrf_k: int = Settings.model_fields["rrf_k"].default
 
     @classmethod
     def of(cls, settings: Settings) -> SearchPolicy:

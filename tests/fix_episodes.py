@@ -49,7 +49,9 @@ def add(conn: psycopg.Connection, *episodes: Episode) -> list[Episode]:
     load_episodes(conn, episodes)
     for episode in episodes:
         for message in episode.messages:
-            KEYS_BY_LINE[render_message_line(message)] = episode.external_key
+            line = render_message_line(message)
+            bound = KEYS_BY_LINE.setdefault(line, episode.external_key)
+            assert bound == episode.external_key, f"{line!r} is already {bound}'s: make it unique"
     return list(episodes)
 
 

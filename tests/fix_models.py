@@ -109,6 +109,14 @@ class ScriptedModel:
         return None
 
 
+@pytest.fixture(autouse=True)
+def fresh_episode_lines() -> Iterator[None]:
+    """Each test recognises only the episodes it stored itself."""
+    KEYS_BY_LINE.clear()
+    yield
+    KEYS_BY_LINE.clear()
+
+
 @pytest.fixture(scope="session")
 def embedder(settings: Settings) -> Iterator[Embedder]:
     model = load_embedder(settings)

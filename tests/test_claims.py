@@ -147,9 +147,14 @@ def _two_episodes(conn: psycopg.Connection, conversation: str = "small") -> None
     add(
         conn,
         make_episode(
-            conversation, f"{conversation}-1", "I keep bees in my garden.", at(2025, 1, 1)
+            conversation, f"{conversation}-1", f"I keep bees ({conversation}).", at(2025, 1, 1)
         ),
-        make_episode(conversation, f"{conversation}-2", "My bees made honey.", at(2025, 1, 2)),
+        make_episode(
+            conversation,
+            f"{conversation}-2",
+            f"My bees made honey ({conversation}).",
+            at(2025, 1, 2),
+        ),
     )
 
 
@@ -180,6 +185,7 @@ def test_a_run_that_names_its_conversation_takes_every_pending_episode(
     _two_episodes(conn)
     _two_episodes(conn, "other")
     summary = consolidate(db, _bees(), embedder, settings, conversations=["small"])
+    assert {f["fact"] for f in facts(conn)} == {"User keeps bees", "User's bees made honey"}
     state = episodes_state(conn)
     assert state["small-1"]["consolidated_at"] is not None
     assert state["small-2"]["consolidated_at"] is not None

@@ -984,3 +984,16 @@ def test_an_update_of_a_new_fact_that_merged_into_a_known_one_ends_the_known_one
     assert boston["invalid_at"] == moved.end_at and new_york["supersedes_id"] == boston["id"]
     assert set(active(conn, "c")) == {"User lives in New York"}
     assert summary.chunks_failed == 0
+
+
+def test_a_context_too_small_for_any_episode_fails_the_run_with_the_reason_recorded(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    add(conn, make_episode("c", "tiny", "I like tea very much indeed.", at(2025, 1, 1)))
+    model = SmallContextModel({}, context_tokens=1024)  # the answer alone takes all of it
+    with pytest.raises(ValueError, match="no room for episodes"):
+        consolidate(db, model, embedder, with_settings(settings, llm_max_tokens=1024))
+    with conn.cursor() as cur:
+        (status, error) = cur.execute("SELECT status, error FROM consolidation_runs").fetchone()
+    assert status == "failed" and "no room for episodes" in error
+    assert episodes_state(conn)["tiny"]["attempts"] == 0

@@ -4,7 +4,7 @@ A ``GenerationRequest`` is a prompt, the JSON schema its answer must match, and 
 (``Purpose``: consolidating a chunk, summarising episodes); ``generate`` answers a batch.
 Runtimes return the model's raw text; parsing and validation happen once, in the calibrate
 and guard stages, so every runtime is held to the same rules. One module per runtime:
-``vllm`` (engines in Ray actors), ``openai`` (any OpenAI-compatible endpoint), ``replay``
+``vllm_runtime`` (engines in Ray actors), ``openai`` (any OpenAI-compatible endpoint), ``replay``
 (LoCoMo's gold facts).
 
 Runtimes backed by a serving engine also stream (``StreamingModel``): each request is started

@@ -77,7 +77,13 @@ def translate(exc: BaseException) -> BaseException:
     errors = ray_module().exceptions
     if isinstance(exc, errors.RayTaskError):  # raised by the code the actor ran
         cause = exc.cause
-        return translate(cause) if cause is not None and cause is not exc else exc
+        if cause is None or cause is exc:
+            return exc
+        if cause.__cause__ is None:
+            cause.__cause__ = exc  # keep the actor's traceback
+        return translate(cause)
+    if getattr(exc, "actor_init_failed", False):  # the runtime could not start: its own error
+        return exc
     lost = (  # the actor, its process or its node went away
         errors.RayActorError,  # ActorDiedError, ActorUnavailableError
         errors.WorkerCrashedError,

@@ -95,17 +95,16 @@ def ingest(
 
     ``since`` / ``until`` keep only messages in that event-time range (LoCoMo: sessions).
     """
-    settings = policy
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
     fmt = fmt or detect_format(path)
     report = IngestReport(source=str(path), format=fmt)
-    with RejectsReport(report_path(path, settings.home)) as rejects, db.connection() as conn:
+    with RejectsReport(report_path(path, policy.home)) as rejects, db.connection() as conn:
         window = (since, until)
         if fmt == "locomo":
-            _ingest_locomo(conn, path, settings, report, rejects, window)
+            _ingest_locomo(conn, path, policy, report, rejects, window)
         else:
-            _ingest_transcript(conn, path, fmt, settings, report, rejects, progress, window)
+            _ingest_transcript(conn, path, fmt, policy, report, rejects, progress, window)
         report.rejected = rejects.count
         report.first_rejects = rejects.first
         report.rejects_path = str(rejects.path) if rejects.count else None
@@ -116,7 +115,7 @@ def _ingest_transcript(
     conn: psycopg.Connection,
     path: Path,
     fmt: Format,
-    settings: IngestPolicy,
+    policy: IngestPolicy,
     report: IngestReport,
     rejects: RejectsReport,
     progress: Progress | None,
@@ -125,7 +124,7 @@ def _ingest_transcript(
     reader = READERS[fmt]
     with conn.transaction():
         conn.execute(sql.statement("ingest_stage"))
-        for batch in reader(path, settings.batch_rows, settings.max_message_chars):
+        for batch in reader(path, policy.batch_rows, policy.max_message_chars):
             report.read += batch.read
             for reject in batch.rejects:
                 rejects.add(reject)
@@ -149,9 +148,9 @@ def _ingest_transcript(
         made = conn.execute(
             sql.statement("ingest_segment"),
             {
-                "gap_s": settings.segment_gap_s,
-                "max_messages": settings.segment_max_messages,
-                "surprise": settings.default_surprise,
+                "gap_s": policy.segment_gap_s,
+                "max_messages": policy.segment_max_messages,
+                "surprise": policy.default_surprise,
             },
         ).fetchone()
     episodes, messages = made if made is not None else (0, 0)
@@ -162,13 +161,13 @@ def _ingest_transcript(
 def _ingest_locomo(
     conn: psycopg.Connection,
     path: Path,
-    settings: IngestPolicy,
+    policy: IngestPolicy,
     report: IngestReport,
     rejects: RejectsReport,
     window: Window,
 ) -> None:
     try:
-        read = read_locomo(path, surprise=settings.default_surprise, on_error=rejects.add)
+        read = read_locomo(path, surprise=policy.default_surprise, on_error=rejects.add)
         episodes = list(read)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         rejects.add(Reject(str(path), 0, f"not a LoCoMo JSON file: {exc}"))
