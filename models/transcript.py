@@ -34,6 +34,23 @@ class TranscriptMessage(BaseModel):
             raise ValueError(f"must be a string, not {type(value).__name__}")
         return value
 
+    @field_validator("conversation_id", "message_id", "speaker", "text", "session_id")
+    @classmethod
+    def _storable(cls, value: str | None) -> str | None:
+        """Postgres text holds neither NUL characters nor lone UTF-16 surrogates (which JSON
+        can escape): such a line is rejected with the reason, not left to abort the batch."""
+        if value is None:
+            return None
+        if "\x00" in value:
+            raise ValueError("contains a NUL character, which Postgres text cannot hold")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(
+                f"is not valid Unicode: a lone surrogate at position {exc.start}"
+            ) from None
+        return value
+
     @field_validator("text")
     @classmethod
     def _not_blank(cls, value: str) -> str:

@@ -78,3 +78,25 @@ def test_backfill_ingests_then_consolidates_in_event_time(
     conv30 = next(c for c in status["conversations"] if c["conversation_id"] == "conv-30")
     assert conv30["episodes_pending"] == 0 and conv30["facts_active"] > 0
     assert status["totals"]["episodes_pending"] == 187 - conv30["episodes_consolidated"]
+
+
+def test_a_keyword_style_database_url_never_shows_its_password(tmp_path: Path) -> None:
+    dsn = "host=127.0.0.1 port=9 user=app password='s3 cret' dbname=none connect_timeout=2"
+    result = run_cli(tmp_path, "db", "status", DATABASE_URL=dsn)
+    assert result.returncode == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("error: cannot connect to Postgres at ")
+    assert "password=***" in line and "s3" not in line and "cret" not in line
+
+
+def test_redaction_covers_every_dsn_form() -> None:
+    from sql.db.database import redact
+
+    assert redact("postgresql://app:s3cret@db:5432/x") == "postgresql://app:***@db:5432/x"
+    assert redact("postgresql://db/x?user=app&password=s3cret") == (
+        "postgresql://db/x?user=app&password=***"
+    )
+    assert redact("host=db password=s3cret user=app") == "host=db password=*** user=app"
+    assert redact("host=db password = 'it''s secret' user=app") == (
+        "host=db password=*** user=app"
+    )

@@ -342,3 +342,36 @@ def test_episodes_without_a_summary_get_one_from_the_model_in_batches(
     assert summaries["s:1"] == "The user said: user: I adopted a cat called Miso."
     assert summaries["s:2"] is None, "a failed answer leaves no summary, and stops nothing"
     assert summaries["s:3"].startswith("The user said: user: Miso knocked")
+
+
+def test_a_nul_character_or_a_lone_surrogate_rejects_its_line_and_the_rest_lands(
+    db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path
+) -> None:
+    def row(i: int, text: str, speaker: str = "user") -> dict[str, Any]:
+        return {
+            "conversation_id": "h",
+            "message_id": i,
+            "timestamp": f"2024-05-01T10:0{i}:00+00:00",
+            "speaker": speaker,
+            "text": text,
+        }
+
+    path = write_jsonl(
+        tmp_path / "hostile.jsonl",
+        [
+            row(1, "A perfectly ordinary first message."),
+            row(2, "a NUL \u0000 inside"),
+            '{"conversation_id": "h", "message_id": 3, "timestamp": '
+            '"2024-05-01T10:03:00+00:00", "speaker": "\\ud800", "text": "lone surrogate"}',
+            '{"conversation_id": "h", "message_id": "\\udfff", "timestamp": '
+            '"2024-05-01T10:04:00+00:00", "speaker": "user", "text": "odd id"}',
+            row(6, "A perfectly ordinary last message."),
+        ],
+    )
+    report = ingest(db, path, IngestPolicy.of(settings))
+    assert (report.read, report.ingested, report.rejected) == (5, 2, 3)
+    reasons = {r.line: r.reason for r in report.first_rejects}
+    assert "NUL character" in reasons[2]
+    assert all("unicode" in reasons[n].lower() for n in (3, 4)), reasons
+    stored = conn.execute("SELECT count(*) FROM ingested_messages").fetchone()
+    assert stored == (2,)

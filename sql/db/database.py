@@ -8,6 +8,7 @@ registered. It owns the embedded server's lifetime for this process.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from types import TracebackType
@@ -28,13 +29,18 @@ class DatabaseUnavailable(RuntimeError):
     """Postgres cannot be reached, or it cannot serve slowwave (no pgvector)."""
 
 
+# password=value in a keyword DSN (value bare, or single-quoted with '' or \' inside) or in a
+# URL's query string
+_KEYWORD_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.|'')*'|[^\s&]*)", re.I)
+
+
 def redact(url: str) -> str:
-    """The URL without its password, for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return parts._replace(netloc=netloc).geturl()
+    """The DSN without its password, in every form libpq takes (URL user info, URL query,
+    keyword=value), for messages and logs."""
+    parts = urlsplit(url) if "://" in url else None
+    if parts is not None and parts.password is not None:
+        url = parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")).geturl()
+    return _KEYWORD_PASSWORD.sub(lambda m: f"{m.group(1).replace(' ', '')}***", url)
 
 
 def _configure(conn: psycopg.Connection) -> None:
