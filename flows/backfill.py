@@ -10,6 +10,7 @@ from pathlib import Path
 from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
+from prefect.runtime import flow_run
 from prefect.states import State
 
 from flows.consolidate import consolidate_run, final_state
@@ -59,7 +60,12 @@ def ingest_task(
     return report
 
 
-@flow(name="slowwave-backfill", log_prints=True)
+def backfill_run_name() -> str:
+    """``backfill sample-chats.jsonl``: the source the run ingests."""
+    return f"backfill {Path(str(flow_run.get_parameters().get('source', ''))).name}"
+
+
+@flow(name="slowwave-backfill", flow_run_name=backfill_run_name, log_prints=True)
 def backfill(
     source: str,
     format: Format | None = None,

@@ -205,7 +205,15 @@ def final_state(summary: RunSummary, **extra: Any) -> State:
     return Completed(message=message, data=data)
 
 
-@flow(name="slowwave-nightly", log_prints=True)
+def nightly_run_name() -> str:
+    """``nightly 2026-11-22`` (the scheduled day), so last night's run is found at a glance;
+    a run that names its conversations says how many."""
+    day = flow_run.get_scheduled_start_time().strftime("%Y-%m-%d")
+    named = flow_run.get_parameters().get("conversations")
+    return f"nightly {day}" + (f" ({len(named)} conversations)" if named else "")
+
+
+@flow(name="slowwave-nightly", flow_run_name=nightly_run_name, log_prints=True)
 def nightly(conversations: list[str] | None = None) -> State:
     """Consolidate every conversation that is due (optionally only some)."""
     summary = consolidate_run(get_settings(), kind="nightly", conversations=conversations)

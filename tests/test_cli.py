@@ -97,6 +97,4 @@ def test_redaction_covers_every_dsn_form() -> None:
         "postgresql://db/x?user=app&password=***"
     )
     assert redact("host=db password=s3cret user=app") == "host=db password=*** user=app"
-    assert redact("host=db password = 'it''s secret' user=app") == (
-        "host=db password=*** user=app"
-    )
+    assert redact("host=db password = 'it''s secret' user=app") == ("host=db password=*** user=app")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -63,6 +64,9 @@ def test_the_nightly_flow_consolidates_locomo_in_shards_and_publishes_its_summar
     ingest(db, locomo_path, IngestPolicy.of(flow_settings))
     state = nightly(conversations=["conv-26", "conv-30", "conv-41"], return_state=True)
     assert state.is_completed(), state.message
+    with get_client(sync_client=True) as client:
+        named = client.read_flow_run(state.state_details.flow_run_id).name
+    assert re.fullmatch(r"nightly \d{4}-\d{2}-\d{2} \(3 conversations\)", named), named
     summary = state.result()
     assert summary["conversations"] == 3 and summary["chunks_failed"] == 0
     (consolidated,) = conn.execute(
@@ -86,6 +90,9 @@ def test_the_backfill_flow_ingests_then_consolidates_and_fails_only_when_nothing
 
     state = backfill(source=str(EXAMPLES / "sample-chats.jsonl"), return_state=True)
     assert state.is_completed(), state.message
+    with get_client(sync_client=True) as client:
+        named = client.read_flow_run(state.state_details.flow_run_id).name
+    assert named == "backfill sample-chats.jsonl"
     summary = state.result()
     assert summary["conversations"] == 3 and summary["episodes_consolidated"] == 10
     ingest_table = _artifact("slowwave-ingest")
