@@ -44,6 +44,7 @@ from sql.db.embedded import EmbeddedPostgresError, stop_embedded
 from sql.db.status import COUNTS, read_status
 from tasks.ingest.rejects import Reject
 from tasks.ingest.transcripts import Format, IngestPolicy, IngestReport, ingest
+from tasks.runs import mark_crashed
 
 app = typer.Typer(
     name="slowwave",
@@ -138,6 +139,8 @@ def db_status(
     """Episodes pending / consolidated / quarantined and facts active / invalidated."""
     with open_database() as db, db.raw_connection() as conn:
         status = read_status(conn, db.where(), per_conversation=conversations)
+        if status.migrations_pending == 0:  # runs whose process died are marked crashed
+            mark_crashed(conn, get_settings().claim_lease_s)
     if as_json:
         typer.echo(status.model_dump_json(indent=2))
         return

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -10,12 +12,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 from uuid import UUID
 
+import psutil
 import psycopg
 from psycopg.types.json import Jsonb
 
 import sql
 from models.ids import new_id
 from models.run import RunSummary
+from models.settings import Settings
 
 if TYPE_CHECKING:
     from sql.db import Database
@@ -35,9 +39,50 @@ def start_run(
                 "flow_run_id": flow_run_id,
                 "kind": kind,
                 "started_at": summary.started_at,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
             },
         )
     return summary
+
+
+def mark_crashed(conn: psycopg.Connection, lease_s: int) -> list[UUID]:
+    """Mark the runs that died as crashed, with the counts their chunks recorded; return them.
+
+    Dead: on this host, its process is gone (or the pid now belongs to a younger process); on
+    another host, it holds no live lease and started more than a lease ago (a live run renews
+    its leases every third of one). Either way it holds no live lease.
+    """
+    here = socket.gethostname()
+    now = datetime.now(UTC)
+    dead = []
+    for run_id, host, pid, started_at, leasing in conn.execute(
+        sql.statement("runs_running")
+    ).fetchall():
+        if leasing:
+            continue
+        if host == here and pid is not None:
+            if not _process_gone(pid, started_at):
+                continue
+        elif (now - started_at).total_seconds() < lease_s:
+            continue
+        dead.append(run_id)
+    if not dead:
+        return []
+    with conn.transaction():
+        rows = conn.execute(
+            sql.statement("runs_mark_crashed"),
+            {"ids": dead, "reason": "the run's process died; counts from its recorded chunks"},
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+def _process_gone(pid: int, started_at: datetime) -> bool:
+    try:
+        created = datetime.fromtimestamp(psutil.Process(pid).create_time(), UTC)
+    except psutil.NoSuchProcess:
+        return True
+    return created > started_at  # the pid was reused by a process started after the run
 
 
 def finish_run(conn: psycopg.Connection, summary: RunSummary, error: str | None = None) -> None:
@@ -108,6 +153,9 @@ def recorded_run(
     from tasks.claim import release
 
     with db.connection() as conn:
+        crashed = mark_crashed(conn, lease_s or Settings.model_fields["claim_lease_s"].default)
+        if crashed:
+            logger.warning("marked %d run(s) whose process died as crashed", len(crashed))
         summary = start_run(conn, kind=kind, flow_run_id=flow_run_id)
     error: str | None = None
     renewal: AbstractContextManager[object] = (

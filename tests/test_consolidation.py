@@ -997,3 +997,42 @@ def test_a_context_too_small_for_any_episode_fails_the_run_with_the_reason_recor
         (status, error) = cur.execute("SELECT status, error FROM consolidation_runs").fetchone()
     assert status == "failed" and "no room for episodes" in error
     assert episodes_state(conn)["tiny"]["attempts"] == 0
+
+
+def test_a_run_whose_process_died_is_marked_crashed_with_what_its_chunks_applied(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    add(
+        conn,
+        *[make_episode("c", f"d{i}", f"I sail boats, {i}.", at(2025, 1, i)) for i in (1, 2, 3)],
+    )
+    model = ScriptedModel({"d1": lambda r: answer(fact("User sails boats", "interest"))})
+    consolidate(db, model, embedder, settings)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    dead_pid = int(gone.stdout)
+    # the run's row as a killed process leaves it: running, zero counts, its pid gone
+    conn.execute(
+        "UPDATE consolidation_runs SET status = 'running', finished_at = NULL, chunks = 0, "
+        "episodes_consolidated = 0, facts_inserted = 0, host = %s, pid = %s",
+        (socket.gethostname(), dead_pid),
+    )
+    conn.commit()
+
+    consolidate(db, ScriptedModel({}), embedder, settings)  # any later run notices
+    with conn.cursor() as cur:
+        rows = cur.execute(
+            "SELECT status, chunks, episodes_consolidated, facts_inserted, error "
+            "FROM consolidation_runs ORDER BY started_at"
+        ).fetchall()
+    crashed, later = rows
+    assert crashed[:4] == ("crashed", 1, 3, 1) and "process died" in crashed[4]
+    assert later[0] == "completed"

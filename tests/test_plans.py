@@ -279,6 +279,19 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
         ),
         # counts over whole tables: a sequential scan is the cheapest way to read them all
         "status": ({}, {"Seq Scan on episodic_memory", "Seq Scan on semantic_memory"}),
+        # one row per run, read at a run's start; each running run's lease probed by index
+        "runs_running": ({}, {"Seq Scan on consolidation_runs", claimed}),
+        # only after a crash, once per crashed run: what it recorded is counted by scanning
+        # (an index per run on the three tables would cost every insert for a rare repair)
+        "runs_mark_crashed": (
+            {"ids": [uuid.uuid4()], "reason": "died"},
+            {
+                "Seq Scan on consolidation_chunks",
+                "Seq Scan on decision_log",
+                "Seq Scan on episodic_memory",
+                "Seq Scan on consolidation_runs",
+            },
+        ),
     }
 
 
