@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 
 # Before anything imports Prefect (it reads its settings once): the server's telemetry call
 # hangs for minutes where DNS has no answer, which stalls the ephemeral API server; models
@@ -44,6 +45,7 @@ from sql.db.embedded import EmbeddedPostgresError, stop_embedded
 from sql.db.status import COUNTS, read_status
 from tasks.ingest.rejects import Reject
 from tasks.ingest.transcripts import Format, IngestPolicy, IngestReport, ingest
+from tasks.quarantine import list_quarantined, release
 from tasks.runs import mark_crashed
 
 app = typer.Typer(
@@ -56,6 +58,11 @@ db_app = typer.Typer(help="Schema and state of the database.", no_args_is_help=T
 app.add_typer(db_app, name="db")
 models_app = typer.Typer(help="Model weights for the runtimes.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
+quarantine_app = typer.Typer(
+    help="Episodes set aside after repeated failures: list them, release them.",
+    no_args_is_help=True,
+)
+app.add_typer(quarantine_app, name="quarantine")
 
 
 @app.callback()
@@ -153,6 +160,62 @@ def db_status(
         table.add_row(row.conversation_id, *[str(getattr(row, c)) for c in COUNTS])
     table.add_row("[bold]total", *[f"[bold]{getattr(status.totals, c)}" for c in COUNTS])
     console.print(table)
+
+
+@quarantine_app.command("list")
+@one_line_errors
+def quarantine_list(
+    conversation: ConversationsOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Quarantined episodes with their attempts and last error, oldest first."""
+    with open_database() as db:
+        ensure_migrated(db)
+        with db.connection() as conn:
+            episodes = list_quarantined(conn, conversations=conversation)
+    if as_json:
+        typer.echo(json.dumps([e.model_dump(mode="json") for e in episodes], indent=2))
+        return
+    if not episodes:
+        console.print("no quarantined episodes")
+        return
+    table = Table("conversation", "episode", "attempts", "quarantined at", "last error")
+    for e in episodes:
+        table.add_row(
+            e.conversation_id,
+            e.external_key,
+            str(e.attempts),
+            e.quarantined_at.isoformat(timespec="seconds"),
+            (e.last_error or "")[:200],
+        )
+    console.print(table)
+
+
+@quarantine_app.command("release")
+@one_line_errors
+def quarantine_release(
+    reason: Annotated[
+        str, typer.Option("--reason", "-r", help="Who asked and why (kept in the decision log).")
+    ],
+    conversation: ConversationsOption = None,
+    episode: Annotated[
+        list[uuid.UUID] | None, typer.Option("--episode", "-e", help="Only these episode ids.")
+    ] = None,
+    release_all: Annotated[
+        bool, typer.Option("--all", help="Every quarantined episode of every conversation.")
+    ] = False,
+) -> None:
+    """Give quarantined episodes back to pending, attempts reset; the next run takes them."""
+    if not (conversation or episode or release_all):
+        raise typer.BadParameter("name --conversation or --episode, or say --all")
+    with open_database() as db:
+        ensure_migrated(db)
+        with db.connection() as conn:
+            released = release(conn, reason, conversations=conversation, episodes=episode)
+    total = sum(released.values())
+    console.print(f"released {total} episode(s) in {len(released)} conversation(s)")
+    for conversation_id, count in released.items():
+        console.print(f"  {conversation_id}: {count}", highlight=False)
 
 
 @db_app.command("stop")

@@ -279,6 +279,14 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
         ),
         # counts over whole tables: a sequential scan is the cheapest way to read them all
         "status": ({}, {"Seq Scan on episodic_memory", "Seq Scan on semantic_memory"}),
+        "quarantine_list": (
+            {"conversations": None, "limit": 1000},
+            {"Index Scan on episodic_memory_quarantined_idx"},
+        ),
+        "quarantine_release": (
+            {"conversations": ["conv-3"], "episodes": None, "reason": "ops"},
+            {"Index Scan on episodic_memory_quarantined_idx"},
+        ),
         # one row per run, read at a run's start; each running run's lease probed by index
         "runs_running": ({}, {"Seq Scan on consolidation_runs", claimed}),
         # only after a crash, once per crashed run: what it recorded is counted by scanning
