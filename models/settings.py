@@ -10,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 LLMRuntimeName = Literal["vllm", "openai", "replay"]
@@ -108,8 +108,8 @@ class Settings(BaseSettings):
     claim_lease_s: int = Field(
         default=3600,
         ge=10,
-        description="Seconds a run's claim on a conversation lasts; a running run renews it "
-        "every third of that, a crashed run's work is taken up again once it expires.",
+        description="Seconds a run's claim on a conversation lasts (at least 10); a running run "
+        "renews it every third of that, a crashed run's work is taken up again once it expires.",
     )
     due_after_s: int = Field(
         default=7 * 24 * 3600,
@@ -306,6 +306,17 @@ class Settings(BaseSettings):
         if self.llm_model:
             return Path(self.llm_model).expanduser()
         return self.home / "models" / "smollm2-135m-instruct"
+
+
+def describe_invalid(exc: ValidationError) -> str:
+    """A settings error as one line a user can act on: which variable, what is wrong."""
+    parts = []
+    for error in exc.errors():
+        name = "_".join(str(p) for p in error["loc"]).upper()
+        given = error.get("input")
+        shown = f"={given!r}" if isinstance(given, str | int | float) else ""
+        parts.append(f"SLOWWAVE_{name}{shown}: {error['msg']}")
+    return "invalid setting " + "; ".join(parts)
 
 
 @lru_cache(maxsize=1)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -37,7 +38,7 @@ from models.category import Category
 from models.embedding import EmbeddingDimensionMismatch
 from models.llm import RuntimeNotAvailable
 from models.run import RunSummary
-from models.settings import Settings, get_settings
+from models.settings import Settings, describe_invalid, get_settings
 from slowwave.memory import Memory
 from slowwave.settings_doc import settings_markdown, sync_readme
 from sql.db import Database, DatabaseUnavailable, MigrationError, migrate
@@ -67,8 +68,16 @@ app.add_typer(quarantine_app, name="quarantine")
 
 @app.callback()
 def _environment() -> None:
-    """Keep Prefect's and the model libraries' state under the slowwave home."""
-    prefect_home = get_settings().home / "prefect"
+    """Keep Prefect's and the model libraries' state under the slowwave home; an invalid
+    setting is one line on stderr, before any command starts."""
+    try:
+        settings = get_settings()
+    except ValidationError as exc:
+        errors.print(
+            f"[bold red]error:[/] {describe_invalid(exc)}", highlight=False, soft_wrap=True
+        )
+        raise typer.Exit(1) from None
+    prefect_home = settings.home / "prefect"
     prefect_home.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PREFECT_HOME", str(prefect_home))
 

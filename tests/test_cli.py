@@ -98,3 +98,17 @@ def test_redaction_covers_every_dsn_form() -> None:
     )
     assert redact("host=db password=s3cret user=app") == "host=db password=*** user=app"
     assert redact("host=db password = 'it''s secret' user=app") == ("host=db password=*** user=app")
+
+
+def test_an_invalid_setting_is_one_line_naming_the_variable_for_every_command(
+    tmp_path: Path,
+) -> None:
+    for args, env in (
+        (("db", "stop", "--force"), {"SLOWWAVE_LLM_RUNTIME": "nonsense"}),
+        (("db", "status"), {"SLOWWAVE_CLAIM_LEASE_S": "5"}),
+    ):
+        result = run_cli(tmp_path, *args, **env)
+        assert result.returncode == 1
+        (line,) = result.stderr.strip().splitlines()
+        ((name, value),) = env.items()
+        assert line.startswith(f"error: invalid setting {name}={value!r}: "), line
