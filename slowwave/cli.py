@@ -48,6 +48,7 @@ from tasks.ingest.rejects import Reject
 from tasks.ingest.transcripts import Format, IngestPolicy, IngestReport, ingest
 from tasks.quarantine import list_quarantined, release
 from tasks.runs import mark_crashed
+from tasks.search import SearchError
 
 app = typer.Typer(
     name="slowwave",
@@ -107,6 +108,7 @@ EXPECTED_ERRORS: tuple[type[Exception], ...] = (
     DatabaseUnavailable,
     MigrationError,
     EmbeddedPostgresError,
+    SearchError,
 )
 
 
@@ -376,6 +378,7 @@ def search_command(
     if as_of is not None and as_of.tzinfo is None:
         as_of = as_of.replace(tzinfo=UTC)
     with Memory(get_settings()) as memory:
+        memory.ensure_schema()
         hits = memory.search(
             query,
             conversation,
@@ -384,6 +387,11 @@ def search_command(
             as_of=as_of,
             ranker=ranker,  # type: ignore[arg-type]
         )
+        if not hits and not memory.has_facts(conversation):
+            raise SearchError(
+                f"conversation {conversation!r} has no facts (no such conversation, or nothing "
+                "of it consolidated yet: see `slowwave db status --conversations`)"
+            )
     if output is OutputFormat.json:
         typer.echo(json.dumps([h.model_dump(mode="json") for h in hits], indent=2))
     else:

@@ -19,12 +19,13 @@ from models.category import Category
 from models.embedding import load_embedder
 from models.embedding.base import Embedder
 from models.settings import Settings, get_settings
-from sql.db import Database
+from sql.db import Database, migrate
 from tasks.search import (
     Ranker,
     SearchHit,
     SearchPolicy,
     context,
+    has_facts,
     render_markdown,
     render_split,
     search,
@@ -68,6 +69,15 @@ class Memory:
                 ranker=ranker,
                 policy=SearchPolicy.of(self.settings),
             )
+
+    def ensure_schema(self) -> None:
+        """Migrate when needed (a fresh database has no tables, and no vector type yet)."""
+        migrate(self._db.open())
+
+    def has_facts(self, conversation_id: str) -> bool:
+        """Whether the conversation has any consolidated fact (valid now or once)."""
+        with self._db.open().connection() as conn:
+            return has_facts(conn, conversation_id)
 
     def context(
         self, conversation_id: str, budget_tokens: int = 500, *, as_of: datetime | None = None

@@ -48,6 +48,19 @@ class SearchHit(BaseModel):
         return len(self.source_episodic_ids)
 
 
+class SearchError(ValueError):
+    """A search that cannot be answered as asked (a bad k, a query that is not text, a
+    conversation with no facts): the user's to fix, said in one line."""
+
+
+def has_facts(conn: psycopg.Connection, conversation_id: str) -> bool:
+    """Whether the conversation has any fact, valid now or once."""
+    row = conn.execute(
+        sql.statement("conversation_facts"), {"conversation_id": conversation_id}
+    ).fetchone()
+    return bool(row and row[0])
+
+
 @dataclass(frozen=True)
 class SearchPolicy:
     """How the rankers are fused: ``candidates`` per ranker, reciprocal rank fusion ``rrf_k``."""
@@ -74,6 +87,12 @@ def search(
 ) -> list[SearchHit]:
     """The top ``k`` facts of ``conversation_id`` for ``query``."""
     policy = policy or SearchPolicy()
+    if k < 1:
+        raise SearchError(f"k must be at least 1, not {k}")
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SearchError("the query is not valid UTF-8 text") from None
     if category is not None:
         category = Category(category)
     if as_of is not None and as_of.tzinfo is None:

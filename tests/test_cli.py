@@ -112,3 +112,33 @@ def test_an_invalid_setting_is_one_line_naming_the_variable_for_every_command(
         (line,) = result.stderr.strip().splitlines()
         ((name, value),) = env.items()
         assert line.startswith(f"error: invalid setting {name}={value!r}: "), line
+
+
+def test_search_mistakes_are_one_line_with_exit_code_1(tmp_path: Path) -> None:
+    bad_k = run_cli(tmp_path, "search", "tea", "-c", "nobody", "-k", "-1")
+    assert bad_k.returncode == 1
+    assert bad_k.stderr.strip().splitlines() == ["error: k must be at least 1, not -1"]
+    unknown = run_cli(tmp_path, "search", "tea", "-c", "nobody")
+    assert unknown.returncode == 1
+    (line,) = unknown.stderr.strip().splitlines()
+    assert line.startswith("error: conversation 'nobody' has no facts")
+    assert unknown.stdout == ""
+
+
+def test_a_query_that_is_not_utf8_is_refused_in_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.fix_processes import slowwave_env
+
+    result = subprocess.run(
+        [sys.executable.encode(), b"-m", b"slowwave", b"search", b"caf\xe9", b"-c", b"x"],
+        env=slowwave_env(tmp_path),
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr.decode().strip().splitlines() == [
+        "error: the query is not valid UTF-8 text"
+    ]

@@ -279,6 +279,10 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
         ),
         # counts over whole tables: a sequential scan is the cheapest way to read them all
         "status": ({}, {"Seq Scan on episodic_memory", "Seq Scan on semantic_memory"}),
+        "conversation_facts": (
+            {"conversation_id": "nobody"},
+            {"Index Only Scan on semantic_memory_validity_idx"},
+        ),
         "quarantine_list": (
             {"conversations": None, "limit": 1000},
             {"Index Scan on episodic_memory_quarantined_idx"},
