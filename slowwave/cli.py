@@ -36,7 +36,7 @@ from rich.table import Table
 
 from models.category import Category
 from models.embedding import EmbeddingDimensionMismatch
-from models.llm import RuntimeNotAvailable
+from models.llm import RuntimeNotAvailable, check_runtime
 from models.run import RunSummary
 from models.settings import Settings, describe_invalid, get_settings
 from slowwave.memory import Memory
@@ -309,10 +309,21 @@ def backfill_command(
 
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
+    preflight()
     state = backfill(
         source=str(path.resolve()), format=fmt, conversations=conversation, return_state=True
     )
     print_flow_result(state)
+
+
+def preflight() -> None:
+    """What a run needs, checked before Prefect or any engine starts, so that an unreachable
+    database, a schema of another embedding dimension or a model not set up is one line on
+    stderr within seconds, not a traceback from inside a flow."""
+    settings = get_settings()
+    with open_database(settings) as db:
+        migrate(db)
+    check_runtime(settings)
 
 
 def print_flow_result(state: Any) -> None:
@@ -453,6 +464,7 @@ def consolidate_command(
     """Consolidate everything that is due (the nightly flow, run here)."""
     from flows.consolidate import nightly
 
+    preflight()
     print_flow_result(nightly(conversations=conversation, return_state=True))
 
 

@@ -142,3 +142,24 @@ def test_a_query_that_is_not_utf8_is_refused_in_one_line(tmp_path: Path) -> None
     assert result.stderr.decode().strip().splitlines() == [
         "error: the query is not valid UTF-8 text"
     ]
+
+
+def test_consolidate_and_backfill_say_what_is_missing_in_one_line_before_any_work(
+    tmp_path: Path,
+) -> None:
+    unreachable = run_cli(
+        tmp_path, "consolidate", DATABASE_URL="postgresql://app:s3cret@127.0.0.1:9/none"
+    )
+    assert unreachable.returncode == 1
+    (line,) = unreachable.stderr.strip().splitlines()
+    assert line.startswith("error: cannot connect to Postgres at postgresql://app:***@")
+    no_model = run_cli(
+        tmp_path,
+        "backfill",
+        str(Path(__file__).parents[1] / "examples" / "transcripts" / "sample-chats.jsonl"),
+        SLOWWAVE_LLM_MODEL=str(tmp_path / "no-such-model"),
+    )
+    assert no_model.returncode == 1
+    (line,) = no_model.stderr.strip().splitlines()
+    assert line.startswith(f"error: no model at {tmp_path / 'no-such-model'}")
+    assert "Traceback" not in no_model.stdout + no_model.stderr

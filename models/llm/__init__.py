@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from typing import TYPE_CHECKING
 
 from models.llm.base import GenerationRequest, ModelAnswer, RuntimeNotAvailable, StructuredModel
@@ -19,6 +20,24 @@ __all__ = [
     "StructuredModel",
     "load_model",
 ]
+
+
+def check_runtime(settings: Settings) -> None:
+    """Raise ``RuntimeNotAvailable`` now, without starting anything, when the configured runtime
+    lacks what it needs (prepared weights, vLLM installed, replay data), so that a command
+    fails in one line before a flow or an engine starts."""
+    if settings.llm_runtime == "replay":
+        if settings.replay_data is None or not settings.replay_data.is_file():
+            raise RuntimeNotAvailable(
+                "the replay runtime needs SLOWWAVE_REPLAY_DATA (a LoCoMo JSON file); "
+                f"got {settings.replay_data}"
+            )
+    elif settings.llm_runtime == "vllm":
+        vllm_options(settings)  # the model directory must exist
+        if importlib.util.find_spec("vllm") is None:
+            raise RuntimeNotAvailable(
+                "the vllm runtime needs vLLM: pip install -e '.[cpu]' (no GPU) or '.[gpu]'"
+            )
 
 
 def load_model(settings: Settings) -> StructuredModel:
