@@ -95,6 +95,11 @@ class Plan(BaseModel):
     completion_tokens: int = 0
 
     @property
+    def writing(self) -> list[int]:
+        """Indexes of the actions that write a fact: the rows of the plan's vectors."""
+        return [i for i, a in enumerate(self.actions) if a.writes_fact]
+
+    @property
     def finished_episodes(self) -> int:
         """Episodes this chunk finishes (a part that leaves its episode half done: none)."""
         if not self.messages_to:

@@ -300,7 +300,7 @@ def _nearest_duplicates(
     """Action index → the nearest active duplicate of the fact it writes, if any; each
     duplicate is added to ``known`` (a later action may act on the fact a new one merged
     into)."""
-    writing = [i for i, a in enumerate(plan.actions) if a.writes_fact]
+    writing = plan.writing
     if not writing:
         return {}
     rows = conn.execute(

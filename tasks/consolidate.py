@@ -110,16 +110,11 @@ def open_chunks(
             visible.append(kept)
     asking = [i for i, kept in enumerate(visible) if kept]
     with timed(summary, "predict"):
-        vectors = dict(
-            zip(asking, episode_vectors(embedder, [visible[i] for i in asking]), strict=True)
-        )
+        chunks_asked = [visible[i] for i in asking]
+        embedded = episode_vectors(embedder, chunks_asked)
         with db.connection() as conn:
-            related = related_facts(
-                conn,
-                [visible[i] for i in asking],
-                [vectors[i] for i in asking],
-                policy.related_facts_limit,
-            )
+            related = related_facts(conn, chunks_asked, embedded, policy.related_facts_limit)
+        vectors = dict(zip(asking, embedded, strict=True))
         shown = dict(zip(asking, related, strict=True))
     opened = []
     for i, plan in enumerate(plans):

@@ -106,7 +106,7 @@ def ended_targets(plan: Plan) -> set[UUID]:
 
 def writing_vectors(plan: Plan, vectors: Vectors) -> dict[int, np.ndarray]:
     """Action index → the vector of the fact it writes (``vectors`` in action order)."""
-    writing = [i for i, a in enumerate(plan.actions) if a.writes_fact]
+    writing = plan.writing
     if len(writing) != len(vectors):
         raise ValueError(f"{len(writing)} facts to write but {len(vectors)} vectors")
     return {i: vectors[k] for k, i in enumerate(writing)}

@@ -25,17 +25,13 @@ def embed_groups(embedder: Embedder, groups: Sequence[Sequence[str]]) -> list[Ve
 
 def embed_plans(embedder: Embedder, plans: Sequence[Plan]) -> list[Vectors]:
     """Per plan, one row per action that writes a fact, in the plan's action order."""
-    return embed_groups(
-        embedder,
-        [
-            [
-                embedding_text(str(a.category), a.fact or "", a.keywords)
-                for a in p.actions
-                if a.writes_fact
-            ]
-            for p in plans
-        ],
-    )
+    return embed_groups(embedder, [fact_texts(p) for p in plans])
+
+
+def fact_texts(plan: Plan) -> list[str]:
+    """What is embedded for each fact the plan writes, in action order."""
+    actions = [plan.actions[i] for i in plan.writing]
+    return [embedding_text(str(a.category), a.fact or "", a.keywords) for a in actions]
 
 
 def uncited_texts(plan: Plan) -> list[str]:

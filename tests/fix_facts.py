@@ -10,7 +10,19 @@ from datetime import datetime
 import numpy as np
 import psycopg
 
+from sql.copy import copy_rows
+
 FactRow = tuple[str, str, list[str]]  # category, fact, keywords
+COLUMNS = (
+    ("id", "uuid"),
+    ("conversation_id", "text"),
+    ("category", "text"),
+    ("fact", "text"),
+    ("keywords", "text[]"),
+    ("source_episodic_ids", "uuid[]"),
+    ("valid_at", "timestamptz"),
+    ("embedding", "vector"),
+)
 
 
 def copy_facts(
@@ -23,18 +35,16 @@ def copy_facts(
     """Insert active facts of ``conversation`` (each with one made-up source episode) in one
     transaction; returns their ids in order."""
     ids = [uuid.uuid4() for _ in rows]
-    with (
-        conn.transaction(),
-        conn.cursor().copy(
-            "COPY semantic_memory (id, conversation_id, category, fact, keywords, "
-            "source_episodic_ids, valid_at, embedding) FROM STDIN WITH (FORMAT BINARY)"
-        ) as copy,
-    ):
-        copy.set_types(
-            ["uuid", "text", "text", "text", "text[]", "uuid[]", "timestamptz", "vector"]
-        )
-        for fact_id, (category, text, keywords), vector in zip(ids, rows, vectors, strict=True):
-            copy.write_row(
+    with conn.transaction():
+        copy_rows(
+            conn,
+            "semantic_memory",
+            COLUMNS,
+            (
                 (fact_id, conversation, category, text, keywords, [uuid.uuid4()], valid_at, vector)
-            )
+                for fact_id, (category, text, keywords), vector in zip(
+                    ids, rows, vectors, strict=True
+                )
+            ),
+        )
     return ids

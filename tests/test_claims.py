@@ -216,6 +216,17 @@ def test_a_conversation_that_stops_below_the_threshold_is_due_once_it_waited_lon
     assert summary.episodes_consolidated == 2
 
 
+def _tail_answered() -> ScriptedModel:
+    """A model that answers the conversation's last chunk (k0-2) this time."""
+    return ScriptedModel(
+        {
+            "k0-2": lambda r: ConsolidationOutput(
+                facts=[fact("User keeps coins in albums", "interest")]
+            )
+        }
+    )
+
+
 def test_a_failed_last_chunk_of_one_episode_is_retried_at_the_next_nightly_run(
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
 ) -> None:
@@ -230,13 +241,7 @@ def test_a_failed_last_chunk_of_one_episode_is_retried_at_the_next_nightly_run(
     first = consolidate(db, broken, embedder, two_per_chunk, kind="nightly")
     assert first.chunks_failed == 1 and episodes_state(conn)["k0-2"]["consolidated_at"] is None
 
-    fixed = ScriptedModel(
-        {
-            "k0-2": lambda r: ConsolidationOutput(
-                facts=[fact("User keeps coins in albums", "interest")]
-            )
-        }
-    )
+    fixed = _tail_answered()
     second = consolidate(db, fixed, embedder, two_per_chunk, kind="nightly")
     assert second.episodes_consolidated == 1
     assert all(s["consolidated_at"] is not None for s in episodes_state(conn).values())
@@ -269,13 +274,7 @@ def test_the_tail_of_a_run_killed_between_two_chunks_is_due_at_the_next_run(
     conn.commit()
     assert [k for k, s in episodes_state(conn).items() if s["consolidated_at"] is None] == ["k0-2"]
 
-    resumed = ScriptedModel(
-        {
-            "k0-2": lambda r: ConsolidationOutput(
-                facts=[fact("User keeps coins in albums", "interest")]
-            )
-        }
-    )
+    resumed = _tail_answered()
     summary = consolidate(db, resumed, embedder, two_per_chunk, kind="nightly")
     assert summary.episodes_consolidated == 1
     assert all(s["consolidated_at"] is not None for s in episodes_state(conn).values())

@@ -22,7 +22,9 @@ from psycopg.types.json import Jsonb
 
 import sql
 from models.settings import Settings
+from sql.copy import copy_rows
 from sql.db import Database, migrate
+from tasks.apply import FACT_COLUMNS
 from tests.fix_db import url_for_database
 
 CONVERSATIONS = 400
@@ -30,10 +32,6 @@ FACTS_PER_CONVERSATION = 75
 EPISODES_PER_CONVERSATION = 45
 DIM = 384
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
-FACT_TYPES = [
-    *("uuid", "text", "text", "text", "text[]", "uuid[]", "timestamptz", "timestamptz"),
-    *("vector", "uuid"),
-]
 
 
 @pytest.fixture(scope="module")
@@ -91,33 +89,30 @@ def _fill(conn: psycopg.Connection) -> None:
                     )
                 )
     fact_ids: list[uuid.UUID] = []
-    with conn.cursor().copy(
-        "COPY semantic_memory (id, conversation_id, category, fact, keywords, "
-        "source_episodic_ids, valid_at, invalid_at, embedding, created_by_run_id) "
-        "FROM STDIN WITH (FORMAT BINARY)"
-    ) as copy:
-        copy.set_types(FACT_TYPES)
-        for c in range(CONVERSATIONS):
-            vectors = rng.standard_normal((FACTS_PER_CONVERSATION, DIM)).astype(np.float32)
-            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-            for f in range(FACTS_PER_CONVERSATION):
-                fact = uuid.uuid4()
-                fact_ids.append(fact)
-                ended = T0 + timedelta(days=f + 1) if f % 5 == 0 else None
-                copy.write_row(
-                    (
-                        fact,
-                        f"conv-{c}",
-                        "experience",
-                        f"User {c} did thing number {f} with the garden and the bicycle",
-                        ["garden", f"thing{f}"],
-                        [episode_ids[c * EPISODES_PER_CONVERSATION]],
-                        T0 + timedelta(days=f),
-                        ended,
-                        vectors[f],
-                        run,
-                    )
+    rows = []
+    for c in range(CONVERSATIONS):
+        vectors = rng.standard_normal((FACTS_PER_CONVERSATION, DIM)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        for f in range(FACTS_PER_CONVERSATION):
+            fact = uuid.uuid4()
+            fact_ids.append(fact)
+            ended = T0 + timedelta(days=f + 1) if f % 5 == 0 else None
+            rows.append(
+                (
+                    fact,
+                    f"conv-{c}",
+                    "experience",
+                    f"User {c} did thing number {f} with the garden and the bicycle",
+                    ["garden", f"thing{f}"],
+                    [episode_ids[c * EPISODES_PER_CONVERSATION]],
+                    T0 + timedelta(days=f),
+                    ended,
+                    vectors[f],
+                    None,  # supersedes_id
+                    run,
                 )
+            )
+    copy_rows(conn, "semantic_memory", FACT_COLUMNS, rows)  # apply's own COPY
     chunk = uuid.uuid4()
     conn.execute(
         "INSERT INTO consolidation_chunks (id, run_id, conversation_id, episode_ids, status) "

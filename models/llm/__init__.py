@@ -5,13 +5,10 @@
 from __future__ import annotations
 
 import importlib.util
-from typing import TYPE_CHECKING
 
 from models.llm.base import GenerationRequest, ModelAnswer, RuntimeNotAvailable, StructuredModel
+from models.llm.vllm_runtime import vllm_options
 from models.settings import Settings
-
-if TYPE_CHECKING:
-    from models.llm.vllm_engine import VLLMOptions
 
 __all__ = [
     "GenerationRequest",
@@ -19,6 +16,7 @@ __all__ = [
     "RuntimeNotAvailable",
     "StructuredModel",
     "load_model",
+    "vllm_options",
 ]
 
 
@@ -76,10 +74,3 @@ def load_model(settings: Settings) -> StructuredModel:
     from models.llm.vllm_runtime import VLLMModel
 
     return VLLMModel(settings)
-
-
-def vllm_options(settings: Settings) -> VLLMOptions:
-    """The engine options the settings name (``vllm_runtime.vllm_options``)."""
-    from models.llm.vllm_runtime import vllm_options as options_of
-
-    return options_of(settings)
