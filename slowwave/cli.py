@@ -43,7 +43,8 @@ from slowwave.memory import Memory
 from slowwave.settings_doc import settings_markdown, sync_readme
 from sql.db import Database, DatabaseUnavailable, MigrationError, migrate
 from sql.db.embedded import EmbeddedPostgresError, stop_embedded
-from sql.db.status import COUNTS, read_status
+from sql.db.migrate import check_dimension
+from sql.db.status import COUNTS, DatabaseStatus, read_status
 from tasks.ingest.rejects import Reject
 from tasks.ingest.transcripts import Format, IngestPolicy, IngestReport, ingest
 from tasks.quarantine import list_quarantined, release
@@ -161,7 +162,12 @@ def db_status(
             mark_crashed(conn, get_settings().claim_lease_s)
     if as_json:
         typer.echo(status.model_dump_json(indent=2))
-        return
+    else:
+        print_status(status)
+    check_dimension(status.embedding_dim, get_settings().embedding_dim)
+
+
+def print_status(status: DatabaseStatus) -> None:
     console.print(
         f"{status.where}: {status.migrations_applied} migration(s) applied, "
         f"{status.migrations_pending} pending, embeddings {status.embedding_dim or '-'}-d"

@@ -163,3 +163,18 @@ def test_consolidate_and_backfill_say_what_is_missing_in_one_line_before_any_wor
     (line,) = no_model.stderr.strip().splitlines()
     assert line.startswith(f"error: no model at {tmp_path / 'no-such-model'}")
     assert "Traceback" not in no_model.stdout + no_model.stderr
+
+
+def test_status_of_a_database_of_another_dimension_says_so_in_one_line(tmp_path: Path) -> None:
+    assert run_cli(tmp_path, "db", "migrate", SLOWWAVE_EMBEDDING_DIM="8").returncode == 0
+    try:
+        status = run_cli(tmp_path, "db", "status")
+        assert status.returncode == 1
+        (line,) = status.stderr.strip().splitlines()
+        assert line == (
+            "error: the schema stores 8-dimensional embeddings but SLOWWAVE_EMBEDDING_DIM=384; "
+            "use a database migrated for 384 dimensions or set it back to 8"
+        )
+        assert "embeddings 8-d" in status.stdout  # what is there is still shown
+    finally:
+        run_cli(tmp_path, "db", "stop")

@@ -32,6 +32,16 @@ class MigrationError(RuntimeError):
     """The database's schema history does not match this version of slowwave."""
 
 
+def check_dimension(actual: int | None, dim: int) -> None:
+    """Refuse a schema whose embeddings have another dimension than the settings' (None: not
+    migrated yet, nothing to compare)."""
+    if actual is not None and actual != dim:
+        raise MigrationError(
+            f"the schema stores {actual}-dimensional embeddings but SLOWWAVE_EMBEDDING_DIM="
+            f"{dim}; use a database migrated for {dim} dimensions or set it back to {actual}"
+        )
+
+
 @dataclass(frozen=True)
 class MigrationReport:
     applied: list[str]
@@ -94,10 +104,6 @@ def migrate(db: Database) -> MigrationReport:
             actual = schema_embedding_dim(conn)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
-    if actual is not None and actual != dim:
-        raise MigrationError(
-            f"the schema stores {actual}-dimensional embeddings but SLOWWAVE_EMBEDDING_DIM="
-            f"{dim}; use a database migrated for {dim} dimensions or set it back to {actual}"
-        )
+    check_dimension(actual, dim)
     db.reset_pool()
     return MigrationReport(applied=applied, already=already, embedding_dim=actual or dim)
