@@ -168,8 +168,8 @@ def renew(conn: psycopg.Connection, run_id: UUID, lease_s: int) -> int:
     return cur.rowcount
 
 
-def release(conn: psycopg.Connection, run_id: UUID) -> int:
-    """Give back what ``run_id`` claimed but did not consolidate; return how many episodes."""
+def release(conn: psycopg.Connection, *run_ids: UUID) -> int:
+    """Give back what the runs claimed but did not consolidate; return how many episodes."""
     with conn.transaction():
-        cur = conn.execute(sql.statement("release"), {"run_id": run_id})
+        cur = conn.execute(sql.statement("release"), {"run_ids": list(run_ids)})
     return cur.rowcount

@@ -20,6 +20,7 @@ import sql
 from models.ids import new_id
 from models.run import RunSummary
 from models.settings import Settings
+from tasks.claim import release, renew
 
 if TYPE_CHECKING:
     from sql.db import Database
@@ -49,9 +50,12 @@ def start_run(
 def mark_crashed(conn: psycopg.Connection, lease_s: int) -> list[UUID]:
     """Mark the runs that died as crashed, with the counts their chunks recorded; return them.
 
-    Dead: on this host, its process is gone (or the pid now belongs to a younger process); on
-    another host, it holds no live lease and started more than a lease ago (a live run renews
-    its leases every third of one). Either way it holds no live lease.
+    Dead: on this host, its process is gone (or the pid now belongs to a younger process):
+    its leases are given back at once, so a run restarted after a kill does not wait out
+    ``claim_lease_s``. On another host, whose processes cannot be seen: it holds no live lease
+    and started more than a lease ago (a live run renews its leases every third of one).
+    Giving back a dead run's claims is safe even if some worker of it still lived: apply
+    re-checks, under lock, that the run still holds every episode it writes.
     """
     here = socket.gethostname()
     now = datetime.now(UTC)
@@ -59,12 +63,10 @@ def mark_crashed(conn: psycopg.Connection, lease_s: int) -> list[UUID]:
     for run_id, host, pid, started_at, leasing in conn.execute(
         sql.statement("runs_running")
     ).fetchall():
-        if leasing:
-            continue
         if host == here and pid is not None:
             if not _process_gone(pid, started_at):
                 continue
-        elif (now - started_at).total_seconds() < lease_s:
+        elif leasing or (now - started_at).total_seconds() < lease_s:
             continue
         dead.append(run_id)
     if not dead:
@@ -74,7 +76,9 @@ def mark_crashed(conn: psycopg.Connection, lease_s: int) -> list[UUID]:
             sql.statement("runs_mark_crashed"),
             {"ids": dead, "reason": "the run's process died; counts from its recorded chunks"},
         ).fetchall()
-    return [r[0] for r in rows]
+        crashed = [r[0] for r in rows]
+        release(conn, *crashed)
+    return crashed
 
 
 def _process_gone(pid: int, started_at: datetime) -> bool:
@@ -121,8 +125,6 @@ class LeaseRenewal:
         )
 
     def _loop(self) -> None:
-        from tasks.claim import renew
-
         while not self._stop.wait(self.interval_s):
             try:
                 with self.db.connection() as conn:
@@ -150,8 +152,6 @@ def recorded_run(
     """A run row for the block: while it runs its leases are renewed (every third of
     ``lease_s``, when given); whatever happens, its claims are released and the outcome
     (counts, status, the error if one escaped) is stored."""
-    from tasks.claim import release
-
     with db.connection() as conn:
         crashed = mark_crashed(conn, lease_s or Settings.model_fields["claim_lease_s"].default)
         if crashed:

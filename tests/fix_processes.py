@@ -25,3 +25,14 @@ def run_cli(home: Path, *args: str, **extra: str) -> subprocess.CompletedProcess
         timeout=300,
         check=False,
     )
+
+
+def gone_pid() -> int:
+    """The pid of a process that has exited: what a killed run leaves in its row."""
+    child = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return int(child.stdout)

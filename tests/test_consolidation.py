@@ -31,6 +31,7 @@ from tests.fix_episodes import (
     with_settings,
 )
 from tests.fix_models import ScriptedModel, episode_keys, fact, shown_facts
+from tests.fix_processes import gone_pid
 
 
 def answer(*items: object) -> ConsolidationOutput:
@@ -1003,8 +1004,6 @@ def test_a_run_whose_process_died_is_marked_crashed_with_what_its_chunks_applied
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
 ) -> None:
     import socket
-    import subprocess
-    import sys
 
     add(
         conn,
@@ -1012,13 +1011,7 @@ def test_a_run_whose_process_died_is_marked_crashed_with_what_its_chunks_applied
     )
     model = ScriptedModel({"d1": lambda r: answer(fact("User sails boats", "interest"))})
     consolidate(db, model, embedder, settings)
-    gone = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    dead_pid = int(gone.stdout)
+    dead_pid = gone_pid()
     # the run's row as a killed process leaves it: running, zero counts, its pid gone
     conn.execute(
         "UPDATE consolidation_runs SET status = 'running', finished_at = NULL, chunks = 0, "
@@ -1036,3 +1029,37 @@ def test_a_run_whose_process_died_is_marked_crashed_with_what_its_chunks_applied
     crashed, later = rows
     assert crashed[:4] == ("crashed", 1, 3, 1) and "process died" in crashed[4]
     assert later[0] == "completed"
+
+
+def test_a_run_killed_on_this_host_gives_its_leases_back_at_the_next_run_without_waiting(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    import socket
+
+    from tasks.runs import start_run
+
+    add(
+        conn,
+        *[make_episode("c", f"k{i}", f"I keep bees, {i}.", at(2025, 1, i)) for i in (1, 2, 3)],
+    )
+    killed = start_run(conn, kind="backfill")
+    # as SIGKILL leaves it: running, its claims leased for another hour, its process gone
+    conn.execute(
+        "UPDATE consolidation_runs SET host = %s, pid = %s WHERE id = %s",
+        (socket.gethostname(), gone_pid(), killed.run_id),
+    )
+    conn.execute(
+        "UPDATE episodic_memory SET claimed_by = %s, claimed_until = now() + interval '1 hour', "
+        "first_claimed_at = now()",
+        (killed.run_id,),
+    )
+    conn.commit()
+
+    model = ScriptedModel({"k1": lambda r: answer(fact("User keeps bees", "interest"))})
+    summary = consolidate(db, model, embedder, settings, kind="backfill")
+    assert summary.episodes_consolidated == 3 and summary.episodes_held_elsewhere == 0
+    status = conn.execute(
+        "SELECT status FROM consolidation_runs WHERE id = %s", (killed.run_id,)
+    ).fetchone()
+    assert status == ("crashed",)
+    assert all(e["consolidated_at"] and e["attempts"] == 0 for e in episodes_state(conn).values())

@@ -200,7 +200,7 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
         "claim": (params(), {pending}),
         "claim_left_pending": (params(), {pending}),
         "renew_leases": (params(), {claimed}),
-        "release": (params(), {claimed}),
+        "release": ({"run_ids": [uuid.uuid4(), uuid.uuid4()]}, {claimed}),
         "record_failure": (
             {"ids": episodes, "reason": "x", "max_attempts": 3, "run_id": uuid.uuid4()},
             {claimed},

@@ -1,3 +1,4 @@
--- A run ends: it gives back what it claimed and did not consolidate.
+-- Runs give back what they claimed and did not consolidate: a run that ends, or runs that
+-- died (marked crashed).
 UPDATE episodic_memory SET claimed_by = NULL, claimed_until = NULL
-WHERE claimed_by = %(run_id)s
+WHERE claimed_by = ANY(%(run_ids)s::uuid[])
