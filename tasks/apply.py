@@ -27,8 +27,10 @@ import psycopg
 import psycopg.errors
 
 import sql
+from models import faultpoints
 from models.chunk import ApplyResult
 from models.embedding.base import Vectors
+from models.faultpoints import around
 from models.plan import Decision, Plan
 from models.settings import Settings
 from sql.copy import copy_rows
@@ -113,7 +115,10 @@ def apply_plan(
     an attempt; a conflict is recorded apart; anything else propagates."""
     try:
         with conn.transaction():
-            return _apply(conn, plan, vectors, run_id, policy, model_name)
+            result = _apply(conn, plan, vectors, run_id, policy, model_name)
+            faultpoints.reached("commit.before", conn)
+        faultpoints.reached("commit.after", conn)
+        return result
     except ApplyConflict as exc:
         return _conflict(conn, plan, run_id, str(exc), model_name)
     except CHUNK_REFUSALS as exc:
@@ -215,25 +220,34 @@ def _apply(
     policy: ApplyPolicy,
     model_name: str | None,
 ) -> ApplyResult:
-    _lock_episodes(conn, plan, run_id)
-    known = _lock_targets(conn, plan)
-    nearest = _nearest_duplicates(conn, plan, vectors, policy, known)
+    with around("lock_episodes", conn):
+        _lock_episodes(conn, plan, run_id)
+    with around("lock_targets", conn):
+        known = _lock_targets(conn, plan)
+    with around("dedupe", conn):
+        nearest = _nearest_duplicates(conn, plan, vectors, policy, known)
     writes = decide(plan, vectors, known, nearest, policy.dedupe_threshold)
 
-    _end_facts(conn, plan, writes)
-    _insert_facts(conn, plan, run_id, writes.inserts)
-    _reinforce(conn, plan, writes)
-    _record_chunk(conn, plan, run_id, "applied", model_name, None)
-    _write_log(conn, plan, run_id, writes.log)
-    conn.execute(
-        sql.statement("apply_mark_consolidated"),
-        {
-            "run_id": run_id,
-            "gated": plan.gated_ids,
-            "ids": plan.episode_ids,
-            "messages_to": plan.messages_to or [None] * len(plan.episode_ids),
-        },
-    )
+    with around("invalidate", conn):
+        _end_facts(conn, plan, writes)
+    with around("insert_facts", conn):
+        _insert_facts(conn, plan, run_id, writes.inserts)
+    with around("reinforce", conn):
+        _reinforce(conn, plan, writes)
+    with around("record_chunk", conn):
+        _record_chunk(conn, plan, run_id, "applied", model_name, None)
+    with around("write_log", conn):
+        _write_log(conn, plan, run_id, writes.log)
+    with around("mark_consolidated", conn):
+        conn.execute(
+            sql.statement("apply_mark_consolidated"),
+            {
+                "run_id": run_id,
+                "gated": plan.gated_ids,
+                "ids": plan.episode_ids,
+                "messages_to": plan.messages_to or [None] * len(plan.episode_ids),
+            },
+        )
     return ApplyResult(
         chunk_id=plan.chunk_id,
         conversation_id=plan.conversation_id,

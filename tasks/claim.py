@@ -16,6 +16,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 import sql
+from models import faultpoints
 from models.episode import Episode, Message
 from models.settings import Settings
 from tasks.chunking import ChunkBudget, as_episodes, pack
@@ -79,9 +80,11 @@ def claim(
     """
     budget = budget or ChunkBudget(policy.chunk_size)
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+        faultpoints.reached("claim.before", conn)
         rows = cur.execute(
             sql.statement("claim"), _params(run_id, policy, conversations, everything)
         ).fetchall()
+    faultpoints.reached("claim.after", conn)
     by_conversation: dict[str, list[Episode]] = {}
     offsets: dict[UUID, int] = {}
     for row in rows:

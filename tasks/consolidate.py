@@ -23,6 +23,7 @@ from uuid import UUID
 import numpy as np
 import psycopg
 
+from models import faultpoints
 from models.chunk import ApplyResult, OpenChunk, PreparedChunk
 from models.embedding.base import Embedder
 from models.episode import Episode
@@ -137,6 +138,7 @@ def finish_chunks(
 ) -> list[PreparedChunk]:
     """Parse each answer (calibrate) → guard → embed what will be written, as one batch →
     attribute uncited actions to their most similar episode."""
+    faultpoints.reached("model.answered")
     errors: dict[int, str] = {}
     plans = [item.plan for item, _ in answered]
     with timed(summary, "guard"):

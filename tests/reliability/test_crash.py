@@ -1,0 +1,104 @@
+"""SIGKILL of the consolidating process at every fault point, then a second run: the database
+ends as a clean run leaves it, whatever moment the first run died at."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from models.faultpoints import POINTS
+from sql.db import Database
+from tasks.consolidate import consolidate
+from tasks.ingest.load import load_episodes
+from tests.fix_db import TABLES
+from tests.reliability.crash_child import settings_for
+from tests.reliability.fix_commands import CommandModel, HashEmbedder, story_episodes
+from tests.reliability.fix_outcome import broken_invariants, outcome
+
+CONVERSATIONS = 3  # 7 episodes each, 2 a chunk: 12 chunks, 4 a conversation
+
+
+def hit_for(point: str) -> int:
+    """Which time the point is reached when the child dies there: mid-run where it can be."""
+    if point.startswith("claim."):
+        return 1  # one claim a run
+    if point == "model.answered":
+        return 2  # once a batch of chunks
+    return 6  # once a chunk: half the chunks applied
+
+
+def _reset(db: Database) -> None:
+    with db.connection() as conn:
+        conn.execute(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
+
+
+def _run_in_process(db: Database, home: Path) -> None:
+    settings = settings_for(db.url, home)
+    consolidate(db, CommandModel(), HashEmbedder(), settings, kind="backfill")
+
+
+@pytest.fixture(scope="module")
+def clean(database: Database, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """What one uninterrupted run of the stories leaves."""
+    _reset(database)
+    with database.connection() as conn:
+        load_episodes(conn, story_episodes(CONVERSATIONS))
+    _run_in_process(database, tmp_path_factory.mktemp("clean"))
+    with database.connection() as conn:
+        assert broken_invariants(conn) == {}
+        seen = outcome(conn)
+    _reset(database)
+    return seen
+
+
+def kill_at(db: Database, home: Path, point: str, hit: int) -> str:
+    """Run the child until it reaches ``point``, SIGKILL its process group, return what it
+    printed."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.reliability.crash_child", db.url, str(home), point, str(hit)],
+        stdout=subprocess.PIPE,
+        stderr=(home / "child.log").open("w"),
+        text=True,
+        start_new_session=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    try:
+        ready, _, _ = select.select([child.stdout], [], [], 120)
+        line = child.stdout.readline().strip() if ready and child.stdout else "(no answer)"
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+    return line
+
+
+def test_a_clean_run_of_the_stories_writes_every_kind_of_action(clean: Any) -> None:
+    actions = {row[2] for row in clean["decisions"]}
+    assert {"new", "reinforce", "update", "invalidate"} <= actions
+    assert len(clean["chunks"]) == CONVERSATIONS * 4
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_a_run_killed_at_the_point_then_run_again_ends_as_a_clean_run(
+    point: str, db: Database, conn: psycopg.Connection, clean: Any, tmp_path: Path
+) -> None:
+    load_episodes(conn, story_episodes(CONVERSATIONS))
+    conn.commit()
+    said = kill_at(db, tmp_path, point, hit_for(point))
+    assert said == f"AT {point}", (tmp_path / "child.log").read_text()[-3000:]
+
+    _run_in_process(db, tmp_path)
+
+    assert broken_invariants(conn) == {}
+    assert outcome(conn) == clean
+    statuses = [
+        r[0] for r in conn.execute("SELECT status FROM consolidation_runs ORDER BY started_at")
+    ]
+    assert statuses == ["crashed", "completed"]
