@@ -34,6 +34,7 @@ class PreparedChunk:
     plan: Plan
     vectors: Vectors
     error: str | None = None
+    held: str | None = None  # why it is held for review instead of applied (tasks.guard)
 
 
 @dataclass

@@ -126,6 +126,21 @@ class Settings(BaseSettings):
         ge=1,
         description="Failed applies of a chunk before its episodes are quarantined.",
     )
+    hold_ending_share: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="A plan that would end (update or invalidate) more than this share of the "
+        "facts shown to the model is held for review: its episodes are quarantined with the "
+        "reason, nothing is applied (a prompt injection obeyed, a broken model). 1 turns the "
+        "hold off, e.g. for a run an operator approved after `slowwave quarantine release`.",
+    )
+    hold_ending_min: int = Field(
+        default=3,
+        ge=1,
+        description="The hold applies only to plans that would end at least this many facts "
+        "(ending 1 of 1 fact shown is an ordinary update).",
+    )
 
     # ── orchestration ───────────────────────────────────────────────────────
     shard_conversations: int = Field(

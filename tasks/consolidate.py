@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from uuid import UUID
 
 import numpy as np
@@ -41,7 +41,7 @@ from tasks.claim import ClaimPolicy, ConversationWork, claim, left_pending
 from tasks.embed import embed_plans, embed_uncited
 from tasks.evidence import attribute_evidence
 from tasks.gate import GatePolicy, split_gated
-from tasks.guard import guard, latest_end
+from tasks.guard import HoldPolicy, guard, hold_reason, latest_end
 from tasks.predict import episode_vectors, related_facts
 from tasks.runs import recorded_run
 
@@ -56,6 +56,7 @@ class RunPolicy:
     gate: GatePolicy
     apply: ApplyPolicy
     budget: ChunkBudget
+    hold: HoldPolicy
     related_facts_limit: int
     flashbulb_surprise: float
     lease_s: int
@@ -68,6 +69,7 @@ class RunPolicy:
             gate=GatePolicy.of(settings),
             apply=ApplyPolicy.of(settings),
             budget=run_budget(model, settings),
+            hold=HoldPolicy.of(settings),
             related_facts_limit=settings.related_facts_limit,
             flashbulb_surprise=settings.flashbulb_surprise,
             lease_s=settings.claim_lease_s,
@@ -135,11 +137,14 @@ def finish_chunks(
     answered: Sequence[tuple[OpenChunk, ModelAnswer | None]],
     embedder: Embedder,
     summary: RunSummary,
+    hold: HoldPolicy,
 ) -> list[PreparedChunk]:
-    """Parse each answer (calibrate) → guard → embed what will be written, as one batch →
-    attribute uncited actions to their most similar episode."""
+    """Parse each answer (calibrate) → guard (a plan that would end too much of what was
+    shown is held for review) → embed what will be written, as one batch → attribute uncited
+    actions to their most similar episode."""
     faultpoints.reached("model.answered")
     errors: dict[int, str] = {}
+    held: dict[int, str] = {}
     plans = [item.plan for item, _ in answered]
     with timed(summary, "guard"):
         for i, (item, answer) in enumerate(answered):
@@ -154,8 +159,11 @@ def finish_chunks(
             item.plan.actions, item.plan.rejections = guard(
                 calibration.output, item.facts, item.visible
             )
+            reason = hold_reason(item.plan, len(item.facts), hold)
+            if reason is not None:
+                held[i] = reason
     with timed(summary, "embed"):
-        ok = [i for i in range(len(plans)) if i not in errors]
+        ok = [i for i in range(len(plans)) if i not in errors and i not in held]
         vectors = dict(zip(ok, embed_plans(embedder, [plans[i] for i in ok]), strict=True))
         uncited = embed_uncited(embedder, [plans[i] for i in ok])
         for i, extra in zip(ok, uncited, strict=True):
@@ -164,7 +172,8 @@ def finish_chunks(
                 attribute_evidence(item.plan, item.visible, item.episode_vectors, vectors[i], extra)
     empty = np.zeros((0, embedder.dim), dtype=np.float32)
     return [
-        PreparedChunk(plan, vectors.get(i, empty), errors.get(i)) for i, plan in enumerate(plans)
+        PreparedChunk(plan, vectors.get(i, empty), errors.get(i), held.get(i))
+        for i, plan in enumerate(plans)
     ]
 
 
@@ -222,6 +231,9 @@ def _apply_one(
     asked = model_name if set(plan.gated_ids) != set(plan.episode_ids) else None
     if item.error is not None:
         return record_failure(conn, plan, run_id, item.error, policy, model_name=asked)
+    if item.held is not None:  # quarantined at once: the next try would be held again
+        hold = replace(policy, max_attempts=1)
+        return record_failure(conn, plan, run_id, item.held, hold, model_name=asked)
     return apply_plan(conn, plan, item.vectors, run_id, policy, model_name=asked)
 
 
@@ -302,7 +314,7 @@ def stages_for(
     """The batch stages around the model call, bound to one run."""
     return Stages(
         open=lambda chunks: open_chunks(db, chunks, embedder, policy, summary),
-        finish=lambda answered: finish_chunks(answered, embedder, summary),
+        finish=lambda answered: finish_chunks(answered, embedder, summary, policy.hold),
         apply=lambda prepared, settle: apply_chunks(
             db, prepared, policy.apply, summary, model.name, settle
         ),

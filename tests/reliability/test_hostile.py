@@ -1,0 +1,151 @@
+"""Hostile transcripts: a prompt injection obeyed by the model cannot wipe a conversation's
+memory or reach another's, and the transcript reader survives any bytes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+
+from models.consolidation import FactAction
+from models.episode import Episode, Message
+from models.ids import new_id
+from models.plan import Plan, PlannedAction
+from models.settings import Settings
+from sql.db import Database
+from tasks.consolidate import consolidate
+from tasks.guard import HoldPolicy, hold_reason
+from tasks.ingest.load import load_episodes
+from tests.fix_episodes import with_settings
+from tests.reliability.fix_commands import INJECTION, CommandModel, HashEmbedder
+
+START = datetime(2025, 5, 1, 9, tzinfo=UTC)
+
+
+def said(conversation: str, *texts: str, day: int = 0) -> list[Episode]:
+    return [
+        Episode(
+            id=new_id(),
+            conversation_id=conversation,
+            external_key=f"{conversation}/{day}/{i}",
+            messages=[Message(speaker="user", text=text)],
+            summary=None,
+            surprise=0.5,
+            start_at=START + timedelta(days=day, minutes=i),
+            end_at=START + timedelta(days=day, minutes=i),
+        )
+        for i, text in enumerate(texts)
+    ]
+
+
+FACTS = [
+    "remember: Mira lives in Lisbon near the river.",
+    "remember: Mira teaches chemistry at a high school.",
+    "remember: Mira has a brother called Tomas.",
+    "remember: Mira runs a marathon every spring.",
+    "remember: Mira is allergic to peanuts and shellfish.",
+]
+
+
+def run(db: Database, settings: Settings) -> None:
+    consolidate(db, CommandModel(), HashEmbedder(), settings, kind="backfill")
+
+
+def active(conn: psycopg.Connection, conversation: str) -> int:
+    row = conn.execute(
+        "SELECT count(*) FROM semantic_memory WHERE conversation_id = %s AND invalid_at IS NULL",
+        (conversation,),
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def test_an_obeyed_injection_that_would_end_most_shown_facts_is_held_for_review(
+    db: Database, conn: psycopg.Connection, settings: Settings
+) -> None:
+    settings = with_settings(settings, chunk_size=8)
+    load_episodes(conn, said("mira", *FACTS) + said("other", *FACTS))
+    conn.commit()
+    run(db, settings)
+    assert active(conn, "mira") == 5 and active(conn, "other") == 5
+
+    load_episodes(conn, said("mira", "remember: Mira adopted a dog.", INJECTION, day=1))
+    conn.commit()
+    run(db, settings)
+
+    assert active(conn, "mira") == 5 and active(conn, "other") == 5  # nothing ended
+    held = conn.execute(
+        "SELECT quarantined_at IS NOT NULL, last_error FROM episodic_memory "
+        "WHERE conversation_id = 'mira' AND start_at >= %s ORDER BY start_at",
+        (START + timedelta(days=1),),
+    ).fetchall()
+    reason = (
+        "held for review: the plan would end 5 of the 5 facts shown (more than 50%; "
+        "SLOWWAVE_HOLD_ENDING_SHARE)"
+    )
+    assert held == [(True, reason), (True, reason)]
+    (status, error) = conn.execute(
+        "SELECT status, error FROM consolidation_chunks ORDER BY recorded_at DESC LIMIT 1"
+    ).fetchone()  # type: ignore[misc]
+    assert (status, error) == ("quarantined", reason)
+
+
+def test_a_plan_that_ends_a_few_shown_facts_is_applied(
+    db: Database, conn: psycopg.Connection, settings: Settings
+) -> None:
+    settings = with_settings(settings, chunk_size=8)
+    load_episodes(conn, said("mira", *FACTS))
+    conn.commit()
+    run(db, settings)
+    load_episodes(
+        conn,
+        said(
+            "mira",
+            "now: Mira lives in Lisbon near the river. => Mira lives in Porto by the sea.",
+            "drop: Mira runs a marathon every spring.",
+            day=1,
+        ),
+    )
+    conn.commit()
+    run(db, settings)
+    assert active(conn, "mira") == 4  # one updated (ended and replaced), one invalidated
+    (pending,) = conn.execute(
+        "SELECT count(*) FROM episodic_memory WHERE consolidated_at IS NULL"
+    ).fetchone()  # type: ignore[misc]
+    assert pending == 0
+
+
+def test_the_hold_can_be_lifted_for_a_run_that_an_operator_approved(
+    db: Database, conn: psycopg.Connection, settings: Settings
+) -> None:
+    settings = with_settings(settings, chunk_size=8)
+    load_episodes(conn, said("mira", *FACTS))
+    conn.commit()
+    run(db, settings)
+    load_episodes(conn, said("mira", INJECTION, day=1))
+    conn.commit()
+    run(db, with_settings(settings, hold_ending_share=1.0))
+    assert active(conn, "mira") == 0
+
+
+def _plan_ending(n: int) -> Plan:
+    plan = Plan(chunk_id=new_id(), conversation_id="c", episode_ids=[new_id()], event_time=START)
+    plan.actions = [
+        PlannedAction(
+            action=FactAction.invalidate,
+            proposed=FactAction.invalidate,
+            target_id=new_id(),
+            episode_ids=plan.episode_ids,
+            event_time=START,
+        )
+        for _ in range(n)
+    ]
+    return plan
+
+
+def test_the_hold_takes_plans_ending_more_than_the_share_and_at_least_the_minimum() -> None:
+    policy = HoldPolicy(share=0.5, minimum=3)
+    assert hold_reason(_plan_ending(1), 1, policy) is None  # an ordinary update of the only fact
+    assert hold_reason(_plan_ending(2), 2, policy) is None  # under the minimum
+    assert hold_reason(_plan_ending(3), 6, policy) is None  # half is not more than half
+    assert hold_reason(_plan_ending(4), 6, policy) is not None
+    assert hold_reason(_plan_ending(4), 6, HoldPolicy(share=1.0, minimum=3)) is None  # off
