@@ -51,7 +51,7 @@ class TranscriptMessage(BaseModel):
             ) from None
         return value
 
-    @field_validator("text")
+    @field_validator("conversation_id", "message_id", "speaker", "text")
     @classmethod
     def _not_blank(cls, value: str) -> str:
         if not value.strip():

@@ -3,9 +3,16 @@ memory or reach another's, and the transcript reader survives any bytes."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 import psycopg
+import pytest
+from hypothesis import HealthCheck, event, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from models.consolidation import FactAction
 from models.episode import Episode, Message
@@ -16,6 +23,7 @@ from sql.db import Database
 from tasks.consolidate import consolidate
 from tasks.guard import HoldPolicy, hold_reason
 from tasks.ingest.load import load_episodes
+from tasks.ingest.transcripts import IngestPolicy, ingest
 from tests.fix_episodes import with_settings
 from tests.reliability.fix_commands import INJECTION, CommandModel, HashEmbedder
 
@@ -149,3 +157,81 @@ def test_the_hold_takes_plans_ending_more_than_the_share_and_at_least_the_minimu
     assert hold_reason(_plan_ending(3), 6, policy) is None  # half is not more than half
     assert hold_reason(_plan_ending(4), 6, policy) is not None
     assert hold_reason(_plan_ending(4), 6, HoldPolicy(share=1.0, minimum=3)) is None  # off
+
+
+# ── the transcript reader over arbitrary unicode, control characters and bytes ──────────
+
+ANY_TEXT = st.text(st.characters(blacklist_categories=()), max_size=60)  # surrogates too
+LINE = st.one_of(
+    st.tuples(ANY_TEXT, ANY_TEXT, st.booleans()),  # speaker, text, written as ASCII JSON
+    st.binary(max_size=60).filter(lambda b: b"\n" not in b),
+)
+
+
+def storable(value: str) -> bool:
+    """What Postgres text can hold, not blank."""
+    if not value.strip() or "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+@hsettings(
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(lines=st.lists(LINE, min_size=1, max_size=30))
+def test_the_reader_lands_every_storable_message_exactly_and_rejects_the_rest_by_line(
+    db: Database, settings: Settings, tmp_path_factory: pytest.TempPathFactory, lines: list[Any]
+) -> None:
+    conversation = f"any-{new_id()}"
+    path = tmp_path_factory.mktemp("any") / "t.jsonl"
+    expected: dict[str, str] = {}  # message id → text that must land as is
+    blank: set[int] = set()
+    with path.open("wb") as out:
+        for number, line in enumerate(lines, start=1):
+            if isinstance(line, bytes):
+                raw = line
+                if not line.strip():
+                    blank.add(number)
+            else:
+                speaker, text, ascii_only = line
+                record = {
+                    "conversation_id": conversation,
+                    "message_id": str(number),
+                    "timestamp": (START + timedelta(minutes=number)).isoformat(),
+                    "speaker": speaker,
+                    "text": text,
+                }
+                encoded = json.dumps(record, ensure_ascii=ascii_only)
+                try:
+                    raw = encoded.encode("utf-8")
+                except UnicodeEncodeError:  # a lone surrogate: only JSON's escape can say it
+                    raw = json.dumps(record).encode()
+                if storable(speaker) and storable(text):
+                    expected[str(number)] = text
+            out.write(raw + b"\n")
+
+    report = ingest(db, path, IngestPolicy.of(settings))  # never raises
+
+    rejected = (
+        {json.loads(x)["line"] for x in Path(report.rejects_path).read_text().splitlines()}
+        if report.rejects_path
+        else set()
+    )
+    good_lines = {int(m) for m in expected}
+    assert rejected == set(range(1, len(lines) + 1)) - good_lines - blank
+    with db.connection() as conn:
+        landed = dict(
+            conn.execute(
+                "SELECT m->>'message_id', m->>'text' FROM episodic_memory e, "
+                "jsonb_array_elements(e.messages) m WHERE e.conversation_id = %s",
+                (conversation,),
+            ).fetchall()
+        )
+    assert landed == expected
+    event(f"landed {min(len(landed), 3)}+, rejected {min(len(rejected), 3)}+")
