@@ -1,0 +1,300 @@
+"""A model that misbehaves in every way the issue lists, injected per chunk: each fault is
+handled as documented, recorded with its reason, and the rest of the run completes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from models.consolidation import ConsolidatedFact, ConsolidationOutput, FactAction
+from models.episode import Episode, Message
+from models.ids import new_id
+from models.llm.base import GenerationRequest, ModelAnswer, RuntimeUnreachable
+from models.settings import Settings
+from sql.db import Database
+from tasks.consolidate import consolidate
+from tasks.ingest.load import load_episodes
+from tests.fix_episodes import with_settings
+from tests.reliability.fix_commands import (
+    CommandModel,
+    HashEmbedder,
+    commands,
+    follow,
+    shown,
+    story_episodes,
+)
+from tests.reliability.fix_outcome import broken_invariants, duplicate_facts, lost_episodes
+
+START = datetime(2025, 6, 1, 9, tzinfo=UTC)
+KNOWN = [
+    "remember: Ivo repairs old bicycles in his garage.",
+    "remember: Ivo speaks Croatian and German fluently.",
+    "remember: Ivo volunteers at the animal shelter.",
+]
+
+
+def item(action: FactAction, text: str, existing: str | None = None, **kw: Any) -> dict[str, Any]:
+    return {
+        "action": action,
+        "existing_fact_id": existing,
+        "category": kw.get("category", "identity"),
+        "fact": text,
+        "keywords": ["Ivo"],
+        "episodes": ["E1"],
+    }
+
+
+def answer_json(*items: dict[str, Any]) -> str:
+    return ConsolidationOutput(facts=[ConsolidatedFact(**i) for i in items]).model_dump_json()
+
+
+def _first(request: GenerationRequest) -> str:
+    return next(iter(shown(request).values()))
+
+
+# fault → the answer text (None: the runtime reports an error instead)
+FAULTS: dict[str, Callable[[GenerationRequest, str], str | None]] = {
+    "timeout": lambda r, arg: None,
+    "malformed": lambda r, arg: '{"facts": [{"action": "new", "fact": Ivo rides}',
+    "truncated": lambda r, arg: answer_json(item(FactAction.new, "Ivo rides to work daily."))[:40],
+    "empty": lambda r, arg: "",
+    "unknown_ids": lambda r, arg: answer_json(
+        item(FactAction.reinforce, "Ivo rides to work daily.", "F99"),
+        item(FactAction.invalidate, "Ivo no longer volunteers.", "F77"),
+    ),
+    "other_conversation": lambda r, arg: answer_json(
+        item(FactAction.invalidate, "That fact is not true any more.", arg)
+    ),
+    "invalid_category": lambda r, arg: answer_json(
+        item(FactAction.new, "Ivo believes in horoscopes.", category="astrology"),
+        item(FactAction.new, "Ivo rides to work daily."),
+    ),
+    "oversized": lambda r, arg: answer_json(
+        *[
+            item(FactAction.new, f"Ivo owns a bicycle with serial number {n:04d}.")
+            for n in range(150)
+        ],
+        item(FactAction.new, "Ivo " + "really " * 80 + "likes bicycles."),
+    ),
+    "conflicting": lambda r, arg: answer_json(
+        item(FactAction.reinforce, "Ivo repairs old bicycles.", _first(r)),
+        item(FactAction.invalidate, "Ivo stopped repairing bicycles.", _first(r)),
+        item(FactAction.update, "Ivo repairs old motorbikes in his garage.", _first(r)),
+    ),
+}
+
+
+@dataclass
+class FaultyModel(CommandModel):
+    """Follows the commands, except in a chunk with a ``fault: KIND [ARG]`` message, which it
+    answers with that fault; ``engine_dies`` raises for the whole batch, as a dead engine."""
+
+    name: str = "faulty"
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[ModelAnswer]:
+        answers = []
+        for request in requests:
+            faults = [t.split(" ", 2)[1:] for _, t in commands(request) if t.startswith("fault:")]
+            if not faults:
+                answers.append(
+                    ModelAnswer(request.chunk_id, follow(request).model_dump_json(), None, 100, 20)
+                )
+                continue
+            kind, arg = faults[0][0], (faults[0][1:] or [""])[0]
+            if kind == "engine_dies":
+                raise RuntimeUnreachable("the engine died mid-batch (EngineDeadError)")
+            text = FAULTS[kind](request, arg)
+            error = "ReadTimeout: timed out after 120 s" if text is None else None
+            answers.append(ModelAnswer(request.chunk_id, text, error, 100, 20))
+        return answers
+
+
+def said(conversation: str, *texts: str, day: int) -> list[Episode]:
+    return [
+        Episode(
+            id=new_id(),
+            conversation_id=conversation,
+            external_key=f"{conversation}/{day}/{i}",
+            messages=[Message(speaker="user", text=text)],
+            summary=None,
+            surprise=0.5,
+            start_at=START + timedelta(days=day, minutes=i),
+            end_at=START + timedelta(days=day, minutes=i),
+        )
+        for i, text in enumerate(texts)
+    ]
+
+
+def facts_of(conn: psycopg.Connection, conversation: str) -> dict[str, bool]:
+    """Fact → active."""
+    return dict(
+        conn.execute(
+            "SELECT fact, invalid_at IS NULL FROM semantic_memory WHERE conversation_id = %s",
+            (conversation,),
+        ).fetchall()
+    )
+
+
+def victim_state(conn: psycopg.Connection) -> tuple[Any, ...]:
+    row = conn.execute(
+        "SELECT consolidated_at IS NOT NULL, attempts, last_error FROM episodic_memory "
+        "WHERE conversation_id = 'ivo' AND start_at >= %s",
+        (START + timedelta(days=1),),
+    ).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+def reasons(conn: psycopg.Connection, action: str) -> list[str]:
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT reason FROM decision_log WHERE conversation_id = 'ivo' AND action = %s "
+            "AND reason IS NOT NULL ORDER BY id",
+            (action,),
+        ).fetchall()
+    ]
+
+
+@pytest.fixture
+def fault_settings(settings: Settings) -> Settings:
+    return with_settings(settings, chunk_size=4)
+
+
+def run_with(db: Database, settings: Settings, fault: str, arg: str = "") -> None:
+    """Ivo's known facts and two healthy conversations first, then the fault in a chunk of
+    Ivo's while the healthy conversations go on in the same run."""
+    with db.connection() as conn:
+        load_episodes(conn, said("ivo", *KNOWN, day=0))
+    consolidate(db, CommandModel(), HashEmbedder(), settings, kind="backfill")
+    with db.connection() as conn:
+        load_episodes(conn, said("ivo", f"fault: {fault} {arg}".strip(), day=1))
+        load_episodes(conn, story_episodes(2, start=START + timedelta(days=2)))
+    consolidate(db, FaultyModel(), HashEmbedder(), settings, kind="backfill")
+
+
+def healthy_done(conn: psycopg.Connection) -> bool:
+    (pending,) = conn.execute(
+        "SELECT count(*) FROM episodic_memory WHERE conversation_id <> 'ivo' "
+        "AND consolidated_at IS NULL"
+    ).fetchone()  # type: ignore[misc]
+    return pending == 0 and duplicate_facts(conn) == 0
+
+
+@pytest.mark.parametrize(
+    ("fault", "reason"),
+    [
+        ("timeout", "model call failed: ReadTimeout: timed out after 120 s"),
+        ("malformed", "model answer is not a valid consolidation output"),
+        ("truncated", "model answer is not a valid consolidation output"),
+        ("empty", "model answer is not a valid consolidation output"),
+    ],
+)
+def test_an_unusable_answer_fails_its_chunk_with_the_reason_and_the_run_goes_on(
+    db: Database, conn: psycopg.Connection, fault_settings: Settings, fault: str, reason: str
+) -> None:
+    run_with(db, fault_settings, fault)
+    consolidated, attempts, error = victim_state(conn)
+    assert (consolidated, attempts) == (False, 1) and error.startswith(reason), error
+    assert all(facts_of(conn, "ivo").values()) and len(facts_of(conn, "ivo")) == 3
+    assert healthy_done(conn)
+    (status, chunk_error) = conn.execute(
+        "SELECT status, error FROM consolidation_chunks WHERE conversation_id = 'ivo' "
+        "ORDER BY recorded_at DESC LIMIT 1"
+    ).fetchone()  # type: ignore[misc]
+    assert status == "failed" and chunk_error == error
+
+
+def test_unknown_ids_become_new_facts_or_are_dropped_with_the_reason(
+    db: Database, conn: psycopg.Connection, fault_settings: Settings
+) -> None:
+    run_with(db, fault_settings, "unknown_ids")
+    assert victim_state(conn)[:2] == (True, 0)
+    assert facts_of(conn, "ivo")["Ivo rides to work daily."] is True
+    assert "Ivo no longer volunteers." not in facts_of(conn, "ivo")
+    assert sum(facts_of(conn, "ivo").values()) == 4
+    assert reasons(conn, "new") == ["reinforce of unknown fact id 'F99' treated as new"]
+    assert reasons(conn, "rejected") == ["invalidate of unknown fact id 'F77' dropped"]
+    assert healthy_done(conn)
+
+
+def test_an_id_of_another_conversations_fact_touches_nothing(
+    db: Database, conn: psycopg.Connection, fault_settings: Settings
+) -> None:
+    load_episodes(conn, said("bystander", "remember: Zoe grows tomatoes on her balcony.", day=0))
+    conn.commit()
+    consolidate(db, CommandModel(), HashEmbedder(), fault_settings, kind="backfill")
+    (theirs,) = conn.execute(
+        "SELECT id FROM semantic_memory WHERE conversation_id = 'bystander'"
+    ).fetchone()  # type: ignore[misc]
+    run_with(db, fault_settings, "other_conversation", str(theirs))
+    assert facts_of(conn, "bystander") == {"Zoe grows tomatoes on her balcony.": True}
+    assert all(facts_of(conn, "ivo").values())
+    assert reasons(conn, "rejected") == [f"invalidate of unknown fact id {str(theirs)!r} dropped"]
+    assert healthy_done(conn)
+
+
+def test_an_invalid_category_rejects_that_item_only(
+    db: Database, conn: psycopg.Connection, fault_settings: Settings
+) -> None:
+    run_with(db, fault_settings, "invalid_category")
+    assert victim_state(conn)[:2] == (True, 0)
+    assert "Ivo rides to work daily." in facts_of(conn, "ivo")
+    assert reasons(conn, "rejected") == ["unknown category 'astrology'"]
+    assert healthy_done(conn)
+
+
+def test_an_oversized_answer_is_capped_and_an_overlong_fact_rejected(
+    db: Database, conn: psycopg.Connection, fault_settings: Settings
+) -> None:
+    run_with(db, fault_settings, "oversized")
+    assert victim_state(conn)[:2] == (True, 0)
+    (written,) = conn.execute(
+        "SELECT count(*) FROM decision_log WHERE conversation_id = 'ivo' "
+        "AND action IN ('new', 'merge') AND event_time >= %s",
+        (START + timedelta(days=1),),
+    ).fetchone()  # type: ignore[misc]
+    assert written == 100  # the cap: each written as new or merged into a near duplicate
+    rejected = reasons(conn, "rejected")
+    assert rejected.count("over the facts-per-answer cap") == 51
+    assert healthy_done(conn)
+
+
+def test_conflicting_actions_on_one_fact_keep_the_update_and_log_the_others(
+    db: Database, conn: psycopg.Connection, fault_settings: Settings
+) -> None:
+    run_with(db, fault_settings, "conflicting")
+    facts = facts_of(conn, "ivo")
+    assert facts["Ivo repairs old motorbikes in his garage."] is True
+    assert sum(facts.values()) == 3  # one fact replaced, none lost, none added
+    rejected = reasons(conn, "rejected")
+    assert len(rejected) == 2 and all("overridden by update" in r for r in rejected), rejected
+    assert healthy_done(conn)
+
+
+def test_an_engine_that_dies_mid_batch_charges_nothing_and_a_rerun_finishes(
+    db: Database, conn: psycopg.Connection, fault_settings: Settings
+) -> None:
+    with pytest.raises(RuntimeUnreachable):
+        run_with(db, fault_settings, "engine_dies")
+    (status, error) = conn.execute(
+        "SELECT status, error FROM consolidation_runs ORDER BY started_at DESC LIMIT 1"
+    ).fetchone()  # type: ignore[misc]
+    assert status == "failed" and "engine died" in error
+    (charged,) = conn.execute("SELECT count(*) FROM episodic_memory WHERE attempts > 0").fetchone()  # type: ignore[misc]
+    assert charged == 0
+
+    with db.connection() as c:  # the engine is back (the fault message is answered normally)
+        c.execute(
+            "UPDATE episodic_memory SET messages = jsonb_build_array(jsonb_build_object("
+            "'speaker', 'user', 'text', 'remember: Ivo bought a cargo bike.')) "
+            "WHERE messages->0->>'text' LIKE 'fault:%%'"
+        )
+    consolidate(db, FaultyModel(), HashEmbedder(), fault_settings, kind="backfill")
+    assert lost_episodes(conn) == 0 and broken_invariants(conn) == {}
+    assert facts_of(conn, "ivo")["Ivo bought a cargo bike."] is True
