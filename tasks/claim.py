@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 import psycopg
@@ -79,11 +80,7 @@ def claim(
     earlier part left half done resumes at its first pending message.
     """
     budget = budget or ChunkBudget(policy.chunk_size)
-    with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
-        faultpoints.reached("claim.before", conn)
-        rows = cur.execute(
-            sql.statement("claim"), _params(run_id, policy, conversations, everything)
-        ).fetchall()
+    rows = _claim_rows(conn, run_id, policy, conversations, everything)
     faultpoints.reached("claim.after", conn)
     by_conversation: dict[str, list[Episode]] = {}
     offsets: dict[UUID, int] = {}
@@ -112,6 +109,42 @@ def claim(
     if refused:
         quarantine(conn, run_id, refused)
     return work
+
+
+# Claims in a row that may each lose conversations to runs claiming at the same moment.
+CLAIM_ROUNDS = 8
+
+
+def _claim_rows(
+    conn: psycopg.Connection,
+    run_id: UUID,
+    policy: ClaimPolicy,
+    conversations: Sequence[str] | None,
+    everything: bool,
+) -> list[dict[str, Any]]:
+    """The claimed episodes' rows, up to ``policy.max_conversations`` conversations.
+
+    A conversation the statement locked may have been claimed by a run that committed after
+    the statement's snapshot: it comes back empty, and the room it took under the cap would
+    be lost for this run. Another round, with a fresh snapshot, claims the next due ones
+    instead; each round commits what it claimed."""
+    rows: list[dict[str, Any]] = []
+    taken: list[str] = []
+    for _ in range(CLAIM_ROUNDS):
+        params = _params(run_id, policy, conversations, everything)
+        params["max_conversations"] = policy.max_conversations - len(taken)
+        params["taken"] = taken
+        with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+            faultpoints.reached("claim.before", conn)
+            got = cur.execute(sql.statement("claim"), params).fetchall()
+        locked = int(got[0]["locked"])
+        claimed = [r for r in got if r["id"] is not None]
+        won = {r["conversation_id"] for r in claimed}
+        rows += claimed
+        taken += sorted(won)
+        if len(won) == locked or len(taken) >= policy.max_conversations:
+            break
+    return rows
 
 
 def quarantine(conn: psycopg.Connection, run_id: UUID, reasons: dict[UUID, str]) -> None:
@@ -161,6 +194,7 @@ def _params(
         "lease_s": policy.lease_s,
         "max_conversations": policy.max_conversations,
         "conversations": list(conversations) if conversations is not None else None,
+        "taken": [],
     }
 
 

@@ -165,6 +165,7 @@ def params(**overrides: Any) -> dict[str, Any]:
         "lease_s": 3600,
         "max_conversations": 10000,
         "conversations": None,
+        "taken": [],
     }
     return {**base, **overrides}
 

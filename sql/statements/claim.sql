@@ -8,11 +8,12 @@
 -- claimers running this statement at the same moment cannot split it between them. The run's
 -- own leases count as free: a retried claim (its first try's COMMIT unconfirmed) gets the same
 -- work back.
-WITH due AS (
+WITH due AS MATERIALIZED (  -- sorted first: the locks below are taken in order, up to the cap
     SELECT conversation_id, min(start_at) AS oldest
     FROM episodic_memory
     WHERE consolidated_at IS NULL AND quarantined_at IS NULL
       AND (%(conversations)s::text[] IS NULL OR conversation_id = ANY(%(conversations)s::text[]))
+      AND NOT conversation_id = ANY(%(taken)s::text[])
     GROUP BY conversation_id
     HAVING (%(everything)s
             OR slowwave_due(count(*), max(surprise), bool_or(first_claimed_at IS NOT NULL),
@@ -21,19 +22,29 @@ WITH due AS (
        AND bool_and(claimed_until IS NULL OR claimed_until < now()
                     OR claimed_by = %(run_id)s)
     ORDER BY oldest, conversation_id
-    LIMIT %(max_conversations)s
 ), locked AS (
+    -- The cap counts conversations this run locked: runs claiming at the same moment each
+    -- skip what the others locked and go on to the next due ones, instead of each taking a
+    -- share of the same first few and leaving the rest for tomorrow.
     SELECT conversation_id FROM due
     WHERE pg_try_advisory_xact_lock(hashtextextended('slowwave:claim:' || conversation_id, 0))
-)
+    LIMIT %(max_conversations)s
+),
 -- The locked conversations as one array probed through the pending index: a join against the
 -- CTE was planned as a nested loop (quadratic) on a table not yet analysed after a bulk load.
-UPDATE episodic_memory e
-SET claimed_by = %(run_id)s,
-    claimed_until = now() + make_interval(secs => %(lease_s)s),
-    first_claimed_at = coalesce(e.first_claimed_at, now())
-WHERE e.conversation_id = ANY (ARRAY(SELECT conversation_id FROM locked))
-  AND e.consolidated_at IS NULL AND e.quarantined_at IS NULL
-  AND (e.claimed_until IS NULL OR e.claimed_until < now() OR e.claimed_by = %(run_id)s)
-RETURNING e.id, e.conversation_id, e.external_key, e.messages, e.summary, e.surprise,
-          e.start_at, e.end_at, e.consolidated_messages
+claimed AS (
+    UPDATE episodic_memory e
+    SET claimed_by = %(run_id)s,
+        claimed_until = now() + make_interval(secs => %(lease_s)s),
+        first_claimed_at = coalesce(e.first_claimed_at, now())
+    WHERE e.conversation_id = ANY (ARRAY(SELECT conversation_id FROM locked))
+      AND e.consolidated_at IS NULL AND e.quarantined_at IS NULL
+      AND (e.claimed_until IS NULL OR e.claimed_until < now() OR e.claimed_by = %(run_id)s)
+    RETURNING e.id, e.conversation_id, e.external_key, e.messages, e.summary, e.surprise,
+              e.start_at, e.end_at, e.consolidated_messages
+)
+-- How many conversations were locked, with the episodes claimed (one row of NULLs when none):
+-- a conversation locked but not claimed was claimed by a run that committed after this
+-- statement's snapshot, and the caller claims again for the room it left.
+SELECT l.locked, c.*
+FROM (SELECT count(*) AS locked FROM locked) l LEFT JOIN claimed c ON true

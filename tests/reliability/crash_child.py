@@ -1,10 +1,12 @@
 """A consolidating process for the crash tests: arms one fault point to stop there, then runs
 a backfill-style consolidation of what the database holds.
 
-    python -m tests.reliability.crash_child DATABASE_URL HOME POINT HIT
+    python -m tests.reliability.crash_child DATABASE_URL HOME POINT HIT [MAX_CONVERSATIONS]
 
 At the point it prints ``AT POINT`` and waits to be killed: the test SIGKILLs its process
-group at that exact moment. ``DONE`` means the run ended without reaching the point.
+group at that exact moment. ``DONE`` means the run ended without reaching the point. POINT
+``none`` arms nothing; ``barrier`` waits, before claiming, until HIT runs are running: the
+concurrency tests start several of these and make them claim at the same moment.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import psycopg
 
 from models import faultpoints
 from models.settings import Settings
@@ -23,8 +27,14 @@ from tests.reliability.fix_commands import CommandModel, HashEmbedder
 CHUNK_SIZE = 2
 
 
-def settings_for(url: str, home: Path) -> Settings:
-    return Settings(database_url=url, home=home, chunk_size=CHUNK_SIZE, _env_file=None)  # type: ignore[call-arg]
+def settings_for(url: str, home: Path, max_conversations: int = 10_000) -> Settings:
+    return Settings(  # type: ignore[call-arg]
+        database_url=url,
+        home=home,
+        chunk_size=CHUNK_SIZE,
+        claim_max_conversations=max_conversations,
+        _env_file=None,
+    )
 
 
 def wait_here(point: str, conn: Any) -> None:
@@ -32,10 +42,26 @@ def wait_here(point: str, conn: Any) -> None:
     time.sleep(600)
 
 
+def wait_for_runs(url: str, runs: int, timeout_s: float = 60.0) -> None:
+    """Until ``runs`` runs have started (each waits here before it claims; one that is let
+    through may finish before the last one looks)."""
+    deadline = time.monotonic() + timeout_s
+    with psycopg.connect(url, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            row = conn.execute("SELECT count(*) FROM consolidation_runs").fetchone()
+            if row and row[0] >= runs:
+                return
+            time.sleep(0.05)
+    raise TimeoutError(f"fewer than {runs} runs started within {timeout_s} s")
+
+
 def main() -> None:
     url, home, point, hit = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-    faultpoints.arm(point, wait_here, at_hit=hit)
-    settings = settings_for(url, home)
+    settings = settings_for(url, home, *(int(a) for a in sys.argv[5:6]))
+    if point == "barrier":
+        faultpoints.arm("claim.before", lambda p, conn: wait_for_runs(url, hit))
+    elif point != "none":
+        faultpoints.arm(point, wait_here, at_hit=hit)
     with Database(settings) as db:
         consolidate(db, CommandModel(), HashEmbedder(), settings, kind="backfill")
     print("DONE", flush=True)
