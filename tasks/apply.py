@@ -1,19 +1,23 @@
-"""apply: one Postgres transaction per conversation chunk, all or nothing (seed 001 step 3-4).
+"""apply: chunks of distinct conversations in one Postgres transaction, each chunk all or
+nothing (seed 001 step 3-4, done set-wise across chunks).
 
-Inside the transaction, in order: lock the chunk's episodes (still pending under this run's
-claim, else it is another run's now: a conflict, not a failure), lock the facts the plan acts
-on (active facts of this conversation only, else roll back), find each written fact's nearest
-active duplicate, let ``tasks.decide`` turn all of it into rows, then write them, one
-set-based statement each: end facts, COPY the new ones, reinforce, record the chunk, COPY the
-decision log, mark the episodes consolidated.
+Inside the transaction, in order, each step one statement for every chunk at once: lock the
+chunks' episodes (still pending under this run's claim, else that chunk is another run's
+now: a conflict, not a failure), lock the facts the plans act on (active facts of each plan's
+own conversation only, else roll back), find each written fact's nearest active duplicate,
+let ``tasks.decide`` turn each plan into rows, then write them: end facts, COPY the new ones,
+reinforce, COPY the chunks' records, COPY the decision log, mark the episodes consolidated.
+One COMMIT makes the batch durable: a chunk is in it whole or not at all, and a crash before
+the COMMIT leaves every chunk of the batch to be applied again, nothing half done.
 
 What counts against a chunk is only what belongs to it: the database refusing its data
-(``CHUNK_REFUSALS``) or the plan naming facts it may not touch. That attempt is counted and,
-after ``max_attempts``, the episodes are quarantined. Anything else (a bug in slowwave, a lost
+(``CHUNK_REFUSALS``) or the plan naming facts it may not touch. The batch is then rolled back
+and each chunk applied alone, so that only the refused one is counted an attempt; after
+``max_attempts`` its episodes are quarantined. Anything else (a bug in slowwave, a lost
 connection) propagates: the shard fails loudly or is retried, and no chunk is charged. A
-connection lost during COMMIT leaves the outcome unknown: ``read_back`` reads the chunk's
-recorded outcome (chunk ids are derived from the run and the chunk's content, so a retry has
-its first try's id) before anything is applied or charged again.
+connection lost during COMMIT leaves the outcome unknown: ``read_back`` reads the chunks'
+recorded outcomes (chunk ids are derived from the run and the chunk's content, so a retry has
+its first try's ids) before anything is applied or charged again.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
+import numpy as np
 import psycopg
 import psycopg.errors
 
@@ -34,13 +39,9 @@ from models.faultpoints import around
 from models.plan import Decision, Plan
 from models.settings import Settings
 from sql.copy import copy_rows
-from tasks.decide import Known, LogEntry, NewFact, Writes, decide, ended_targets
+from tasks.decide import Known, Writes, decide, ended_targets
 
 logger = logging.getLogger(__name__)
-
-
-class ApplyConflict(RuntimeError):
-    """The chunk's episodes are no longer pending under this run's claim."""
 
 
 class IsolationViolation(RuntimeError):
@@ -102,6 +103,49 @@ class ApplyPolicy:
         return cls(settings.dedupe_threshold, settings.dedupe_candidates, settings.max_attempts)
 
 
+@dataclass(frozen=True)
+class ChunkToApply:
+    """A chunk's plan, the vectors of the facts it writes, and the model that answered it."""
+
+    plan: Plan
+    vectors: Vectors
+    model_name: str | None = None
+
+
+def apply_plans(
+    conn: psycopg.Connection,
+    chunks: Sequence[ChunkToApply],
+    run_id: UUID,
+    policy: ApplyPolicy,
+) -> list[ApplyResult]:
+    """Apply chunks of distinct conversations in one transaction, each chunk all or nothing:
+    every statement runs once for all of them, and one COMMIT makes them durable together.
+
+    A chunk whose episodes another run holds now is recorded as a conflict in the same
+    transaction. When the database refuses one chunk's data (or a plan names a fact it may
+    not touch), the transaction rolls back and each chunk is applied alone, so that only the
+    refused one is charged its attempt. Anything else propagates, nothing applied.
+    """
+    if not chunks:
+        return []
+    try:
+        with conn.transaction():
+            results = _apply(conn, chunks, run_id, policy)
+            faultpoints.reached("commit.before", conn)
+        faultpoints.reached("commit.after", conn)
+        return results
+    except CHUNK_REFUSALS as exc:
+        if conn.closed or conn.broken:
+            raise
+        if len(chunks) > 1:  # find the chunk that was refused: each alone
+            return [r for chunk in chunks for r in apply_plans(conn, [chunk], run_id, policy)]
+        (chunk,) = chunks
+        reason = f"apply failed: {type(exc).__name__}: {' '.join(str(exc).split())}"
+        return [
+            record_failure(conn, chunk.plan, run_id, reason, policy, model_name=chunk.model_name)
+        ]
+
+
 def apply_plan(
     conn: psycopg.Connection,
     plan: Plan,
@@ -111,21 +155,9 @@ def apply_plan(
     *,
     model_name: str | None = None,
 ) -> ApplyResult:
-    """Apply ``plan`` in one transaction. A refusal of the chunk's data rolls back and counts
-    an attempt; a conflict is recorded apart; anything else propagates."""
-    try:
-        with conn.transaction():
-            result = _apply(conn, plan, vectors, run_id, policy, model_name)
-            faultpoints.reached("commit.before", conn)
-        faultpoints.reached("commit.after", conn)
-        return result
-    except ApplyConflict as exc:
-        return _conflict(conn, plan, run_id, str(exc), model_name)
-    except CHUNK_REFUSALS as exc:
-        if conn.closed or conn.broken:
-            raise
-        reason = f"apply failed: {type(exc).__name__}: {' '.join(str(exc).split())}"
-        return record_failure(conn, plan, run_id, reason, policy, model_name=model_name)
+    """Apply one chunk in its own transaction (``apply_plans`` of one)."""
+    (result,) = apply_plans(conn, [ChunkToApply(plan, vectors, model_name)], run_id, policy)
+    return result
 
 
 def record_failure(
@@ -153,7 +185,7 @@ def record_failure(
         if rows:
             quarantined = any(r[0] for r in rows)
             status = "quarantined" if quarantined else "failed"
-            _record_chunk(conn, plan, run_id, status, model_name, reason)
+            _record_chunks(conn, run_id, [ChunkRecord(plan, status, model_name, reason)])
     if not rows:
         return _conflict(conn, plan, run_id, f"not charged: {reason}", model_name)
     return ApplyResult(
@@ -167,40 +199,48 @@ def record_failure(
     )
 
 
-def read_back(conn: psycopg.Connection, plan: Plan) -> ApplyResult | None:
-    """The recorded outcome of the chunk (by its id), or None when it was never recorded."""
-    row = conn.execute(sql.statement("apply_read_back"), {"chunk_id": plan.chunk_id}).fetchone()
-    if row is None:
-        return None
-    status, error, conversation, episode_ids, gated, new, reinforce, merge, update, inv, rej = row
-    return ApplyResult(
-        chunk_id=plan.chunk_id,
-        conversation_id=conversation,
-        applied=status == "applied",
-        episodes=plan.finished_episodes if status == "applied" else len(episode_ids),
-        episode_ids=list(episode_ids),
-        gated=int(gated),
-        inserted=int(new),
-        reinforced=int(reinforce),
-        merged=int(merge),
-        updated=int(update),
-        invalidated=int(inv),
-        rejected=int(rej),
-        error=error,
-        quarantined=status == "quarantined",
-        conflict=status == "conflict",
-    )
+def read_back(conn: psycopg.Connection, plans: Sequence[Plan]) -> dict[UUID, ApplyResult]:
+    """The recorded outcome of each chunk that has one, by chunk id (one statement)."""
+    by_id = {plan.chunk_id: plan for plan in plans}
+    rows = conn.execute(sql.statement("apply_read_back"), {"chunk_ids": list(by_id)}).fetchall()
+    found: dict[UUID, ApplyResult] = {}
+    for row in rows:
+        chunk, status, error, conversation, episode_ids, gated, *counts = row
+        new, reinforce, merge, update, inv, rej = (int(c) for c in counts)
+        plan = by_id[chunk]
+        found[chunk] = ApplyResult(
+            chunk_id=chunk,
+            conversation_id=conversation,
+            applied=status == "applied",
+            episodes=plan.finished_episodes if status == "applied" else len(episode_ids),
+            episode_ids=list(episode_ids),
+            gated=int(gated),
+            inserted=new,
+            reinforced=reinforce,
+            merged=merge,
+            updated=update,
+            invalidated=inv,
+            rejected=rej,
+            error=error,
+            quarantined=status == "quarantined",
+            conflict=status == "conflict",
+        )
+    return found
 
 
 def _conflict(
     conn: psycopg.Connection, plan: Plan, run_id: UUID, reason: str, model_name: str | None
 ) -> ApplyResult:
     """The episodes are not ours to apply: another run's now. Not the chunk's failure."""
+    with conn.transaction():
+        _record_chunks(conn, run_id, [ChunkRecord(plan, "conflict", model_name, reason)])
+    return _conflict_result(plan, reason)
+
+
+def _conflict_result(plan: Plan, reason: str) -> ApplyResult:
     logger.warning(
         "chunk %s of %s left to another run: %s", plan.chunk_id, plan.conversation_id, reason
     )
-    with conn.transaction():
-        _record_chunk(conn, plan, run_id, "conflict", model_name, reason)
     return ApplyResult(
         chunk_id=plan.chunk_id,
         conversation_id=plan.conversation_id,
@@ -213,41 +253,42 @@ def _conflict(
 
 
 def _apply(
-    conn: psycopg.Connection,
-    plan: Plan,
-    vectors: Vectors,
-    run_id: UUID,
-    policy: ApplyPolicy,
-    model_name: str | None,
-) -> ApplyResult:
+    conn: psycopg.Connection, chunks: Sequence[ChunkToApply], run_id: UUID, policy: ApplyPolicy
+) -> list[ApplyResult]:
     with around("lock_episodes", conn):
-        _lock_episodes(conn, plan, run_id)
+        live, conflicts = _lock_episodes(conn, chunks, run_id)
     with around("lock_targets", conn):
-        known = _lock_targets(conn, plan)
+        known = _lock_targets(conn, [c.plan for c in live])
     with around("dedupe", conn):
-        nearest = _nearest_duplicates(conn, plan, vectors, policy, known)
-    writes = decide(plan, vectors, known, nearest, policy.dedupe_threshold)
-
+        nearest = _nearest_duplicates(conn, live, policy, known)
+    writes = [
+        decide(c.plan, c.vectors, known, nearest[i], policy.dedupe_threshold)
+        for i, c in enumerate(live)
+    ]
+    plans = [c.plan for c in live]
     with around("invalidate", conn):
-        _end_facts(conn, plan, writes)
+        _end_facts(conn, plans, writes)
     with around("insert_facts", conn):
-        _insert_facts(conn, plan, run_id, writes.inserts)
+        _insert_facts(conn, plans, writes, run_id)
     with around("reinforce", conn):
-        _reinforce(conn, plan, writes)
+        _reinforce(conn, plans, writes)
     with around("record_chunk", conn):
-        _record_chunk(conn, plan, run_id, "applied", model_name, None)
-    with around("write_log", conn):
-        _write_log(conn, plan, run_id, writes.log)
-    with around("mark_consolidated", conn):
-        conn.execute(
-            sql.statement("apply_mark_consolidated"),
-            {
-                "run_id": run_id,
-                "gated": plan.gated_ids,
-                "ids": plan.episode_ids,
-                "messages_to": plan.messages_to or [None] * len(plan.episode_ids),
-            },
+        _record_chunks(
+            conn,
+            run_id,
+            [ChunkRecord(c.plan, "applied", c.model_name, None) for c in live]
+            + [ChunkRecord(c.plan, "conflict", c.model_name, why) for c, why in conflicts],
         )
+    with around("write_log", conn):
+        _write_log(conn, plans, writes, run_id)
+    with around("mark_consolidated", conn):
+        _mark_consolidated(conn, plans, run_id)
+    applied = {c.plan.chunk_id: _applied(c.plan, w) for c, w in zip(live, writes, strict=True)}
+    refused = {c.plan.chunk_id: _conflict_result(c.plan, why) for c, why in conflicts}
+    return [applied.get(c.plan.chunk_id) or refused[c.plan.chunk_id] for c in chunks]
+
+
+def _applied(plan: Plan, writes: Writes) -> ApplyResult:
     return ApplyResult(
         chunk_id=plan.chunk_id,
         conversation_id=plan.conversation_id,
@@ -268,92 +309,134 @@ def _apply(
 # ── readers: what the decisions depend on ───────────────────────────────────────────────
 
 
-def _lock_episodes(conn: psycopg.Connection, plan: Plan, run_id: UUID) -> None:
-    locked = conn.execute(
-        sql.statement("apply_lock_episodes"),
-        {
-            "ids": plan.episode_ids,
-            "messages_from": plan.messages_from or [0] * len(plan.episode_ids),
-            "conversation_id": plan.conversation_id,
-            "run_id": run_id,
-        },
-    ).fetchall()
-    if len(locked) != len(plan.episode_ids):
-        raise ApplyConflict(
-            f"{len(plan.episode_ids) - len(locked)} of {len(plan.episode_ids)} episodes are no "
-            "longer pending under this run's claim (consolidated by another run, quarantined, "
-            "the claim expired and another run took it, or an earlier commit of this part)"
+def _lock_episodes(
+    conn: psycopg.Connection, chunks: Sequence[ChunkToApply], run_id: UUID
+) -> tuple[list[ChunkToApply], list[tuple[ChunkToApply, str]]]:
+    """Lock every chunk's episodes; split the chunks into those this run may apply and
+    conflicts (some episode no longer pending under this run's claim), with the reason."""
+    plans = [c.plan for c in chunks]
+    locked = {
+        row[0]
+        for row in conn.execute(
+            sql.statement("apply_lock_episodes"),
+            {
+                "ids": [e for p in plans for e in p.episode_ids],
+                "messages_from": [
+                    m for p in plans for m in (p.messages_from or [0] * len(p.episode_ids))
+                ],
+                "conversations": [p.conversation_id for p in plans for _ in p.episode_ids],
+                "run_id": run_id,
+            },
+        ).fetchall()
+    }
+    live: list[ChunkToApply] = []
+    conflicts: list[tuple[ChunkToApply, str]] = []
+    for chunk in chunks:
+        missing = sum(e not in locked for e in chunk.plan.episode_ids)
+        if not missing:
+            live.append(chunk)
+            continue
+        conflicts.append(
+            (
+                chunk,
+                f"{missing} of {len(chunk.plan.episode_ids)} episodes are no longer pending "
+                "under this run's claim (consolidated by another run, quarantined, the claim "
+                "expired and another run took it, or an earlier commit of this part)",
+            )
         )
+    return live, conflicts
 
 
-def _lock_targets(conn: psycopg.Connection, plan: Plan) -> dict[UUID, Known]:
-    targets = {a.target_id for a in plan.actions if a.target_id is not None}
-    if not targets:
+def _lock_targets(conn: psycopg.Connection, plans: Sequence[Plan]) -> dict[UUID, Known]:
+    """Lock the facts the plans act on: active facts of each plan's own conversation only."""
+    wanted = {
+        (a.target_id, p.conversation_id)
+        for p in plans
+        for a in p.actions
+        if a.target_id is not None
+    }
+    if not wanted:
         return {}
     rows = conn.execute(
         sql.statement("apply_lock_targets"),
-        {"ids": list(targets), "conversation_id": plan.conversation_id},
+        {
+            "ids": [fact for fact, _ in wanted],
+            "conversations": [conversation for _, conversation in wanted],
+        },
     ).fetchall()
     known = {r[0]: Known(valid_at=r[1], vector=r[2].to_numpy()) for r in rows}
-    missing = targets - set(known)
+    missing = sorted((c, str(f)) for f, c in wanted if f not in known)
     if missing:
+        conversation = missing[0][0]
         raise IsolationViolation(
             f"plan acts on {len(missing)} fact(s) that are not active facts of "
-            f"conversation {plan.conversation_id!r}: {sorted(str(m) for m in missing)}"
+            f"conversation {conversation!r}: {[f for _, f in missing]}"
         )
     return known
 
 
 def _nearest_duplicates(
     conn: psycopg.Connection,
-    plan: Plan,
-    vectors: Vectors,
+    chunks: Sequence[ChunkToApply],
     policy: ApplyPolicy,
     known: dict[UUID, Known],
-) -> dict[int, tuple[UUID, float]]:
-    """Action index → the nearest active duplicate of the fact it writes, if any; each
-    duplicate is added to ``known`` (a later action may act on the fact a new one merged
-    into)."""
-    writing = plan.writing
-    if not writing:
-        return {}
+) -> list[dict[int, tuple[UUID, float]]]:
+    """Per chunk: action index → the nearest active duplicate (same conversation) of the fact
+    it writes, if any; each duplicate is added to ``known`` (a later action may act on the
+    fact a new one merged into)."""
+    nearest: list[dict[int, tuple[UUID, float]]] = [{} for _ in chunks]
+    origin: list[tuple[int, int]] = []  # vector row → (chunk, action index)
+    vectors: list[np.ndarray] = []
+    conversations: list[str] = []
+    for i, chunk in enumerate(chunks):
+        for row, action in enumerate(chunk.plan.writing):
+            origin.append((i, action))
+            vectors.append(chunk.vectors[row])
+            conversations.append(chunk.plan.conversation_id)
+    if not vectors:
+        return nearest
     rows = conn.execute(
         sql.statement("apply_dedupe"),
         {
-            "vectors": list(vectors),
-            "conversation_id": plan.conversation_id,
-            "excluded": list(ended_targets(plan)),
+            "vectors": vectors,
+            "conversations": conversations,
+            "excluded": sorted({t for c in chunks for t in ended_targets(c.plan)}),
             "candidates": policy.dedupe_candidates,
             "threshold": policy.dedupe_threshold,
         },
     ).fetchall()
-    nearest: dict[int, tuple[UUID, float]] = {}
     for ordinal, fact_id, similarity, valid_at, vector in rows:  # best first per ordinal
-        nearest.setdefault(writing[int(ordinal) - 1], (fact_id, float(similarity)))
+        i, action = origin[int(ordinal) - 1]
+        nearest[i].setdefault(action, (fact_id, float(similarity)))
         known.setdefault(fact_id, Known(valid_at=valid_at, vector=vector.to_numpy()))
     return nearest
 
 
-# ── writers: one set-based statement each ───────────────────────────────────────────────
+# ── writers: one set-based statement each, for every chunk at once ──────────────────────
 
 
-def _end_facts(conn: psycopg.Connection, plan: Plan, writes: Writes) -> None:
-    if not writes.endings:
+def _end_facts(conn: psycopg.Connection, plans: Sequence[Plan], writes: Sequence[Writes]) -> None:
+    ends = [
+        (fact, at, plan.conversation_id)
+        for plan, w in zip(plans, writes, strict=True)
+        for fact, at in w.endings.items()
+    ]
+    if not ends:
         return
     cur = conn.execute(
         sql.statement("apply_invalidate"),
         {
-            "conversation_id": plan.conversation_id,
-            "fact_ids": list(writes.endings),
-            "times": list(writes.endings.values()),
+            "fact_ids": [f for f, _, _ in ends],
+            "times": [t for _, t, _ in ends],
+            "conversations": [c for _, _, c in ends],
         },
     )
-    if cur.rowcount != len(writes.endings):
-        raise IsolationViolation(f"ended {cur.rowcount} of {len(writes.endings)} facts")
+    if cur.rowcount != len(ends):
+        raise IsolationViolation(f"ended {cur.rowcount} of {len(ends)} facts")
 
 
 def _insert_facts(
-    conn: psycopg.Connection, plan: Plan, run_id: UUID, inserts: Sequence[NewFact]
+    conn: psycopg.Connection, plans: Sequence[Plan], writes: Sequence[Writes], run_id: UUID
 ) -> None:
     rows = [
         (
@@ -369,50 +452,79 @@ def _insert_facts(
             f.supersedes_id,
             run_id,
         )
-        for f in inserts
+        for plan, w in zip(plans, writes, strict=True)
+        for f in w.inserts
     ]
     if rows:
         copy_rows(conn, "semantic_memory", FACT_COLUMNS, rows)
 
 
-def _reinforce(conn: psycopg.Connection, plan: Plan, writes: Writes) -> None:
-    if not writes.reinforcements:
+def _reinforce(conn: psycopg.Connection, plans: Sequence[Plan], writes: Sequence[Writes]) -> None:
+    pairs = [
+        (fact, episode, plan.conversation_id)
+        for plan, w in zip(plans, writes, strict=True)
+        for fact, episode in w.reinforcements
+    ]
+    if not pairs:
         return
     conn.execute(
         sql.statement("apply_reinforce"),
         {
-            "conversation_id": plan.conversation_id,
-            "fact_ids": [f for f, _ in writes.reinforcements],
-            "episode_ids": [e for _, e in writes.reinforcements],
+            "fact_ids": [f for f, _, _ in pairs],
+            "episode_ids": [e for _, e, _ in pairs],
+            "conversations": [c for _, _, c in pairs],
         },
     )
 
 
-def _record_chunk(
-    conn: psycopg.Connection,
-    plan: Plan,
-    run_id: UUID,
-    status: str,
-    model_name: str | None,
-    error: str | None,
+@dataclass(frozen=True)
+class ChunkRecord:
+    """A chunk's row in ``consolidation_chunks``: what became of it."""
+
+    plan: Plan
+    status: str
+    model_name: str | None
+    error: str | None
+
+
+CHUNK_COLUMNS = (
+    ("id", "uuid"),
+    ("run_id", "uuid"),
+    ("conversation_id", "text"),
+    ("episode_ids", "uuid[]"),
+    ("status", "text"),
+    ("model", "text"),
+    ("prompt_tokens", "int4"),
+    ("completion_tokens", "int4"),
+    ("error", "text"),
+)
+
+
+def _record_chunks(conn: psycopg.Connection, run_id: UUID, records: Sequence[ChunkRecord]) -> None:
+    copy_rows(
+        conn,
+        "consolidation_chunks",
+        CHUNK_COLUMNS,
+        [
+            (
+                r.plan.chunk_id,
+                run_id,
+                r.plan.conversation_id,
+                r.plan.episode_ids,
+                r.status,
+                r.model_name,
+                r.plan.prompt_tokens,
+                r.plan.completion_tokens,
+                r.error,
+            )
+            for r in records
+        ],
+    )
+
+
+def _write_log(
+    conn: psycopg.Connection, plans: Sequence[Plan], writes: Sequence[Writes], run_id: UUID
 ) -> None:
-    conn.execute(
-        sql.statement("record_chunk"),
-        {
-            "id": plan.chunk_id,
-            "run_id": run_id,
-            "conversation_id": plan.conversation_id,
-            "episode_ids": plan.episode_ids,
-            "status": status,
-            "model": model_name,
-            "prompt_tokens": plan.prompt_tokens,
-            "completion_tokens": plan.completion_tokens,
-            "error": error,
-        },
-    )
-
-
-def _write_log(conn: psycopg.Connection, plan: Plan, run_id: UUID, log: Sequence[LogEntry]) -> None:
     rows = [
         (
             run_id,
@@ -428,7 +540,24 @@ def _write_log(conn: psycopg.Connection, plan: Plan, run_id: UUID, log: Sequence
             e.reason,
             e.proposed_fact,
         )
-        for e in log
+        for plan, w in zip(plans, writes, strict=True)
+        for e in w.log
     ]
     if rows:
         copy_rows(conn, "decision_log", LOG_COLUMNS, rows)
+
+
+def _mark_consolidated(conn: psycopg.Connection, plans: Sequence[Plan], run_id: UUID) -> None:
+    if not plans:
+        return
+    conn.execute(
+        sql.statement("apply_mark_consolidated"),
+        {
+            "run_id": run_id,
+            "gated": [e for p in plans for e in p.gated_ids],
+            "ids": [e for p in plans for e in p.episode_ids],
+            "messages_to": [
+                m for p in plans for m in (p.messages_to or [None] * len(p.episode_ids))
+            ],
+        },
+    )

@@ -1,7 +1,8 @@
 """Consolidation of claimed work: the one wiring of the stages, for the flows and in process.
 
 A chunk goes through ``open_chunks`` (gate, predict, the prompt), the model, ``finish_chunks``
-(calibrate: parse, guard, embed, evidence) and ``apply_chunks`` (one transaction per chunk).
+(calibrate: parse, guard, embed, evidence) and ``apply_chunks`` (a transaction per batch of
+chunks of distinct conversations, each chunk all or nothing).
 The stages take chunks of many conversations at once; ``tasks.chains`` schedules them so that
 each conversation is an independent chain: its chunk k+1 is opened only after chunk k is
 applied (and sees the facts it wrote), while the other conversations' chunks keep the model
@@ -33,7 +34,7 @@ from models.plan import Plan
 from models.run import ChunkFailure, RunSummary
 from models.settings import Settings
 from sql.db import Database
-from tasks.apply import ApplyPolicy, apply_plan, read_back, record_failure
+from tasks.apply import ApplyPolicy, ChunkToApply, apply_plans, read_back, record_failure
 from tasks.calibrate import build_request, calibration_of
 from tasks.chains import Backlog, Stages, run_chains
 from tasks.chunking import ChunkBudget, fit_facts, run_budget
@@ -177,6 +178,11 @@ def finish_chunks(
     ]
 
 
+# Chunks applied in one transaction at most: a chain step can hold thousands, and a
+# transaction that long would hold its locks, and its undo, for as long.
+APPLY_BATCH_CHUNKS = 256
+
+
 def apply_chunks(
     db: Database,
     prepared: Sequence[PreparedChunk],
@@ -185,56 +191,87 @@ def apply_chunks(
     model_name: str,
     settle: Callable[[ApplyResult], None] | None = None,
 ) -> list[ApplyResult]:
-    """Apply each chunk in its own transaction, count it, and ``settle`` it once committed:
-    when a later chunk's transaction fails (a dropped connection), the ones before it are
-    already settled and a retry does not apply them again.
+    """Apply the chunks (of distinct conversations: one step of the chains) in batches of up
+    to ``APPLY_BATCH_CHUNKS``, one transaction each (``tasks.apply.apply_plans``: each chunk
+    all or nothing), count them, and ``settle`` each once committed: when a later batch fails
+    (a dropped connection), the ones before it are settled and a retry does not apply them
+    again.
 
-    A connection lost while a chunk was applied (during its COMMIT, say) leaves the outcome
-    unknown: it is read back on a new connection. Applied, the chunk is settled; not applied,
-    the error propagates (transient: the shard is retried) and nothing is charged."""
+    A connection lost while a batch was applied (during its COMMIT, say) leaves the outcome
+    unknown: it is read back on a new connection. Recorded, the chunks are settled; not
+    recorded, the error propagates (transient: the shard is retried) and nothing is charged."""
     results: list[ApplyResult] = []
     with timed(summary, "apply"):
-        for item in prepared:
+        for start in range(0, len(prepared), APPLY_BATCH_CHUNKS):
+            batch = prepared[start : start + APPLY_BATCH_CHUNKS]
             try:
                 with db.connection() as conn:
-                    result = _apply_one(conn, item, policy, summary.run_id, model_name)
+                    done = _apply_batch(conn, batch, policy, summary.run_id, model_name)
             except psycopg.OperationalError:
                 with db.connection() as conn:
-                    recovered = read_back(conn, item.plan)
-                if recovered is None:  # rolled back: the retry applies it, nothing charged
+                    recovered = read_back(conn, [item.plan for item in batch])
+                if len(recovered) < len(batch):  # rolled back: the retry applies it
                     raise
                 logger.warning(
-                    "chunk %s: connection lost while it was recorded; read back: %s",
-                    item.plan.chunk_id,
-                    "applied" if recovered.applied else recovered.error,
+                    "connection lost while %d chunk(s) were recorded; read back: all recorded",
+                    len(batch),
                 )
-                result = recovered
-            count(summary, item.plan, result)
-            results.append(result)
-            if settle is not None:
-                settle(result)
+                done = [recovered[item.plan.chunk_id] for item in batch]
+            for item, result in zip(batch, done, strict=True):
+                count(summary, item.plan, result)
+                results.append(result)
+                if settle is not None:
+                    settle(result)
     return results
 
 
-def _apply_one(
+def _apply_batch(
     conn: psycopg.Connection,
-    item: PreparedChunk,
+    batch: Sequence[PreparedChunk],
     policy: ApplyPolicy,
     run_id: UUID,
     model_name: str,
-) -> ApplyResult:
-    plan = item.plan
-    earlier = read_back(conn, plan)
-    if earlier is not None:  # a retried chunk whose first try was recorded
-        return earlier
-    # a chunk the gate consolidated entirely never reached the model
-    asked = model_name if set(plan.gated_ids) != set(plan.episode_ids) else None
-    if item.error is not None:
-        return record_failure(conn, plan, run_id, item.error, policy, model_name=asked)
-    if item.held is not None:  # quarantined at once: the next try would be held again
-        hold = replace(policy, max_attempts=1)
-        return record_failure(conn, plan, run_id, item.held, hold, model_name=asked)
-    return apply_plan(conn, plan, item.vectors, run_id, policy, model_name=asked)
+) -> list[ApplyResult]:
+    """Chunks recorded by an earlier try come back as recorded; those that failed before
+    apply are charged; the rest are applied together."""
+    results = read_back(conn, [item.plan for item in batch])
+    ready: list[ChunkToApply] = []
+    for item in batch:
+        plan = item.plan
+        if plan.chunk_id in results:  # a retried chunk whose first try was recorded
+            continue
+        # a chunk the gate consolidated entirely never reached the model
+        asked = model_name if set(plan.gated_ids) != set(plan.episode_ids) else None
+        if item.error is not None:
+            results[plan.chunk_id] = record_failure(
+                conn, plan, run_id, item.error, policy, model_name=asked
+            )
+        elif item.held is not None:  # quarantined at once: the next try would be held again
+            results[plan.chunk_id] = record_failure(
+                conn, plan, run_id, item.held, replace(policy, max_attempts=1), model_name=asked
+            )
+        else:
+            ready.append(ChunkToApply(plan, item.vectors, asked))
+    for group in distinct_conversations(ready):
+        for result in apply_plans(conn, group, run_id, policy):
+            results[result.chunk_id] = result
+    return [results[item.plan.chunk_id] for item in batch]
+
+
+def distinct_conversations(chunks: Sequence[ChunkToApply]) -> list[list[ChunkToApply]]:
+    """The chunks in groups that hold each conversation once, in order: a conversation's
+    later chunk must see what its earlier one wrote, so they never share a transaction's
+    statements. (The chains hand apply one chunk per conversation; this keeps any caller
+    right.)"""
+    groups: list[list[ChunkToApply]] = []
+    seen: dict[str, int] = {}
+    for chunk in chunks:
+        k = seen.get(chunk.plan.conversation_id, -1) + 1
+        seen[chunk.plan.conversation_id] = k
+        if k == len(groups):
+            groups.append([])
+        groups[k].append(chunk)
+    return groups
 
 
 def count(summary: RunSummary, plan: Plan, result: ApplyResult) -> None:

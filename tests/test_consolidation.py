@@ -230,7 +230,7 @@ def test_reinforce_unions_episode_ids_and_is_idempotent(
 
     conn.execute(
         sql.statement("apply_reinforce"),
-        {"fact_ids": [piano["id"]] * 2, "episode_ids": [e2.id, e3.id], "conversation_id": "c"},
+        {"fact_ids": [piano["id"]] * 2, "episode_ids": [e2.id, e3.id], "conversations": ["c"] * 2},
     )
     assert facts(conn, "c")[0]["source_episodic_ids"] == piano["source_episodic_ids"]
 
@@ -453,6 +453,78 @@ def test_apply_refuses_a_plan_that_names_another_conversations_fact(
     assert facts(conn, "a") == [oslo]
     state = episodes_state(conn)
     assert state["q1"]["attempts"] == 1 and state["q1"]["consolidated_at"] is None
+
+
+def test_in_a_batch_only_the_refused_chunk_is_charged_and_the_others_apply(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    from models.ids import new_id
+    from models.plan import Plan, PlannedAction
+    from tasks.apply import ApplyPolicy, ChunkToApply, apply_plans
+    from tasks.claim import ClaimPolicy, claim
+    from tasks.runs import start_run
+
+    add(conn, make_episode("a", "o1", "I live in Oslo these days.", at(2025, 1, 1)))
+    consolidate(
+        db,
+        ScriptedModel({"o1": lambda r: answer(fact("User lives in Oslo", keywords=["Oslo"]))}),
+        embedder,
+        settings,
+        kind="backfill",
+    )
+    (oslo,) = facts(conn, "a")
+    (b1,) = add(conn, make_episode("b", "r1", "Hello from b.", at(2025, 2, 1)))
+    (c1,) = add(conn, make_episode("c", "s1", "I play chess on Sundays.", at(2025, 2, 2)))
+    run = start_run(conn)
+    claim(conn, run.run_id, ClaimPolicy.of(settings), everything=True)
+
+    def plan_of(episode: Episode, action: PlannedAction) -> Plan:
+        return Plan(
+            chunk_id=new_id(),
+            conversation_id=episode.conversation_id,
+            episode_ids=[episode.id],
+            event_time=episode.end_at,
+            actions=[action],
+        )
+
+    hostile = plan_of(  # names conversation a's fact from conversation b
+        b1,
+        PlannedAction(
+            action=FactAction.invalidate,
+            proposed=FactAction.invalidate,
+            target_id=oslo["id"],
+            episode_ids=[b1.id],
+            event_time=b1.end_at,
+        ),
+    )
+    chess = plan_of(
+        c1,
+        PlannedAction(
+            action=FactAction.new,
+            proposed=FactAction.new,
+            category="interest",
+            fact="User plays chess on Sundays",
+            keywords=["chess"],
+            episode_ids=[c1.id],
+            event_time=c1.end_at,
+        ),
+    )
+    results = apply_plans(
+        conn,
+        [
+            ChunkToApply(hostile, embedder.embed([])),
+            ChunkToApply(chess, embedder.embed(["User plays chess on Sundays"])),
+        ],
+        run.run_id,
+        ApplyPolicy.of(settings),
+    )
+    assert [r.applied for r in results] == [False, True]
+    assert "IsolationViolation" in (results[0].error or "")
+    assert facts(conn, "a") == [oslo]
+    assert [f["fact"] for f in facts(conn, "c")] == ["User plays chess on Sundays"]
+    state = episodes_state(conn)
+    assert (state["r1"]["attempts"], state["r1"]["consolidated_at"]) == (1, None)
+    assert state["s1"]["attempts"] == 0 and state["s1"]["consolidated_at"] is not None
 
 
 # ── gate, trigger, flashbulb ─────────────────────────────────────────────────

@@ -4,42 +4,18 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-from prefect.testing.utilities import prefect_test_harness
 
-from models.settings import Settings, get_settings
+from models.settings import Settings
 from sql.db import Database
 from tasks.ingest.transcripts import IngestPolicy, ingest
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "transcripts"
-
-
-@pytest.fixture(scope="session")
-def prefect_api() -> Iterator[None]:
-    """One Prefect test server for the session (starting one costs 10-15 s)."""
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
-
-
-@pytest.fixture
-def flow_settings(
-    settings: Settings, locomo_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Settings]:
-    """The flows read settings from the environment, as a deployment would."""
-    monkeypatch.setenv("SLOWWAVE_HOME", str(settings.home))
-    monkeypatch.delenv("DATABASE_URL", raising=False)
-    monkeypatch.setenv("SLOWWAVE_LLM_RUNTIME", "replay")
-    monkeypatch.setenv("SLOWWAVE_REPLAY_DATA", str(locomo_path))
-    monkeypatch.setenv("SLOWWAVE_SHARD_CONVERSATIONS", "2")
-    get_settings.cache_clear()
-    yield get_settings()
-    get_settings.cache_clear()
 
 
 def _artifact(key: str) -> object:

@@ -214,19 +214,19 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
             {
                 "ids": episodes,
                 "messages_from": [0, 0, 0],
-                "conversation_id": "conv-0",
+                "conversations": ["conv-0"] * 3,
                 "run_id": uuid.uuid4(),
             },
             {claimed},
         ),
         "apply_lock_targets": (
-            {"ids": facts, "conversation_id": "conv-0"},
-            {"Bitmap Index Scan on semantic_memory_pkey"},
+            {"ids": facts, "conversations": ["conv-0"] * 3},
+            {"Index Scan on semantic_memory_pkey"},
         ),
         "apply_dedupe": (
             {
                 "vectors": [VECTOR, VECTOR],
-                "conversation_id": "conv-3",
+                "conversations": ["conv-3", "conv-4"],
                 "excluded": [],
                 "candidates": 5,
                 "threshold": 0.95,
@@ -234,11 +234,11 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
             {active},
         ),
         "apply_invalidate": (
-            {"conversation_id": "conv-0", "fact_ids": facts, "times": [T0] * 3},
+            {"conversations": ["conv-0"] * 3, "fact_ids": facts, "times": [T0] * 3},
             {"Index Scan on semantic_memory_pkey"},
         ),
         "apply_reinforce": (
-            {"conversation_id": "conv-0", "fact_ids": facts, "episode_ids": episodes},
+            {"conversations": ["conv-0"] * 3, "fact_ids": facts, "episode_ids": episodes},
             {"Index Scan on semantic_memory_pkey"},
         ),
         "apply_mark_consolidated": (
@@ -246,7 +246,7 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
             {"Index Scan on episodic_memory_pkey"},
         ),
         "apply_read_back": (
-            {"chunk_id": chunk},
+            {"chunk_ids": [chunk, uuid.uuid4()]},
             {
                 "Index Scan on consolidation_chunks_pkey",
                 "Bitmap Index Scan on decision_log_chunk_idx",
@@ -309,7 +309,6 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
 NOT_PLANNED = {
     "run_start",
     "run_finish",
-    "record_chunk",
     "ingest_stage",
     "load_stage",
     "ingest_segment",

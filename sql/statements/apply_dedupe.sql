@@ -1,13 +1,16 @@
--- apply, dedupe: for each fact the plan writes (new facts and new versions), its nearest
+-- apply, dedupe: for each fact the plans write (new facts and new versions), its nearest
 -- active facts of the same conversation (exact, cosine), keeping those at or above the
--- threshold. Facts this plan updates or invalidates are not merge targets. Their validity and
--- vector come back too: a later action of the plan may act on the fact a new one merged into.
+-- threshold. Facts the plans update or invalidate are not merge targets. Their validity and
+-- vector come back too: a later action of a plan may act on the fact a new one merged into.
+-- The vectors travel in binary (%(vectors)b): as text, formatting them cost more than the
+-- query.
 SELECT q.ord, d.id, 1 - d.distance AS similarity, d.valid_at, d.embedding
-FROM unnest(%(vectors)s::vector[]) WITH ORDINALITY AS q(vec, ord)
+FROM unnest(%(vectors)b::vector[], %(conversations)s::text[])
+     WITH ORDINALITY AS q(vec, conversation_id, ord)
 CROSS JOIN LATERAL (
     SELECT s.id, s.valid_at, s.embedding, cosine_distance(s.embedding, q.vec) AS distance
     FROM semantic_memory s
-    WHERE s.conversation_id = %(conversation_id)s
+    WHERE s.conversation_id = q.conversation_id
       AND s.invalid_at IS NULL
       AND NOT (s.id = ANY(%(excluded)s::uuid[]))
     ORDER BY distance, s.id

@@ -1,7 +1,10 @@
--- apply, step 2: the facts the plan acts on, locked; only active facts of this conversation.
--- Their vectors let the decisions tell a restated update from a change.
-SELECT id, valid_at, embedding FROM semantic_memory
-WHERE id = ANY(%(ids)s::uuid[])
-  AND conversation_id = %(conversation_id)s
-  AND invalid_at IS NULL
-FOR UPDATE
+-- apply, step 2: the facts the plans act on, locked; each only an active fact of the acting
+-- plan's own conversation. Their vectors let the decisions tell a restated update from a
+-- change.
+SELECT s.id, s.valid_at, s.embedding
+FROM semantic_memory s
+JOIN unnest(%(ids)s::uuid[], %(conversations)s::text[]) AS t(id, conversation_id)
+  ON t.id = s.id
+WHERE s.conversation_id = t.conversation_id
+  AND s.invalid_at IS NULL
+FOR UPDATE OF s

@@ -1,8 +1,8 @@
--- The recorded outcome of a chunk, by its id (chunk ids are derived from the run and the
--- chunk's episodes, so a retried chunk has the id of its first try): read before a chunk is
--- applied or charged again, and after a connection was lost during its COMMIT. Its decisions
--- are counted from the decision log.
-SELECT c.status, c.error, c.conversation_id, c.episode_ids,
+-- The recorded outcome of chunks, by id (chunk ids are derived from the run and the chunk's
+-- episodes, so a retried chunk has the id of its first try): read before chunks are applied
+-- or charged again, and after a connection was lost during their COMMIT. Their decisions are
+-- counted from the decision log.
+SELECT c.id, c.status, c.error, c.conversation_id, c.episode_ids,
        (SELECT count(*) FROM episodic_memory e
         WHERE e.id = ANY(c.episode_ids) AND e.gated) AS gated,
        count(d.id) FILTER (WHERE d.action = 'new') AS new,
@@ -13,5 +13,5 @@ SELECT c.status, c.error, c.conversation_id, c.episode_ids,
        count(d.id) FILTER (WHERE d.action = 'rejected') AS rejected
 FROM consolidation_chunks c
 LEFT JOIN decision_log d ON d.chunk_id = c.id
-WHERE c.id = %(chunk_id)s
+WHERE c.id = ANY(%(chunk_ids)s::uuid[])
 GROUP BY c.id

@@ -1,10 +1,11 @@
 -- predict: for each query (conversation, vector) the nearest active facts of that conversation.
 -- cosine_distance() rather than the <=> operator keeps this an exact scan over the
 -- conversation's own active facts (partial index semantic_memory_active_idx): an HNSW scan
--- filtered to one conversation afterwards can return fewer than %(limit)s rows.
+-- filtered to one conversation afterwards can return fewer than %(limit)s rows. The vectors
+-- travel in binary (%(vectors)b).
 SELECT q.ord, f.id, f.conversation_id, f.category, f.fact, f.keywords, f.source_episodic_ids,
        f.valid_at, f.invalid_at, f.supersedes_id, f.distance
-FROM unnest(%(conversations)s::text[], %(vectors)s::vector[]) WITH ORDINALITY
+FROM unnest(%(conversations)s::text[], %(vectors)b::vector[]) WITH ORDINALITY
      AS q(conversation_id, vec, ord)
 CROSS JOIN LATERAL (
     SELECT s.id, s.conversation_id, s.category, s.fact, s.keywords, s.source_episodic_ids,

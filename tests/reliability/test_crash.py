@@ -32,7 +32,7 @@ def hit_for(point: str) -> int:
         return 1  # one claim a run
     if point == "model.answered":
         return 2  # once a batch of chunks
-    return 6  # once a chunk: half the chunks applied
+    return 3  # once a batch (a chain step: a chunk of each conversation): half applied
 
 
 def _reset(db: Database) -> None:

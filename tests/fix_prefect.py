@@ -1,0 +1,34 @@
+"""Prefect fixtures: one test API server for the session, and settings as a deployment reads
+them (from the environment)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prefect.testing.utilities import prefect_test_harness
+
+from models.settings import Settings, get_settings
+
+
+@pytest.fixture(scope="session")
+def prefect_api() -> Iterator[None]:
+    """One Prefect test server for the session (starting one costs 10-15 s)."""
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+@pytest.fixture
+def flow_settings(
+    settings: Settings, locomo_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Settings]:
+    """The flows read settings from the environment, as a deployment would."""
+    monkeypatch.setenv("SLOWWAVE_HOME", str(settings.home))
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("SLOWWAVE_LLM_RUNTIME", "replay")
+    monkeypatch.setenv("SLOWWAVE_REPLAY_DATA", str(locomo_path))
+    monkeypatch.setenv("SLOWWAVE_SHARD_CONVERSATIONS", "2")
+    get_settings.cache_clear()
+    yield get_settings()
+    get_settings.cache_clear()
