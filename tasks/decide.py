@@ -126,18 +126,25 @@ def decide(
     :param nearest: action index → its nearest active duplicate in the conversation (at or
         above ``threshold``), among facts the plan does not end.
     """
-    return _Decider(plan, writing_vectors(plan, vectors), known, nearest, threshold).run()
+    vector_of = writing_vectors(plan, vectors)
+    position = {index: k for k, index in enumerate(plan.writing)}
+    # every pair of the plan's own facts at once (unit vectors: the dot product is the cosine)
+    similarities = vectors @ vectors.T if len(vectors) else np.zeros((0, 0), dtype=np.float32)
+    return _Decider(plan, vector_of, position, similarities, known, nearest, threshold).run()
 
 
 @dataclass
 class _Decider:
     plan: Plan
     vector_of: dict[int, np.ndarray]
+    position: dict[int, int]  # action index → its row in ``similarities``
+    similarities: np.ndarray  # cosine of each pair of facts the plan writes
     known: dict[UUID, Known]
     nearest: dict[int, tuple[UUID, float]]
     threshold: float
     writes: Writes = field(default_factory=Writes)
     rows: dict[UUID, NewFact] = field(default_factory=dict)
+    row_of: dict[UUID, int] = field(default_factory=dict)  # new fact → the action that wrote it
     fact_of: dict[int, UUID] = field(default_factory=dict)  # action index → fact it became
 
     def run(self) -> Writes:
@@ -218,7 +225,7 @@ class _Decider:
                 return previous
             self._end(previous, action.event_time)
 
-        duplicate = self._duplicate(index, vector)
+        duplicate = self._duplicate(index)
         if duplicate is not None:
             fact_id, similarity = duplicate
             self._reinforce(fact_id, action.episode_ids)
@@ -244,17 +251,19 @@ class _Decider:
             supersedes_id=previous,
         )
         self.rows[row.id] = row
+        self.row_of[row.id] = index
         decision = Decision.update if previous is not None else Decision.new
         self._log(action, decision, row.id, previous=previous)
         return row.id
 
-    def _duplicate(self, index: int, vector: np.ndarray) -> tuple[UUID, float] | None:
+    def _duplicate(self, index: int) -> tuple[UUID, float] | None:
         """The plan's own active fact this one duplicates, else the conversation's."""
         best: tuple[UUID, float] | None = None
+        pairs = self.similarities[self.position[index]]
         for row in self.rows.values():
             if row.invalid_at is not None:
                 continue
-            similarity = cosine(vector, row.embedding)
+            similarity = float(pairs[self.position[self.row_of[row.id]]])
             if similarity >= self.threshold and (best is None or similarity > best[1]):
                 best = (row.id, similarity)
         return best if best is not None else self.nearest.get(index)
