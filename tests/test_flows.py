@@ -10,6 +10,7 @@ import psycopg
 import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+from prefect.client.schemas.sorting import ArtifactSort
 
 from models.settings import Settings
 from sql.db import Database
@@ -19,9 +20,13 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "transcripts"
 
 
 def _artifact(key: str) -> object:
+    """The latest version of the artifact (the Prefect server is the session's: other tests'
+    flows published earlier ones)."""
     with get_client(sync_client=True) as client:
         found = client.read_artifacts(
-            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])), limit=1
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[key])),
+            sort=ArtifactSort.UPDATED_DESC,
+            limit=1,
         )
     assert found, f"no artifact {key}"
     data = found[0].data
