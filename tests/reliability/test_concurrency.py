@@ -3,8 +3,6 @@ every episode consolidated exactly once, no attempt charged, no deadlock unhandl
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +15,7 @@ from tasks.ingest.load import load_episodes
 from tests.fix_db import TABLES
 from tests.reliability.crash_child import settings_for
 from tests.reliability.fix_commands import CommandModel, HashEmbedder, story_episodes
+from tests.reliability.fix_crash import run_at_once
 from tests.reliability.fix_outcome import broken_invariants, outcome
 
 RUNS = 4
@@ -41,27 +40,7 @@ def test_four_runs_at_once_consolidate_every_episode_exactly_once(
     load_episodes(conn, story_episodes(CONVERSATIONS))
     conn.commit()
     per_run = CONVERSATIONS // RUNS  # each run claims its share while the others run
-    children = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.reliability.crash_child",
-                db.url,
-                str(tmp_path),
-                "barrier",  # all claim at the same moment
-                str(RUNS),
-                str(per_run),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            cwd=Path(__file__).resolve().parents[2],
-        )
-        for _ in range(RUNS)
-    ]
-    outputs = [c.communicate(timeout=240)[0] for c in children]
-    assert [c.returncode for c in children] == [0] * RUNS, outputs
+    run_at_once(db, tmp_path, RUNS, per_run)  # all claim at the same moment
 
     runs = conn.execute(
         "SELECT status, conversations, chunks_failed FROM consolidation_runs"

@@ -3,11 +3,6 @@ ends as a clean run leaves it, whatever moment the first run died at."""
 
 from __future__ import annotations
 
-import os
-import select
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,18 +16,10 @@ from tasks.ingest.load import load_episodes
 from tests.fix_db import TABLES
 from tests.reliability.crash_child import settings_for
 from tests.reliability.fix_commands import CommandModel, HashEmbedder, story_episodes
+from tests.reliability.fix_crash import hit_for, kill_at
 from tests.reliability.fix_outcome import broken_invariants, outcome
 
 CONVERSATIONS = 3  # 7 episodes each, 2 a chunk: 12 chunks, 4 a conversation
-
-
-def hit_for(point: str) -> int:
-    """Which time the point is reached when the child dies there: mid-run where it can be."""
-    if point.startswith("claim."):
-        return 1  # one claim a run
-    if point == "model.answered":
-        return 2  # once a batch of chunks
-    return 3  # once a batch (a chain step: a chunk of each conversation): half applied
 
 
 def _reset(db: Database) -> None:
@@ -57,26 +44,6 @@ def clean(database: Database, tmp_path_factory: pytest.TempPathFactory) -> Any:
         seen = outcome(conn)
     _reset(database)
     return seen
-
-
-def kill_at(db: Database, home: Path, point: str, hit: int) -> str:
-    """Run the child until it reaches ``point``, SIGKILL its process group, return what it
-    printed."""
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tests.reliability.crash_child", db.url, str(home), point, str(hit)],
-        stdout=subprocess.PIPE,
-        stderr=(home / "child.log").open("w"),
-        text=True,
-        start_new_session=True,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    try:
-        ready, _, _ = select.select([child.stdout], [], [], 120)
-        line = child.stdout.readline().strip() if ready and child.stdout else "(no answer)"
-    finally:
-        os.killpg(child.pid, signal.SIGKILL)
-        child.wait(timeout=30)
-    return line
 
 
 def test_a_clean_run_of_the_stories_writes_every_kind_of_action(clean: Any) -> None:

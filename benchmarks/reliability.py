@@ -1,0 +1,351 @@
+"""The reliability scenarios of ``tests/reliability`` at full size, counted per scenario.
+
+- crash: a SIGKILL of the consolidating process at each of the 23 fault points
+  (``models/faultpoints.py``), mid-run, then a rerun; the end state compared with a clean run's;
+- concurrency: runs that claim at the same moment on one database, each its share;
+- overtaken: a run stalls past its lease and another run takes its work over;
+- model faults: each fault of a test model in one conversation among healthy ones, the run
+  repeated until the fault's chunk is quarantined (``SLOWWAVE_MAX_ATTEMPTS``);
+- injection: a transcript line that makes an obedient model invalidate every fact;
+- database faults: the nightly flow with the connection dropped mid-apply and at COMMIT, and a
+  COMMIT whose confirmation was lost (skipped with ``--quick``: each retry waits its backoff).
+
+Per scenario: runs, lost episodes (neither consolidated nor quarantined when every run has
+ended: must be 0), duplicate active facts (must be 0), and how many end states differ from a
+clean run's (must be 0).
+
+    python -m benchmarks.reliability [--quick] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from benchmarks.report import print_figures
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
+TABLES = (
+    "decision_log, consolidation_chunks, semantic_memory, ingested_messages, episodic_memory, "
+    "consolidation_runs"
+)
+
+
+@dataclass
+class Scenario:
+    """What one scenario did and what it left."""
+
+    cases: int = 0
+    runs: int = 0
+    lost_episodes: int = 0
+    duplicate_facts: int = 0
+    differ_from_clean: int = 0
+    broken_invariants: int = 0
+    quarantined_episodes: int = 0  # with their reason: a fault's chunk, a held plan
+    seconds: float = 0.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, no flow scenario")
+    parser.add_argument("--json", action="store_true", help="end with one line of JSON")
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    sizes = (
+        {"crash": 3, "runs": 4, "concurrent": 12, "overtaken": 3, "injection": 3, "healthy": 2}
+        if args.quick
+        else {
+            "crash": 24,
+            "runs": 8,
+            "concurrent": 96,
+            "overtaken": 24,
+            "injection": 24,
+            "healthy": 12,
+        }
+    )
+
+    from models.settings import Settings
+    from sql.db import Database, migrate
+
+    figures: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="slowwave-reliability-") as tmp:
+        home = Path(tmp)
+        settings = Settings(home=home, _env_file=None)  # type: ignore[call-arg]
+        with Database(settings) as db:
+            migrate(db)
+            scenarios: dict[str, Callable[[], Scenario]] = {
+                "crash": lambda: crash(db, home, sizes["crash"]),
+                "concurrency": lambda: concurrency(db, home, sizes["runs"], sizes["concurrent"]),
+                "overtaken": lambda: overtaken(db, home, sizes["overtaken"]),
+                "model_faults": lambda: model_faults(db, home, sizes["healthy"]),
+                "injection": lambda: injection(db, home, sizes["injection"]),
+            }
+            if not args.quick:
+                scenarios["database_faults"] = lambda: database_faults(db, home, args.data)
+            for name, scenario in scenarios.items():
+                start = time.perf_counter()
+                result = scenario()
+                result.seconds = round(time.perf_counter() - start, 1)
+                figures[name] = asdict(result)
+                reset(db)
+    figures["all_clean"] = all(
+        f["lost_episodes"] == f["duplicate_facts"] == f["differ_from_clean"] == 0
+        and f["broken_invariants"] == 0
+        for f in figures.values()
+        if isinstance(f, dict)
+    )
+    print_figures(figures, as_json=args.json)
+
+
+# ── helpers ─────────────────────────────────────────────────────────────────────────────
+
+
+def reset(db: Any) -> None:
+    with db.connection() as conn:
+        conn.execute(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
+
+
+def tally(db: Any, scenario: Scenario, clean: Any | None = None) -> None:
+    """Count what the database holds now into ``scenario`` (one case)."""
+    from tests.reliability.fix_outcome import (
+        broken_invariants,
+        duplicate_facts,
+        lost_episodes,
+        outcome,
+    )
+
+    with db.connection() as conn:
+        scenario.cases += 1
+        scenario.lost_episodes += lost_episodes(conn)
+        scenario.duplicate_facts += duplicate_facts(conn)
+        scenario.broken_invariants += len(broken_invariants(conn))
+        if clean is not None and outcome(conn) != clean:
+            scenario.differ_from_clean += 1
+        (runs,) = conn.execute("SELECT count(*) FROM consolidation_runs").fetchone()
+        scenario.runs += int(runs)
+        (held,) = conn.execute(
+            "SELECT count(*) FROM episodic_memory WHERE quarantined_at IS NOT NULL"
+        ).fetchone()
+        scenario.quarantined_episodes += int(held)
+
+
+def stories(db: Any, conversations: int) -> None:
+    from tasks.ingest.load import load_episodes
+    from tests.reliability.fix_commands import story_episodes
+
+    with db.connection() as conn:
+        load_episodes(conn, story_episodes(conversations))
+
+
+def consolidate_commands(db: Any, home: Path, model: Any = None) -> Any:
+    from tasks.consolidate import consolidate
+    from tests.reliability.crash_child import settings_for
+    from tests.reliability.fix_commands import CommandModel, HashEmbedder
+
+    return consolidate(
+        db, model or CommandModel(), HashEmbedder(), settings_for(db.url, home), kind="backfill"
+    )
+
+
+def clean_outcome(db: Any, home: Path, conversations: int) -> Any:
+    from tests.reliability.fix_outcome import outcome
+
+    stories(db, conversations)
+    consolidate_commands(db, home)
+    with db.connection() as conn:
+        seen = outcome(conn)
+    reset(db)
+    return seen
+
+
+# ── the scenarios ───────────────────────────────────────────────────────────────────────
+
+
+def crash(db: Any, home: Path, conversations: int) -> Scenario:
+    from models.faultpoints import POINTS
+    from tests.reliability.fix_crash import hit_for, kill_at
+
+    clean = clean_outcome(db, home, conversations)
+    scenario = Scenario()
+    for point in POINTS:
+        stories(db, conversations)
+        said = kill_at(db, home, point, hit_for(point))
+        if said != f"AT {point}":
+            raise RuntimeError(f"the child did not stop at {point}: {said}")
+        consolidate_commands(db, home)
+        tally(db, scenario, clean)
+        reset(db)
+    return scenario
+
+
+def concurrency(db: Any, home: Path, runs: int, conversations: int) -> Scenario:
+    from tests.reliability.fix_crash import run_at_once
+
+    clean = clean_outcome(db, home, conversations)
+    stories(db, conversations)
+    run_at_once(db, home, runs, conversations // runs)
+    scenario = Scenario()
+    tally(db, scenario, clean)
+    return scenario
+
+
+def overtaken(db: Any, home: Path, conversations: int) -> Scenario:
+    from models import faultpoints
+
+    clean = clean_outcome(db, home, conversations)
+    stories(db, conversations)
+
+    def stall_past_the_lease(point: str, _: object) -> None:
+        with db.connection() as conn:
+            conn.execute(
+                "UPDATE episodic_memory SET claimed_until = now() - interval '1 second' "
+                "WHERE claimed_by IS NOT NULL"
+            )
+        consolidate_commands(db, home)
+
+    faultpoints.arm("model.answered", stall_past_the_lease)
+    try:
+        consolidate_commands(db, home)
+    finally:
+        faultpoints.disarm()
+    scenario = Scenario()
+    tally(db, scenario, clean)
+    return scenario
+
+
+def model_faults(db: Any, home: Path, healthy: int) -> Scenario:
+    """Each fault in Ivo's conversation while ``healthy`` others go on; the faulty run again
+    until the fault's chunk is applied or quarantined."""
+    from models.llm.base import RuntimeUnreachable
+    from models.settings import Settings
+    from tasks.ingest.load import load_episodes
+    from tests.reliability.fix_commands import story_episodes
+    from tests.reliability.fix_faults import FAULTS, FaultyModel
+    from tests.reliability.test_model_faults import KNOWN, START, said
+
+    attempts = Settings.model_fields["max_attempts"].default
+    scenario = Scenario()
+    for fault in [*FAULTS, "engine_dies"]:
+        with db.connection() as conn:
+            load_episodes(conn, said("ivo", *KNOWN, day=0))
+        consolidate_commands(db, home)
+        with db.connection() as conn:
+            load_episodes(conn, said("ivo", f"fault: {fault}", day=1))
+            load_episodes(conn, story_episodes(healthy, start=START + timedelta(days=2)))
+        for _ in range(attempts):
+            try:
+                consolidate_commands(db, home, FaultyModel())
+            except RuntimeUnreachable:  # the engine is back for the next run
+                consolidate_commands(db, home)
+        tally(db, scenario)
+        reset(db)
+    return scenario
+
+
+def injection(db: Any, home: Path, conversations: int) -> Scenario:
+    """Every conversation's facts, then a line that makes the model invalidate them all."""
+    from tasks.ingest.load import load_episodes
+    from tests.reliability.fix_commands import INJECTION
+    from tests.reliability.test_hostile import FACTS, said
+
+    with db.connection() as conn:
+        for c in range(conversations):
+            load_episodes(conn, said(f"victim-{c}", *FACTS))
+    consolidate_commands(db, home)
+    with db.connection() as conn:
+        for c in range(conversations):
+            load_episodes(conn, said(f"victim-{c}", INJECTION, day=1))
+    consolidate_commands(db, home)
+    scenario = Scenario()
+    tally(db, scenario)
+    with db.connection() as conn:
+        (ended,) = conn.execute(
+            "SELECT count(*) FROM semantic_memory WHERE invalid_at IS NOT NULL"
+        ).fetchone()
+    scenario.differ_from_clean = int(ended)  # a clean outcome here ends nothing
+    return scenario
+
+
+@contextmanager
+def flow_environment(home: Path, data: Path) -> Iterator[None]:
+    """The nightly flow reads its settings from the environment, as a deployment does."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    from models.settings import get_settings
+
+    values = {
+        "SLOWWAVE_HOME": str(home),
+        "SLOWWAVE_LLM_RUNTIME": "replay",
+        "SLOWWAVE_REPLAY_DATA": str(data),
+    }
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    get_settings.cache_clear()
+    try:
+        with prefect_test_harness(server_startup_timeout=120):
+            yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        get_settings.cache_clear()
+
+
+def database_faults(db: Any, home: Path, data: Path) -> Scenario:
+    from flows.consolidate import nightly
+    from models import faultpoints
+    from models.embedding import load_embedder
+    from models.llm.replay import LoCoMoReplayModel
+    from models.settings import get_settings
+    from tasks.consolidate import consolidate
+    from tests.reliability.fix_outcome import outcome
+    from tests.reliability.test_database_faults import (
+        CONVERSATION,
+        ingest_one,
+        lose_confirmation,
+        terminate,
+    )
+
+    scenario = Scenario()
+    with flow_environment(home, data):
+        settings = get_settings()
+        embedder = load_embedder(settings)
+        ingest_one(db, settings, data)
+        consolidate(db, LoCoMoReplayModel(data), embedder, settings, conversations=[CONVERSATION])
+        with db.connection() as conn:
+            clean = outcome(conn)
+        embedder.close()
+        reset(db)
+        for point, fault in [
+            ("apply.insert_facts.after", terminate(db)),
+            ("apply.write_log.before", terminate(db)),
+            ("commit.before", terminate(db)),
+            ("commit.after", lose_confirmation),
+        ]:
+            ingest_one(db, settings, data)
+            faultpoints.arm(point, fault, at_hit=2)
+            try:
+                state = nightly(conversations=[CONVERSATION], return_state=True)
+            finally:
+                faultpoints.disarm()
+            if not state.is_completed():
+                raise RuntimeError(f"the nightly flow failed at {point}: {state.message}")
+            tally(db, scenario, clean)
+            reset(db)
+    return scenario
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""Running the crash child (``tests.reliability.crash_child``) from a test or a benchmark."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from sql.db import Database
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def hit_for(point: str) -> int:
+    """Which time the point is reached when the child dies there: mid-run where it can be."""
+    if point.startswith("claim."):
+        return 1  # one claim a run
+    if point == "model.answered":
+        return 2  # once a batch of chunks
+    return 3  # once a batch (a chain step: a chunk of each conversation): half applied
+
+
+def child_command(db: Database, home: Path, point: str, hit: int, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "tests.reliability.crash_child",
+        db.url,
+        str(home),
+        point,
+        str(hit),
+        *extra,
+    ]
+
+
+def kill_at(db: Database, home: Path, point: str, hit: int) -> str:
+    """Run the child until it reaches ``point``, SIGKILL its process group, return what it
+    printed."""
+    child = subprocess.Popen(
+        child_command(db, home, point, hit),
+        stdout=subprocess.PIPE,
+        stderr=(home / "child.log").open("w"),
+        text=True,
+        start_new_session=True,
+        cwd=ROOT,
+    )
+    try:
+        ready, _, _ = select.select([child.stdout], [], [], 120)
+        line = child.stdout.readline().strip() if ready and child.stdout else "(no answer)"
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait(timeout=30)
+    return line
+
+
+def run_at_once(db: Database, home: Path, runs: int, conversations_each: int) -> list[str]:
+    """``runs`` children that claim at the same moment (a barrier), each up to
+    ``conversations_each`` conversations; their output, once all have ended."""
+    children = [
+        subprocess.Popen(
+            child_command(db, home, "barrier", runs, str(conversations_each)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=ROOT,
+        )
+        for _ in range(runs)
+    ]
+    outputs = [c.communicate(timeout=600)[0] for c in children]
+    failed = [o for c, o in zip(children, outputs, strict=True) if c.returncode != 0]
+    if failed:
+        raise AssertionError(f"{len(failed)} of {runs} runs failed: {failed[0][-2000:]}")
+    return outputs
