@@ -229,9 +229,9 @@ def model_faults(db: Any, home: Path, healthy: int) -> Scenario:
     from models.llm.base import RuntimeUnreachable
     from models.settings import Settings
     from tasks.ingest.load import load_episodes
-    from tests.reliability.fix_commands import story_episodes
+    from tests.reliability.fix_commands import START, said, story_episodes
     from tests.reliability.fix_faults import FAULTS, FaultyModel
-    from tests.reliability.test_model_faults import KNOWN, START, said
+    from tests.reliability.test_model_faults import KNOWN
 
     attempts = Settings.model_fields["max_attempts"].default
     scenario = Scenario()
@@ -255,8 +255,8 @@ def model_faults(db: Any, home: Path, healthy: int) -> Scenario:
 def injection(db: Any, home: Path, conversations: int) -> Scenario:
     """Every conversation's facts, then a line that makes the model invalidate them all."""
     from tasks.ingest.load import load_episodes
-    from tests.reliability.fix_commands import INJECTION
-    from tests.reliability.test_hostile import FACTS, said
+    from tests.reliability.fix_commands import INJECTION, said
+    from tests.reliability.test_hostile import FACTS
 
     with db.connection() as conn:
         for c in range(conversations):

@@ -129,6 +129,26 @@ class HashEmbedder:
         return None
 
 
+START = datetime(2025, 5, 1, 9, tzinfo=UTC)
+
+
+def said(conversation: str, *texts: str, day: int = 0) -> list[Episode]:
+    """One episode a text, a minute apart, ``day`` days after ``START``."""
+    return [
+        Episode(
+            id=new_id(),
+            conversation_id=conversation,
+            external_key=f"{conversation}/{day}/{i}",
+            messages=[Message(speaker="user", text=text)],
+            summary=None,
+            surprise=0.5,
+            start_at=START + timedelta(days=day, minutes=i),
+            end_at=START + timedelta(days=day, minutes=i),
+        )
+        for i, text in enumerate(texts)
+    ]
+
+
 PEOPLE = ("Alice", "Bruno", "Chen", "Dana", "Emeka", "Farah", "Goran", "Hana")
 
 

@@ -4,7 +4,7 @@ memory or reach another's, and the transcript reader survives any bytes."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,6 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from models.consolidation import FactAction
-from models.episode import Episode, Message
 from models.ids import new_id
 from models.plan import Plan, PlannedAction
 from models.settings import Settings
@@ -25,26 +24,7 @@ from tasks.guard import HoldPolicy, hold_reason
 from tasks.ingest.load import load_episodes
 from tasks.ingest.transcripts import IngestPolicy, ingest
 from tests.fix_episodes import with_settings
-from tests.reliability.fix_commands import INJECTION, CommandModel, HashEmbedder
-
-START = datetime(2025, 5, 1, 9, tzinfo=UTC)
-
-
-def said(conversation: str, *texts: str, day: int = 0) -> list[Episode]:
-    return [
-        Episode(
-            id=new_id(),
-            conversation_id=conversation,
-            external_key=f"{conversation}/{day}/{i}",
-            messages=[Message(speaker="user", text=text)],
-            summary=None,
-            surprise=0.5,
-            start_at=START + timedelta(days=day, minutes=i),
-            end_at=START + timedelta(days=day, minutes=i),
-        )
-        for i, text in enumerate(texts)
-    ]
-
+from tests.reliability.fix_commands import INJECTION, START, CommandModel, HashEmbedder, said
 
 FACTS = [
     "remember: Mira lives in Lisbon near the river.",

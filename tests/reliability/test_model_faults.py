@@ -3,46 +3,33 @@ handled as documented, recorded with its reason, and the rest of the run complet
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import psycopg
 import pytest
 
-from models.episode import Episode, Message
-from models.ids import new_id
 from models.llm.base import RuntimeUnreachable
 from models.settings import Settings
 from sql.db import Database
 from tasks.consolidate import consolidate
 from tasks.ingest.load import load_episodes
 from tests.fix_episodes import with_settings
-from tests.reliability.fix_commands import CommandModel, HashEmbedder, story_episodes
+from tests.reliability.fix_commands import (
+    START,
+    CommandModel,
+    HashEmbedder,
+    said,
+    story_episodes,
+)
 from tests.reliability.fix_faults import FaultyModel
 from tests.reliability.fix_outcome import broken_invariants, duplicate_facts, lost_episodes
 
-START = datetime(2025, 6, 1, 9, tzinfo=UTC)
 KNOWN = [
     "remember: Ivo repairs old bicycles in his garage.",
     "remember: Ivo speaks Croatian and German fluently.",
     "remember: Ivo volunteers at the animal shelter.",
 ]
-
-
-def said(conversation: str, *texts: str, day: int) -> list[Episode]:
-    return [
-        Episode(
-            id=new_id(),
-            conversation_id=conversation,
-            external_key=f"{conversation}/{day}/{i}",
-            messages=[Message(speaker="user", text=text)],
-            summary=None,
-            surprise=0.5,
-            start_at=START + timedelta(days=day, minutes=i),
-            end_at=START + timedelta(days=day, minutes=i),
-        )
-        for i, text in enumerate(texts)
-    ]
 
 
 def facts_of(conn: psycopg.Connection, conversation: str) -> dict[str, bool]:
