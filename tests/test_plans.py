@@ -287,6 +287,18 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
             {"conversations": ["conv-3"], "episodes": None, "reason": "ops"},
             {"Index Scan on episodic_memory_quarantined_idx"},
         ),
+        "fact_history": (
+            {"id": facts[0]},
+            {"Index Scan on semantic_memory_pkey", "Index Scan on semantic_memory_supersedes_idx"},
+        ),
+        "facts_list": (
+            {"conversation_id": "conv-3", "as_of": None, "all": False},
+            {"Bitmap Index Scan on semantic_memory_active_idx"},
+        ),
+        "fact_undelete": (
+            {"id": facts[0], "reason": "ops: x"},
+            {"Index Scan on semantic_memory_pkey", "Index Scan on semantic_memory_supersedes_idx"},
+        ),
         # one row per run, read at a run's start; each running run's lease probed by index
         "runs_running": ({}, {"Seq Scan on consolidation_runs", claimed}),
         # only after a crash, once per crashed run: what it recorded is counted by scanning
