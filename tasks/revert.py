@@ -1,0 +1,106 @@
+"""Revert a run: undo everything it applied, in one transaction, so that a later run redoes
+its episodes (a model upgrade that invalidated half the facts, a prompt bug).
+
+What it wrote is removed: the facts it inserted (kept, ended where they began, only when a
+fact of another run supersedes one), its decisions and chunk records, and its run row (kept,
+marked ``reverted``, when one of its facts is). What it changed is put back: the facts it
+ended hold again, the evidence it appended to other facts is removed, its episodes return to
+pending with the attempts it charged taken back. A run that later runs built on (they applied
+chunks in its conversations after it) is refused, unless asked to cascade: they are reverted
+first, newest first. The operation is recorded in ``history_operations``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from uuid import UUID
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+import sql
+from tasks.history import HistoryError
+
+
+class RevertRefused(HistoryError):
+    """The run cannot be reverted as asked."""
+
+
+@dataclass
+class RevertReport:
+    """What a revert did, counted over every run it reverted."""
+
+    runs: list[UUID] = field(default_factory=list)  # newest first, the asked one last
+    facts_removed: int = 0
+    facts_kept_ended: int = 0
+    facts_restored: int = 0
+    facts_evidence_removed: int = 0
+    episodes_pending: int = 0
+    decisions_removed: int = 0
+    chunks_removed: int = 0
+    run_rows_kept: int = 0
+
+
+def dependents(conn: psycopg.Connection, run_id: UUID) -> list[UUID]:
+    """The runs that built on ``run_id``, newest first."""
+    rows = conn.execute(sql.statement("revert_dependents"), {"run_id": run_id}).fetchall()
+    return [r[0] for r in rows]
+
+
+def revert_run(
+    conn: psycopg.Connection, run_id: UUID, *, by: str, reason: str, cascade: bool = False
+) -> RevertReport:
+    """Undo ``run_id`` (and, with ``cascade``, the runs that built on it) in one transaction."""
+    if not reason.strip():
+        raise RevertRefused("a revert needs a reason (--reason)")
+    report = RevertReport()
+    with conn.transaction():
+        status = conn.execute(sql.statement("run_status"), {"run_id": run_id}).fetchone()
+        if status is None:
+            raise RevertRefused(f"no run {run_id}")
+        if status[0] in ("running", "reverted"):
+            raise RevertRefused(f"run {run_id} is {status[0]}: there is nothing to revert")
+        later = dependents(conn, run_id)
+        if later and not cascade:
+            raise RevertRefused(
+                f"run {run_id} is built on by {len(later)} later run(s) "
+                f"({', '.join(str(r) for r in later)}): revert those first, or pass --cascade"
+            )
+        for run in [*later, run_id]:
+            _revert_one(conn, run, report)
+        conn.execute(
+            sql.statement("history_operation"),
+            {
+                "kind": "revert",
+                "target": str(run_id),
+                "by": by,
+                "reason": reason,
+                "rows": Jsonb(
+                    {k: v for k, v in asdict(report).items() if k != "runs"}
+                    | {"runs": [str(r) for r in report.runs]}
+                ),
+            },
+        )
+    return report
+
+
+def _revert_one(conn: psycopg.Connection, run_id: UUID, report: RevertReport) -> None:
+    params = {"run_id": run_id}
+    report.runs.append(run_id)
+    report.facts_restored += _count(conn, "revert_restore_ended", params)
+    report.facts_evidence_removed += _count(conn, "revert_provenance", params)
+    removed, kept = conn.execute(sql.statement("revert_facts"), params).fetchone() or (0, 0)
+    report.facts_removed += int(removed)
+    report.facts_kept_ended += int(kept)
+    report.episodes_pending += _count(conn, "revert_episodes", params)
+    decisions, chunks, row_kept = conn.execute(
+        sql.statement("revert_records"), params
+    ).fetchone() or (0, 0, 0)
+    report.decisions_removed += int(decisions)
+    report.chunks_removed += int(chunks)
+    report.run_rows_kept += int(row_kept)
+
+
+def _count(conn: psycopg.Connection, statement: str, params: Mapping[str, object]) -> int:
+    return len(conn.execute(sql.statement(statement), params).fetchall())
