@@ -329,6 +329,28 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
                 "Seq Scan on semantic_memory",
             },
         ),
+        # forget, on request: rare, and followed by a rewrite of every table (VACUUM FULL)
+        # that costs more than any scan; an index per conversation on each table would cost
+        # every insert for it
+        "forget_conversation": (
+            {"conversation_id": "conv-3"},
+            {
+                "Bitmap Index Scan on semantic_memory_validity_idx",
+                "Seq Scan on consolidation_chunks",
+                "Seq Scan on consolidation_runs",
+                "Seq Scan on decision_log",
+                "Seq Scan on episodic_memory",
+                "Seq Scan on ingested_messages",
+            },
+        ),
+        "forget_fact": (
+            {"id": facts[0]},
+            {
+                "Index Scan on semantic_memory_pkey",
+                "Index Scan on semantic_memory_supersedes_idx",
+                "Seq Scan on decision_log",
+            },
+        ),
         # one row per run, read at a run's start; each running run's lease probed by index
         "runs_running": ({}, {"Seq Scan on consolidation_runs", claimed}),
         # only after a crash, once per crashed run: what it recorded is counted by scanning

@@ -1,0 +1,21 @@
+-- Forget one fact: its row and the decisions about it go; a fact that superseded it now
+-- supersedes its predecessor (the chain closes over the gap), and decisions that named it as
+-- the fact they replaced no longer do. Returns the rows touched per table, for the tombstone.
+WITH target AS (
+    SELECT id, supersedes_id FROM semantic_memory WHERE id = %(id)s FOR UPDATE
+), spliced AS (
+    UPDATE semantic_memory s SET supersedes_id = t.supersedes_id
+    FROM target t WHERE s.supersedes_id = t.id
+    RETURNING 1
+), unnamed AS (
+    UPDATE decision_log SET previous_fact_id = NULL WHERE previous_fact_id = %(id)s
+    RETURNING 1
+), decisions AS (
+    DELETE FROM decision_log WHERE fact_id = %(id)s RETURNING 1
+), fact AS (
+    DELETE FROM semantic_memory s USING target t WHERE s.id = t.id RETURNING 1
+)
+SELECT (SELECT count(*) FROM fact) AS facts,
+       (SELECT count(*) FROM decisions) AS decisions,
+       (SELECT count(*) FROM spliced) AS successors_relinked,
+       (SELECT count(*) FROM unnamed) AS decisions_unlinked

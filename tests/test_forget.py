@@ -1,0 +1,142 @@
+"""Forget on request: no byte of a forgotten conversation stays in any column or under the
+home, search finds nothing, and a tombstone without content records the deletion."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from models.settings import Settings
+from sql.db import Database
+from tasks.consolidate import consolidate
+from tasks.forget import digest, forget_conversation, forget_fact
+from tasks.history import HistoryError, fact_history, list_facts
+from tasks.ingest.rejects import Reject, RejectsReport
+from tasks.ingest.transcripts import IngestPolicy, ingest
+from tasks.search import has_facts, search
+from tests.fix_episodes import with_settings
+from tests.reliability.fix_commands import CommandModel, HashEmbedder
+
+T0 = datetime(2024, 3, 1, 9, tzinfo=UTC)
+
+
+def transcript(path: Path, marker: str) -> Path:
+    lines = []
+    for i, (conversation, text) in enumerate(
+        [
+            ("secret", f"remember: Noor keeps her diary under the code word {marker}."),
+            ("secret", f"remember: Noor told her doctor about {marker} and the clinic."),
+            ("secret", "remember: Noor plays chess with her neighbour."),
+            ("keep", "remember: Omar restores old radios in his shed."),
+        ]
+    ):
+        lines.append(
+            json.dumps(
+                {
+                    "conversation_id": conversation,
+                    "message_id": str(i),
+                    "timestamp": (T0 + timedelta(minutes=i)).isoformat(),
+                    "speaker": "user",
+                    "text": text,
+                }
+            )
+        )
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def columns_holding(conn: psycopg.Connection, marker: str) -> list[str]:
+    """Every text, jsonb, array and tsvector column of every table that still holds it."""
+    found = []
+    for table, column in conn.execute(
+        "SELECT table_name, column_name FROM information_schema.columns "
+        "WHERE table_schema = 'public' "
+        "AND data_type IN ('text', 'jsonb', 'json', 'ARRAY', 'tsvector', 'character varying')"
+    ).fetchall():
+        (hits,) = conn.execute(
+            f'SELECT count(*) FROM "{table}" WHERE "{column}"::text ILIKE %s',  # type: ignore[arg-type]
+            (f"%{marker}%",),
+        ).fetchone()  # type: ignore[misc]
+        if hits:
+            found.append(f"{table}.{column}")
+    return found
+
+
+def files_holding(home: Path, marker: str) -> list[str]:
+    needle = marker.encode()
+    return [
+        str(p.relative_to(home))
+        for p in home.rglob("*")
+        if p.is_file() and not p.is_symlink() and needle in p.read_bytes().lower()
+    ]
+
+
+def test_forgetting_a_conversation_leaves_no_byte_of_it_and_a_tombstone_without_content(
+    db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path
+) -> None:
+    marker = f"zqxv{uuid.uuid4().hex}"
+    source = transcript(tmp_path / "chats.jsonl", marker)
+    ingest(db, source, IngestPolicy.of(with_settings(settings, summarize_on_ingest=False)))
+    consolidate(db, CommandModel(), HashEmbedder(), settings, kind="backfill")
+    with RejectsReport(settings.home / "rejects" / "chats.jsonl.rejects.jsonl") as rejects:
+        excerpt = json.dumps({"conversation_id": "secret", "text": f"again {marker}"})
+        rejects.add(Reject(str(source), 9, "duplicate message_id", excerpt))
+        rejects.add(Reject(str(source), 10, "malformed JSON", "{oops"))
+    conn.execute("CHECKPOINT")  # the marker is in the tables' files now, not only in memory
+    assert columns_holding(conn, marker) and files_holding(settings.home, marker)
+    source.unlink()  # the user's own file, outside the home
+
+    report = forget_conversation(
+        db, "secret", home=settings.home, by="dpo", reason="erasure request #12"
+    )
+
+    assert report.rows["episodes"] == 1 and report.rows["facts"] == 3
+    assert report.reject_lines == 1 and report.purged, report.purge_note
+    assert columns_holding(conn, marker) == []
+    assert files_holding(settings.home, marker) == []
+    assert not has_facts(conn, "secret")
+    assert search(conn, HashEmbedder(), marker, "keep") != []  # other conversations stay
+    assert all(marker not in h.fact for h in search(conn, HashEmbedder(), marker, "keep"))
+    (tombstone,) = conn.execute(
+        "SELECT kind, target, done_by, reason, rows FROM history_operations"
+    ).fetchall()
+    assert tombstone[:4] == ("forget_conversation", digest("secret"), "dpo", "erasure request #12")
+    assert tombstone[4]["facts"] == 3 and "secret" not in json.dumps(tombstone[4])
+    with pytest.raises(HistoryError, match="no conversation"):
+        forget_conversation(db, "secret", home=settings.home, by="dpo", reason="again")
+
+
+def test_forgetting_one_fact_closes_its_chain_over_the_gap(
+    db: Database, conn: psycopg.Connection, settings: Settings
+) -> None:
+    from tasks.ingest.load import load_episodes
+    from tests.reliability.fix_commands import said
+
+    one_a_chunk = with_settings(settings, chunk_size=1)
+    texts = [
+        "remember: Lea lives in a flat in Ghent.",
+        "now: Lea lives in a flat in Ghent. => Lea lives on a houseboat in Antwerp.",
+        "now: Lea lives on a houseboat in Antwerp. => Lea lives in a cottage near Bruges.",
+    ]
+    for day, text in enumerate(texts):
+        load_episodes(conn, said("lea", text, day=day))
+        conn.commit()
+        consolidate(db, CommandModel(), HashEmbedder(), one_a_chunk, kind="backfill")
+    first, middle, last = fact_history(conn, list_facts(conn, "lea")[0].id)
+
+    report = forget_fact(db, middle.id, by="dpo", reason="asked to", purge=False)
+
+    assert report.rows["facts"] == 1 and report.rows["successors_relinked"] == 1
+    assert [v.id for v in fact_history(conn, last.id)] == [first.id, last.id]
+    (mentions,) = conn.execute(
+        "SELECT count(*) FROM decision_log WHERE fact_id = %s OR previous_fact_id = %s",
+        (middle.id, middle.id),
+    ).fetchone()  # type: ignore[misc]
+    assert mentions == 0
+    with pytest.raises(HistoryError, match="no fact"):
+        forget_fact(db, middle.id, by="dpo", reason="again")
