@@ -15,6 +15,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from datetime import UTC, datetime
 from enum import StrEnum
 from functools import wraps
@@ -45,9 +46,12 @@ from sql.db import Database, DatabaseUnavailable, MigrationError, migrate
 from sql.db.embedded import EmbeddedPostgresError, stop_embedded
 from sql.db.migrate import check_dimension
 from sql.db.status import COUNTS, DatabaseStatus, read_status
+from tasks.forget import ForgetReport, forget_conversation, forget_fact
+from tasks.history import HistoryError, fact_history, list_facts, undelete
 from tasks.ingest.rejects import Reject
 from tasks.ingest.transcripts import Format, IngestPolicy, IngestReport, ingest
 from tasks.quarantine import list_quarantined, release
+from tasks.revert import check_revertable, list_runs
 from tasks.runs import mark_crashed
 from tasks.search import SearchError
 
@@ -66,6 +70,12 @@ quarantine_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(quarantine_app, name="quarantine")
+facts_app = typer.Typer(
+    help="A conversation's facts, a fact's versions, undelete.", invoke_without_command=True
+)
+app.add_typer(facts_app, name="facts")
+runs_app = typer.Typer(help="Consolidation runs: list them, revert one.", no_args_is_help=True)
+app.add_typer(runs_app, name="runs")
 
 
 @app.callback()
@@ -110,6 +120,7 @@ EXPECTED_ERRORS: tuple[type[Exception], ...] = (
     MigrationError,
     EmbeddedPostgresError,
     SearchError,
+    HistoryError,
 )
 
 
@@ -233,6 +244,221 @@ def quarantine_release(
     console.print(f"released {total} episode(s) in {len(released)} conversation(s)")
     for conversation_id, count in released.items():
         console.print(f"  {conversation_id}: {count}", highlight=False)
+
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+ReasonOption = Annotated[
+    str, typer.Option("--reason", "-r", help="Why (kept with the operation, for audit).")
+]
+ByOption = Annotated[
+    str | None, typer.Option("--by", help="Who asks (default: the operating-system user).")
+]
+
+
+def operator(by: str | None) -> str:
+    import getpass
+
+    return by or getpass.getuser()
+
+
+def print_facts(facts: list[Any], title: str) -> None:
+    table = Table("id", "v", "category", "fact", "valid from", "until", "run", title=title)
+    for f in facts:
+        table.add_row(
+            str(f.id),
+            str(f.version or ""),
+            f.category,
+            f.fact,
+            f.valid_at.isoformat(timespec="seconds"),
+            f.invalid_at.isoformat(timespec="seconds") if f.invalid_at else "",
+            str(f.created_by_run_id or "")[:13],
+        )
+    console.print(table)
+
+
+@facts_app.callback()
+@one_line_errors
+def facts_command(
+    ctx: typer.Context,
+    conversation: Annotated[
+        str | None, typer.Option("--conversation", "-c", help="Conversation id.")
+    ] = None,
+    as_of: Annotated[
+        datetime | None,
+        typer.Option(
+            "--as-of",
+            help="The facts valid at this event time (ISO 8601; UTC when no zone is given).",
+            formats=["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"],
+        ),
+    ] = None,
+    everything: Annotated[
+        bool, typer.Option("--all", help="Every fact it ever had, every version.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """A conversation's facts: active ones, those valid at --as-of, or --all."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if conversation is None:
+        raise typer.BadParameter("name a conversation: slowwave facts -c ID")
+    if as_of is not None and as_of.tzinfo is None:
+        as_of = as_of.replace(tzinfo=UTC)
+    with open_database() as db:
+        ensure_migrated(db)
+        with db.connection() as conn:
+            facts = list_facts(conn, conversation, as_of=as_of, everything=everything)
+    if as_json:
+        typer.echo(json.dumps([f.model_dump(mode="json") for f in facts], indent=2))
+        return
+    scope = "all" if everything else (f"valid at {as_of.isoformat()}" if as_of else "active")
+    print_facts(facts, f"{conversation}: {len(facts)} fact(s), {scope}")
+
+
+@facts_app.command("history")
+@one_line_errors
+def facts_history(
+    fact_id: Annotated[uuid.UUID, typer.Argument(help="Any version's id.")],
+    as_json: JsonOption = False,
+) -> None:
+    """Every version of a fact, oldest first: what it said, when it held, which run wrote it."""
+    with open_database() as db:
+        ensure_migrated(db)
+        with db.connection() as conn:
+            versions = fact_history(conn, fact_id)
+    if as_json:
+        typer.echo(json.dumps([v.model_dump(mode="json") for v in versions], indent=2))
+        return
+    print_facts(versions, f"{len(versions)} version(s)")
+
+
+@facts_app.command("undelete")
+@one_line_errors
+def facts_undelete(
+    fact_id: Annotated[uuid.UUID, typer.Argument(help="The invalidated fact.")],
+    reason: ReasonOption,
+    by: ByOption = None,
+) -> None:
+    """Make an invalidated fact hold again (a successor that replaced it is ended)."""
+    with open_database() as db:
+        ensure_migrated(db)
+        with db.connection() as conn:
+            ended = undelete(conn, fact_id, by=operator(by), reason=reason)
+    console.print(f"fact {fact_id} holds again; successor(s) ended: {len(ended)}")
+
+
+@runs_app.command("list")
+@one_line_errors
+def runs_list(
+    limit: Annotated[int, typer.Option("--limit", "-n", help="How many runs.")] = 20,
+    as_json: JsonOption = False,
+) -> None:
+    """The latest consolidation runs, newest first."""
+    with open_database() as db:
+        ensure_migrated(db)
+        with db.connection() as conn:
+            runs = list_runs(conn, limit)
+    if as_json:
+        typer.echo(json.dumps(runs, indent=2, default=str))
+        return
+    table = Table("run", "kind", "status", "started", "conv.", "episodes", "new", "upd.", "inv.")
+    for r in runs:
+        table.add_row(
+            str(r["id"]),
+            str(r["kind"]),
+            str(r["status"]),
+            r["started_at"].isoformat(timespec="seconds"),  # type: ignore[attr-defined]
+            str(r["conversations"]),
+            str(r["episodes_consolidated"]),
+            str(r["facts_inserted"]),
+            str(r["facts_updated"]),
+            str(r["facts_invalidated"]),
+        )
+    console.print(table)
+
+
+@runs_app.command("revert")
+@one_line_errors
+def runs_revert(
+    run_id: Annotated[uuid.UUID, typer.Argument(help="The run to undo.")],
+    reason: ReasonOption,
+    cascade: Annotated[
+        bool, typer.Option("--cascade", help="Revert the runs built on it first, newest first.")
+    ] = False,
+    by: ByOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Undo everything a run applied, in one transaction (the revert flow, run here)."""
+    from flows.history import revert
+
+    if not reason.strip():
+        raise HistoryError("a revert needs a reason (--reason)")
+    with open_database() as db:
+        migrate(db)
+        with db.connection() as conn, conn.transaction():
+            check_revertable(conn, run_id, cascade=cascade)  # refused: one line, no flow
+    state = revert(
+        run_id=str(run_id), reason=reason, by=operator(by), cascade=cascade, return_state=True
+    )
+    result = state.result(raise_on_failure=False)
+    if not state.is_completed() or not isinstance(result, dict):
+        raise HistoryError(f"the revert flow {state.name}: {state.message}")
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+        return
+    table = Table("revert", ", ".join(r[:13] for r in result["runs"]))
+    for key, value in result.items():
+        if key != "runs":
+            table.add_row(key.replace("_", " "), str(value))
+    console.print(table)
+
+
+@app.command("forget")
+@one_line_errors
+def forget_command(
+    reason: ReasonOption,
+    conversation: Annotated[
+        str | None, typer.Option("--conversation", "-c", help="Forget this conversation.")
+    ] = None,
+    fact: Annotated[uuid.UUID | None, typer.Option("--fact", help="Forget this fact.")] = None,
+    by: ByOption = None,
+    no_purge: Annotated[
+        bool, typer.Option("--no-purge", help="Skip rewriting the tables (VACUUM FULL).")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Hard-delete a conversation or a fact for a privacy request, and leave a tombstone.
+
+    Runs here, not through Prefect, so that the id is not kept with a flow run's parameters
+    (the forget deployment is there for the UI)."""
+    if (conversation is None) == (fact is None):
+        raise typer.BadParameter("name --conversation or --fact, one of them")
+    settings = get_settings()
+    with open_database(settings) as db:
+        migrate(db)
+        report: ForgetReport = (
+            forget_conversation(
+                db,
+                conversation,
+                home=settings.home,
+                by=operator(by),
+                reason=reason,
+                purge=not no_purge,
+            )
+            if conversation is not None
+            else forget_fact(db, fact, by=operator(by), reason=reason, purge=not no_purge)  # type: ignore[arg-type]
+        )
+    if as_json:
+        typer.echo(json.dumps(asdict(report), indent=2))
+        return
+    console.print(f"{report.kind}: {sum(report.rows.values())} row(s) removed", highlight=False)
+    for table_name, count in report.rows.items():
+        console.print(f"  {table_name}: {count}", highlight=False)
+    if report.reject_lines:
+        console.print(f"  reject lines under the home: {report.reject_lines}", highlight=False)
+    console.print(
+        "files rewritten: yes" if report.purged else f"files rewritten: no ({report.purge_note})",
+        highlight=False,
+    )
 
 
 @db_app.command("stop")

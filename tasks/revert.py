@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from uuid import UUID
 
 import psycopg
+from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 import sql
@@ -42,10 +43,34 @@ class RevertReport:
     run_rows_kept: int = 0
 
 
+def list_runs(conn: psycopg.Connection, limit: int = 20) -> list[dict[str, object]]:
+    """The latest runs, newest first, with their counts."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        return list(cur.execute(sql.statement("runs_list"), {"limit": limit}).fetchall())
+
+
 def dependents(conn: psycopg.Connection, run_id: UUID) -> list[UUID]:
     """The runs that built on ``run_id``, newest first."""
     rows = conn.execute(sql.statement("revert_dependents"), {"run_id": run_id}).fetchall()
     return [r[0] for r in rows]
+
+
+def check_revertable(conn: psycopg.Connection, run_id: UUID, *, cascade: bool) -> list[UUID]:
+    """The runs a revert of ``run_id`` must undo first (newest first), or why it is refused:
+    no such run, one still running or already reverted, later runs built on it without
+    ``cascade``. Locks the run's row (inside the caller's transaction)."""
+    status = conn.execute(sql.statement("run_status"), {"run_id": run_id}).fetchone()
+    if status is None:
+        raise RevertRefused(f"no run {run_id}")
+    if status[0] in ("running", "reverted"):
+        raise RevertRefused(f"run {run_id} is {status[0]}: there is nothing to revert")
+    later = dependents(conn, run_id)
+    if later and not cascade:
+        raise RevertRefused(
+            f"run {run_id} is built on by {len(later)} later run(s) "
+            f"({', '.join(str(r) for r in later)}): revert those first, or pass --cascade"
+        )
+    return later
 
 
 def revert_run(
@@ -56,17 +81,7 @@ def revert_run(
         raise RevertRefused("a revert needs a reason (--reason)")
     report = RevertReport()
     with conn.transaction():
-        status = conn.execute(sql.statement("run_status"), {"run_id": run_id}).fetchone()
-        if status is None:
-            raise RevertRefused(f"no run {run_id}")
-        if status[0] in ("running", "reverted"):
-            raise RevertRefused(f"run {run_id} is {status[0]}: there is nothing to revert")
-        later = dependents(conn, run_id)
-        if later and not cascade:
-            raise RevertRefused(
-                f"run {run_id} is built on by {len(later)} later run(s) "
-                f"({', '.join(str(r) for r in later)}): revert those first, or pass --cascade"
-            )
+        later = check_revertable(conn, run_id, cascade=cascade)
         for run in [*later, run_id]:
             _revert_one(conn, run, report)
         conn.execute(

@@ -13,7 +13,10 @@ import pytest
 from models.settings import Settings
 from sql.db import Database, migrate
 
-TABLES = "decision_log, consolidation_chunks, semantic_memory, episodic_memory, consolidation_runs"
+TABLES = (
+    "decision_log, consolidation_chunks, semantic_memory, episodic_memory, consolidation_runs, "
+    "history_operations"
+)
 
 
 def wait_gone(pid: int, timeout: float = 10.0) -> bool:

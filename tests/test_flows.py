@@ -118,3 +118,35 @@ def test_a_shard_hit_by_a_dropped_connection_is_retried_and_goes_on_where_it_sto
         runs = client.read_task_runs()
     shard = [r for r in runs if r.name == "consolidate shard 0" and r.flow_run_id]
     assert any(r.run_count == 2 for r in shard), [(r.name, r.run_count) for r in shard]
+
+
+def test_the_revert_and_forget_flows_run_like_the_rest_with_their_summaries(
+    prefect_api: None,
+    db: Database,
+    conn: psycopg.Connection,
+    flow_settings: Settings,
+    locomo_path: Path,
+) -> None:
+    from flows.consolidate import nightly
+    from flows.history import forget, revert
+    from tasks.forget import digest
+
+    ingest(db, locomo_path, IngestPolicy.of(flow_settings))
+    run = nightly(conversations=["conv-30"], return_state=True).result()
+    state = revert(run_id=run["run_id"], reason="prompt bug", by="ops", return_state=True)
+    assert state.is_completed(), state.message
+    assert state.result()["runs"] == [run["run_id"]]
+    table = _artifact("slowwave-revert")
+    assert {"measure": "facts_removed", "value": str(run["facts_inserted"])} in table  # type: ignore[operator]
+    (facts,) = conn.execute("SELECT count(*) FROM semantic_memory").fetchone()  # type: ignore[misc]
+    assert facts == 0
+
+    state = forget(conversation_id="conv-30", reason="erasure request", by="dpo", return_state=True)
+    assert state.is_completed(), state.message
+    with get_client(sync_client=True) as client:
+        named = client.read_flow_run(state.state_details.flow_run_id).name
+    assert named == f"forget conversation {digest('conv-30')[:12]}"
+    (left,) = conn.execute(
+        "SELECT count(*) FROM episodic_memory WHERE conversation_id = 'conv-30'"
+    ).fetchone()  # type: ignore[misc]
+    assert left == 0 and _artifact("slowwave-forget")

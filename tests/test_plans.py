@@ -303,6 +303,7 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
         # index per run on three tables would cost every insert for a rare repair)
         # (runs: a row per night, read whole)
         "run_status": ({"run_id": uuid.uuid4()}, {"Seq Scan on consolidation_runs"}),
+        "runs_list": ({"limit": 20}, {"Seq Scan on consolidation_runs"}),
         "revert_dependents": (
             {"run_id": uuid.uuid4()},
             {"Seq Scan on consolidation_runs", "Seq Scan on consolidation_chunks"},

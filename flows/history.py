@@ -1,0 +1,83 @@
+"""Flows for the operations that change history: revert a run, forget a conversation or a
+fact. They run from the Prefect UI (or ``slowwave runs revert`` / ``slowwave forget``) and show
+there like the nightly runs, each with a summary artifact. A forget's run name and artifact
+carry the SHA-256 of what was forgotten, never the id itself."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+from uuid import UUID
+
+from prefect import flow
+from prefect.artifacts import create_table_artifact
+from prefect.runtime import flow_run
+
+from models.settings import get_settings
+from sql.db import Database, migrate
+from tasks.forget import digest, forget_conversation, forget_fact
+from tasks.revert import revert_run
+
+
+def _table(report: dict[str, Any], key: str, description: str) -> None:
+    rows = report.pop("rows", None) or {}
+    create_table_artifact(
+        table=[{"measure": k, "value": str(v)} for k, v in {**report, **rows}.items()],
+        key=key,
+        description=description,
+    )
+
+
+def revert_run_name() -> str:
+    """``revert 0197…``: the run it reverts."""
+    return f"revert {str(flow_run.get_parameters().get('run_id', ''))[:13]}"
+
+
+@flow(name="slowwave-revert", flow_run_name=revert_run_name, log_prints=True)
+def revert(run_id: str, reason: str, by: str = "prefect", cascade: bool = False) -> dict[str, Any]:
+    """Undo everything one run applied (and, with ``cascade``, the runs built on it)."""
+    with Database(get_settings()) as db:
+        migrate(db)
+        with db.connection() as conn:
+            report = revert_run(conn, UUID(run_id), by=by, reason=reason, cascade=cascade)
+    print(
+        f"reverted {len(report.runs)} run(s): {report.facts_removed} facts removed, "
+        f"{report.facts_restored} restored, {report.episodes_pending} episodes pending again"
+    )
+    result = {**asdict(report), "runs": [str(r) for r in report.runs]}
+    _table(dict(result), "slowwave-revert", f"revert of run `{run_id}`: {reason}")
+    return result
+
+
+def forget_run_name() -> str:
+    """``forget conversation 3f2a…``: what kind, and the SHA-256 of the id, never the id."""
+    parameters = flow_run.get_parameters()
+    target = parameters.get("conversation_id") or parameters.get("fact_id") or ""
+    kind = "conversation" if parameters.get("conversation_id") else "fact"
+    return f"forget {kind} {digest(str(target))[:12]}"
+
+
+@flow(name="slowwave-forget", flow_run_name=forget_run_name, log_prints=True)
+def forget(
+    reason: str,
+    conversation_id: str | None = None,
+    fact_id: str | None = None,
+    by: str = "prefect",
+    purge: bool = True,
+) -> dict[str, Any]:
+    """Hard-delete a conversation or a fact for a privacy request; leave a tombstone."""
+    if (conversation_id is None) == (fact_id is None):
+        raise ValueError("name a conversation_id or a fact_id, one of them")
+    settings = get_settings()
+    with Database(settings) as db:
+        migrate(db)
+        if conversation_id is not None:
+            report = forget_conversation(
+                db, conversation_id, home=settings.home, by=by, reason=reason, purge=purge
+            )
+        else:
+            report = forget_fact(db, UUID(str(fact_id)), by=by, reason=reason, purge=purge)
+    result = asdict(report)
+    print(f"{report.kind}: {sum(report.rows.values())} rows removed, purged: {report.purged}")
+    _table(dict(result), "slowwave-forget", f"{report.kind} {report.target_sha256[:12]}")
+    return result
