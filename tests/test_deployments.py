@@ -148,3 +148,27 @@ def test_the_deployed_backfill_runs_on_a_worker_to_completed_and_consolidates(
         "WHERE conversation_id = 'conv-30' AND consolidated_at IS NULL"
     ).fetchone()
     assert pending == 0
+
+    # the revert deployment, as an operator starts it from the UI, undoes that run
+    (run_id,) = conn.execute(  # type: ignore[misc]
+        "SELECT id FROM consolidation_runs WHERE flow_run_id = %s", (str(run.id),)
+    ).fetchone()
+    with prefect_stack.client() as client:
+        revert = client.read_deployment_by_name("slowwave-revert/revert")
+        requested = client.create_flow_run_from_deployment(
+            revert.id, parameters={"run_id": str(run_id), "reason": "from the UI"}
+        )
+        reverted = _wait_final(client, requested.id)
+        summaries = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[reverted.id]))
+        )
+    assert reverted.state is not None and reverted.state.is_completed(), (
+        f"{reverted.state}\n{prefect_stack.log_tail('worker')}"
+    )
+    assert reverted.name == f"revert {str(run_id)[:13]}"
+    assert "slowwave-revert" in {a.key for a in summaries}
+    (pending,) = conn.execute(  # type: ignore[misc]
+        "SELECT count(*) FROM episodic_memory "
+        "WHERE conversation_id = 'conv-30' AND consolidated_at IS NULL"
+    ).fetchone()
+    assert pending == 19
