@@ -247,6 +247,14 @@ def quarantine_release(
 
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+AsOfOption = Annotated[
+    datetime | None,
+    typer.Option(
+        "--as-of",
+        help="What was valid at this event time (ISO 8601; UTC when no zone is given).",
+        formats=["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"],
+    ),
+]
 ReasonOption = Annotated[
     str, typer.Option("--reason", "-r", help="Why (kept with the operation, for audit).")
 ]
@@ -283,14 +291,7 @@ def facts_command(
     conversation: Annotated[
         str | None, typer.Option("--conversation", "-c", help="Conversation id.")
     ] = None,
-    as_of: Annotated[
-        datetime | None,
-        typer.Option(
-            "--as-of",
-            help="The facts valid at this event time (ISO 8601; UTC when no zone is given).",
-            formats=["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"],
-        ),
-    ] = None,
+    as_of: AsOfOption = None,
     everything: Annotated[
         bool, typer.Option("--all", help="Every fact it ever had, every version.")
     ] = False,
@@ -600,14 +601,7 @@ def search_command(
     category: Annotated[
         Category | None, typer.Option("--category", help="Only this category.")
     ] = None,
-    as_of: Annotated[
-        datetime | None,
-        typer.Option(
-            "--as-of",
-            help="What was valid at this event time (ISO 8601; UTC when no zone is given).",
-            formats=["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"],
-        ),
-    ] = None,
+    as_of: AsOfOption = None,
     ranker: Annotated[str, typer.Option("--ranker", help="hybrid, vector or fulltext.")] = "hybrid",
     output: Annotated[OutputFormat, typer.Option("--format", help="md or json.")] = OutputFormat.md,
     split_guidelines: Annotated[
