@@ -33,7 +33,7 @@ from rich.progress import (
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
-from rich.table import Table
+from rich.table import Column, Table
 
 from models.category import Category
 from models.embedding import EmbeddingDimensionMismatch
@@ -270,16 +270,25 @@ def operator(by: str | None) -> str:
 
 
 def print_facts(facts: list[Any], title: str) -> None:
-    table = Table("id", "v", "category", "fact", "valid from", "until", "run", title=title)
+    table = Table(
+        Column("id", no_wrap=True),
+        "v",
+        "category",
+        Column("fact", ratio=1),
+        Column("valid from", no_wrap=True),
+        Column("until", no_wrap=True),
+        Column("run", no_wrap=True),
+        title=title,
+    )
     for f in facts:
         table.add_row(
             str(f.id),
             str(f.version or ""),
             f.category,
             f.fact,
-            f.valid_at.isoformat(timespec="seconds"),
-            f.invalid_at.isoformat(timespec="seconds") if f.invalid_at else "",
-            str(f.created_by_run_id or "")[:13],
+            f.valid_at.date().isoformat(),
+            f.invalid_at.date().isoformat() if f.invalid_at else "",
+            str(f.created_by_run_id or "")[:8],
         )
     console.print(table)
 
@@ -361,13 +370,23 @@ def runs_list(
     if as_json:
         typer.echo(json.dumps(runs, indent=2, default=str))
         return
-    table = Table("run", "kind", "status", "started", "conv.", "episodes", "new", "upd.", "inv.")
+    table = Table(
+        Column("run", no_wrap=True),
+        Column("kind", no_wrap=True),
+        Column("status", no_wrap=True),
+        Column("started", no_wrap=True),
+        "conv.",
+        "episodes",
+        "new",
+        "upd.",
+        "inv.",
+    )
     for r in runs:
         table.add_row(
             str(r["id"]),
             str(r["kind"]),
             str(r["status"]),
-            r["started_at"].isoformat(timespec="seconds"),  # type: ignore[attr-defined]
+            r["started_at"].isoformat(timespec="minutes"),  # type: ignore[attr-defined]
             str(r["conversations"]),
             str(r["episodes_consolidated"]),
             str(r["facts_inserted"]),
