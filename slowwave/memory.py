@@ -6,6 +6,8 @@ with Memory() as memory:
     hits = memory.search("where does Caroline live?", conversation_id="conv-26", k=5)
     print(memory.markdown(hits))
     print(memory.context("conv-26", budget_tokens=400))
+    for version in memory.history(hits[0].id):
+        print(version.version, version.fact, version.valid_at, version.invalid_at)
 """
 
 from __future__ import annotations
@@ -14,12 +16,15 @@ from collections.abc import Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Self
+from uuid import UUID
 
 from models.category import Category
 from models.embedding import load_embedder
 from models.embedding.base import Embedder
+from models.history import FactVersion
 from models.settings import Settings, get_settings
 from sql.db import Database, migrate
+from tasks.history import fact_history, get_version, list_facts
 from tasks.search import (
     Ranker,
     SearchHit,
@@ -85,6 +90,23 @@ class Memory:
         """Guidelines and the top identity / preference facts, packed into a token budget."""
         with self._db.open().connection() as conn:
             return context(conn, conversation_id, budget_tokens, as_of=as_of)
+
+    def facts(
+        self, conversation_id: str, *, as_of: datetime | None = None, everything: bool = False
+    ) -> list[FactVersion]:
+        """The conversation's active facts, those valid at ``as_of`` (event time), or all."""
+        with self._db.open().connection() as conn:
+            return list_facts(conn, conversation_id, as_of=as_of, everything=everything)
+
+    def history(self, fact_id: UUID) -> list[FactVersion]:
+        """Every version of the fact, oldest first (lineage both ways)."""
+        with self._db.open().connection() as conn:
+            return fact_history(conn, fact_id)
+
+    def get_version(self, fact_id: UUID, n: int) -> FactVersion:
+        """Version ``n`` (1 = the first) of the fact's chain."""
+        with self._db.open().connection() as conn:
+            return get_version(conn, fact_id, n)
 
     @staticmethod
     def markdown(hits: Sequence[SearchHit], *, split_guidelines: bool = False) -> str:

@@ -103,3 +103,16 @@ def test_undelete_of_a_superseded_fact_ends_its_successor_where_it_began(
     assert after[1].invalid_at == after[1].valid_at  # the successor never held
     with pytest.raises(HistoryError, match="no fact"):
         fact_history(conn, second.created_by_run_id)  # type: ignore[arg-type]
+
+
+def test_the_python_api_reads_the_same_history(
+    db: Database, conn: psycopg.Connection, one_a_chunk: Settings
+) -> None:
+    from slowwave.memory import Memory
+
+    run_days(db, one_a_chunk, *JOBS[:2])
+    with Memory(one_a_chunk, embedder=HashEmbedder()) as memory:
+        (latest,) = memory.facts("mira")
+        assert memory.history(latest.id) == fact_history(conn, latest.id)
+        assert memory.get_version(latest.id, 1).action == "new"
+        assert len(memory.facts("mira", everything=True)) == 2
