@@ -142,3 +142,30 @@ def test_reverting_only_the_latest_run_restores_what_it_ended_and_the_evidence_i
     after = tables(conn)
     assert after["semantic_memory"] == between["semantic_memory"]
     assert after["episodic_memory"] == loaded
+
+
+def test_reverting_a_run_that_only_failed_a_chunk_takes_back_its_charge_not_a_later_runs_work(
+    db: Database, conn: psycopg.Connection, settings: Settings
+) -> None:
+    from tests.reliability.fix_faults import FaultyModel
+
+    load_episodes(
+        conn,
+        said("ana", "remember: Ana lives in Riga with her sister.", "fault: malformed"),
+    )
+    conn.commit()
+    failed = consolidate(db, FaultyModel(), HashEmbedder(), settings, kind="backfill")
+    assert failed.chunks_failed == 1
+    later = consolidate(db, CommandModel(), HashEmbedder(), settings, kind="backfill")
+    assert later.episodes_consolidated == 2
+    done = tables(conn)
+
+    revert_run(conn, failed.run_id, by="ops", reason="retry budget")
+
+    after = tables(conn)
+    assert after["semantic_memory"] == done["semantic_memory"]
+    episodes = conn.execute(
+        "SELECT consolidated_at IS NOT NULL, consolidation_run_id, attempts, last_error "
+        "FROM episodic_memory"
+    ).fetchall()
+    assert episodes == [(True, later.run_id, 0, None)] * 2
