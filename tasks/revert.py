@@ -49,12 +49,6 @@ def list_runs(conn: psycopg.Connection, limit: int = 20) -> list[dict[str, objec
         return list(cur.execute(sql.statement("runs_list"), {"limit": limit}).fetchall())
 
 
-def dependents(conn: psycopg.Connection, run_id: UUID) -> list[UUID]:
-    """The runs that built on ``run_id``, newest first."""
-    rows = conn.execute(sql.statement("revert_dependents"), {"run_id": run_id}).fetchall()
-    return [r[0] for r in rows]
-
-
 def check_revertable(conn: psycopg.Connection, run_id: UUID, *, cascade: bool) -> list[UUID]:
     """The runs a revert of ``run_id`` must undo first (newest first), or why it is refused:
     no such run, one still running or already reverted, later runs built on it without
@@ -64,7 +58,19 @@ def check_revertable(conn: psycopg.Connection, run_id: UUID, *, cascade: bool) -
         raise RevertRefused(f"no run {run_id}")
     if status[0] in ("running", "reverted"):
         raise RevertRefused(f"run {run_id} is {status[0]}: there is nothing to revert")
-    later = dependents(conn, run_id)
+    shared = [
+        r[0] for r in conn.execute(sql.statement("revert_shared_episodes"), {"run_id": run_id})
+    ]
+    if shared:
+        raise RevertRefused(
+            f"run {run_id} finished episodes that run(s) {', '.join(map(str, shared))} began "
+            "(a long episode in parts): revert the earliest of them with --cascade"
+        )
+    built = conn.execute(sql.statement("revert_dependents"), {"run_id": run_id}).fetchall()
+    running = [r for r, status in built if status == "running"]
+    if running:
+        raise RevertRefused(f"run {running[0]}, built on it, is still running: wait for it to end")
+    later = [r for r, _ in built]
     if later and not cascade:
         raise RevertRefused(
             f"run {run_id} is built on by {len(later)} later run(s) "

@@ -169,3 +169,114 @@ def test_reverting_a_run_that_only_failed_a_chunk_takes_back_its_charge_not_a_la
         "FROM episodic_memory"
     ).fetchall()
     assert episodes == [(True, later.run_id, 0, None)] * 2
+
+
+def _day(db: Database, conn: psycopg.Connection, settings: Settings, *episodes: Any) -> Any:
+    load_episodes(conn, [e for group in episodes for e in group])
+    conn.commit()
+    return consolidate(db, CommandModel(), HashEmbedder(), settings, kind="backfill")
+
+
+def test_a_cascade_follows_every_run_built_on_the_reverted_ones(
+    db: Database, conn: psycopg.Connection, settings: Settings
+) -> None:
+    s = with_settings(settings, chunk_size=2)
+    a = _day(db, conn, s, said("x", "remember: Xia plays the cello in a quartet."))
+    b = _day(
+        db,
+        conn,
+        s,
+        said("x", "again: Xia plays the cello in a quartet.", day=1),
+        said("y", "remember: Yan grows tomatoes on the roof.", day=1),
+    )
+    c = _day(db, conn, s, said("y", "again: Yan grows tomatoes on the roof.", day=2))
+
+    report = revert_run(conn, a.run_id, by="ops", reason="bad night", cascade=True)
+
+    assert report.runs == [c.run_id, b.run_id, a.run_id]
+    assert conn.execute("SELECT count(*) FROM semantic_memory").fetchone() == (0,)
+
+
+def test_a_run_that_applied_after_another_built_on_it_whatever_their_start_order(
+    db: Database, conn: psycopg.Connection, settings: Settings
+) -> None:
+    s = with_settings(settings, chunk_size=2)
+    b = _day(db, conn, s, said("ana", "remember: Ana lives in Riga with her sister."))
+    a = _day(db, conn, s, said("ana", "again: Ana lives in Riga with her sister.", day=1))
+    conn.execute(  # a started first (its row, then its model), but applied after b
+        "UPDATE consolidation_runs SET started_at = started_at - interval '1 hour' WHERE id = %s",
+        (a.run_id,),
+    )
+    conn.commit()
+    with pytest.raises(RevertRefused, match=f"built on by 1 later run\\(s\\) \\({a.run_id}"):
+        revert_run(conn, b.run_id, by="ops", reason="x")
+
+
+def test_a_cascade_refuses_to_revert_a_run_still_running(
+    db: Database, conn: psycopg.Connection, settings: Settings
+) -> None:
+    s = with_settings(settings, chunk_size=2)
+    a = _day(db, conn, s, said("ana", "remember: Ana lives in Riga with her sister."))
+    b = _day(db, conn, s, said("ana", "again: Ana lives in Riga with her sister.", day=1))
+    conn.execute("UPDATE consolidation_runs SET status = 'running' WHERE id = %s", (b.run_id,))
+    conn.commit()
+    with pytest.raises(RevertRefused, match=f"run {b.run_id}, built on it, is still running"):
+        revert_run(conn, a.run_id, by="ops", reason="x", cascade=True)
+
+
+def test_a_revert_leaves_alone_charges_and_quarantines_that_came_after_it(
+    db: Database, conn: psycopg.Connection, settings: Settings
+) -> None:
+    from tasks.quarantine import release
+    from tests.reliability.fix_faults import FaultyModel
+
+    once = with_settings(settings, max_attempts=1)
+    load_episodes(conn, said("ana", "remember: Ana lives in Riga.", "fault: malformed"))
+    conn.commit()
+    a = consolidate(db, FaultyModel(), HashEmbedder(), once, kind="backfill")
+    release(conn, "try again", conversations=["ana"])
+    consolidate(db, FaultyModel(), HashEmbedder(), once, kind="backfill")  # quarantined again
+    state = conn.execute(
+        "SELECT attempts, quarantined_at IS NOT NULL, last_error FROM episodic_memory"
+    ).fetchall()
+
+    revert_run(conn, a.run_id, by="ops", reason="x")
+
+    assert (
+        conn.execute(
+            "SELECT attempts, quarantined_at IS NOT NULL, last_error FROM episodic_memory"
+        ).fetchall()
+        == state
+    )
+
+
+def test_an_episode_finished_by_a_later_run_is_reverted_with_the_run_that_began_it(
+    db: Database, conn: psycopg.Connection, settings: Settings
+) -> None:
+    from tests.fix_episodes import add, at
+    from tests.fix_models import fact
+    from tests.test_consolidation import SmallContextModel, _long, answer
+
+    small = with_settings(settings, llm_max_tokens=256, related_facts_limit=2)
+    add(conn, _long("H", at(2025, 2, 1), messages=24))
+    conn.commit()
+    before = tables(conn)
+    calls = {"n": 0}
+
+    def part(request: object) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt  # the first run dies after its first part
+        return answer(fact(f"User wrote essay part {calls['n']}", "experience"))
+
+    with pytest.raises(KeyboardInterrupt):
+        consolidate(db, SmallContextModel({"H": part}), HashEmbedder(), small, kind="backfill")
+    (began,) = conn.execute("SELECT id FROM consolidation_runs").fetchone()  # type: ignore[misc]
+    finished = consolidate(db, SmallContextModel({"H": part}), HashEmbedder(), small)
+    assert finished.episodes_consolidated == 1
+
+    with pytest.raises(RevertRefused, match=f"finished episodes that run\\(s\\) {began} began"):
+        revert_run(conn, finished.run_id, by="ops", reason="x")
+    report = revert_run(conn, began, by="ops", reason="x", cascade=True)
+    assert report.runs == [finished.run_id, began]
+    assert tables(conn) == before

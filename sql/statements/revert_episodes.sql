@@ -1,16 +1,31 @@
 -- Revert, 4: the episodes the run consolidated go back to pending as they were before it: not
 -- consolidated, not gated, no progress, unclaimed, first claimed only if another run's chunk
 -- held them. The attempts its failed chunks charged are taken back (and a quarantine they
--- caused lifted) without touching what a later run made of those episodes. Chunks it lost to
+-- caused lifted): not when an operator's release came after (it reset them), nor a
+-- quarantine another run made later. Chunks it lost to
 -- another run (conflicts) name episodes that are that run's: left alone.
-WITH mine AS (
-    SELECT e AS id,
-           bool_or(c.status = 'applied') AS applied,
-           count(*) FILTER (WHERE c.status IN ('failed', 'quarantined')) AS charged,
-           bool_or(c.status = 'quarantined') AS quarantined
+WITH chunks AS (
+    SELECT e AS id, c.status,
+           -- after this chunk, another run's chunk took the episode (a quarantine now is
+           -- that run's), or an operator released it (which reset its attempts)
+           EXISTS (SELECT 1 FROM consolidation_chunks o
+                   WHERE o.run_id <> %(run_id)s AND e = ANY(o.episode_ids)
+                     AND o.recorded_at > c.recorded_at) AS taken_later,
+           EXISTS (SELECT 1 FROM decision_log d
+                   WHERE d.action = 'released' AND e = ANY(d.episode_ids)
+                     AND d.recorded_at > c.recorded_at) AS released_later
     FROM consolidation_chunks c, unnest(c.episode_ids) AS e
     WHERE c.run_id = %(run_id)s AND c.status <> 'conflict'
-    GROUP BY e
+), mine AS (
+    SELECT id,
+           bool_or(status = 'applied') AS applied,
+           count(*) FILTER (WHERE status IN ('failed', 'quarantined') AND NOT released_later)
+               AS charged,
+           bool_or(status = 'quarantined' AND NOT released_later AND NOT taken_later)
+               AS quarantined,
+           bool_or(taken_later OR released_later) AS touched_later
+    FROM chunks
+    GROUP BY id
 )
 UPDATE episodic_memory ep
 SET consolidated_at = CASE WHEN m.applied THEN NULL ELSE ep.consolidated_at END,
@@ -22,7 +37,8 @@ SET consolidated_at = CASE WHEN m.applied THEN NULL ELSE ep.consolidated_at END,
     attempts = greatest(ep.attempts - m.charged, 0),
     quarantined_at = CASE WHEN m.quarantined THEN NULL ELSE ep.quarantined_at END,
     last_error = CASE
-        WHEN m.applied OR (m.charged > 0 AND ep.attempts <= m.charged) THEN NULL
+        WHEN m.applied OR (m.charged > 0 AND ep.attempts <= m.charged AND NOT m.touched_later)
+        THEN NULL
         ELSE ep.last_error END,
     first_claimed_at = CASE
         WHEN m.applied AND NOT EXISTS (SELECT 1 FROM consolidation_chunks o

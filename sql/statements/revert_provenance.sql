@@ -4,6 +4,10 @@ WITH evidence AS (
     SELECT array_agg(DISTINCT e) AS ids
     FROM consolidation_chunks c, unnest(c.episode_ids) AS e
     WHERE c.run_id = %(run_id)s AND c.status = 'applied'
+      -- a long episode another run applied parts of is that run's evidence too
+      AND NOT EXISTS (SELECT 1 FROM consolidation_chunks o
+                      WHERE o.run_id <> %(run_id)s AND o.status = 'applied'
+                        AND e = ANY(o.episode_ids))
 )
 UPDATE semantic_memory s
 SET source_episodic_ids = ARRAY(
