@@ -13,7 +13,7 @@ with Memory() as memory:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Self
 from uuid import UUID
@@ -94,7 +94,10 @@ class Memory:
     def facts(
         self, conversation_id: str, *, as_of: datetime | None = None, everything: bool = False
     ) -> list[FactVersion]:
-        """The conversation's active facts, those valid at ``as_of`` (event time), or all."""
+        """The conversation's active facts, those valid at ``as_of`` (event time; UTC when it
+        has no zone, as on the command line), or all."""
+        if as_of is not None and as_of.tzinfo is None:
+            as_of = as_of.replace(tzinfo=UTC)
         with self._db.open().connection() as conn:
             return list_facts(conn, conversation_id, as_of=as_of, everything=everything)
 

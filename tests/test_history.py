@@ -116,3 +116,18 @@ def test_the_python_api_reads_the_same_history(
         assert memory.history(latest.id) == fact_history(conn, latest.id)
         assert memory.get_version(latest.id, 1).action == "new"
         assert len(memory.facts("mira", everything=True)) == 2
+
+
+def test_undelete_ends_every_version_that_replaced_the_fact_so_one_head_remains(
+    db: Database, conn: psycopg.Connection, one_a_chunk: Settings
+) -> None:
+    run_days(
+        db,
+        one_a_chunk,
+        "remember: Mira lives in a flat in Riga.",
+        "now: Mira lives in a flat in Riga. => Mira lives in a house in Oslo.",
+        "now: Mira lives in a house in Oslo. => Mira lives on a farm near Lima.",
+    )
+    riga, _oslo, lima = fact_history(conn, list_facts(conn, "mira")[0].id)
+    assert sorted(undelete(conn, riga.id, by="ops", reason="wrong updates")) == [lima.id]
+    assert [f.id for f in list_facts(conn, "mira")] == [riga.id]

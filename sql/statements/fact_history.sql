@@ -17,4 +17,4 @@ WITH RECURSIVE back (id, supersedes_id, step) AS (
 SELECT s.id, s.conversation_id, s.category, s.fact, s.keywords, s.source_episodic_ids,
        s.valid_at, s.invalid_at, s.created_at, s.created_by_run_id, s.supersedes_id
 FROM chain c JOIN semantic_memory s ON s.id = c.id
-ORDER BY c.step
+ORDER BY c.step, s.valid_at, s.created_at, s.id

@@ -1,14 +1,19 @@
--- Undelete: an invalidated fact holds again; a successor that replaced it (an update) is
--- ended where it began (it never held, as the operator now says). The decision log records
--- it as `undeleted`, with who asked and why. One statement: all or nothing.
-WITH target AS (
-    SELECT id, conversation_id, valid_at FROM semantic_memory
+-- Undelete: an invalidated fact holds again; the versions that replaced it (its successors,
+-- and theirs, through updates) are ended where they began (they never held, as the operator
+-- now says), so the chain has one head again. The decision log records it as `undeleted`,
+-- with who asked and why. One statement: all or nothing.
+WITH RECURSIVE target AS (
+    SELECT id, conversation_id FROM semantic_memory
     WHERE id = %(id)s AND invalid_at IS NOT NULL
     FOR UPDATE
+), descendants (id) AS (
+    SELECT s.id FROM semantic_memory s JOIN target t ON s.supersedes_id = t.id
+    UNION
+    SELECT s.id FROM semantic_memory s JOIN descendants d ON s.supersedes_id = d.id
 ), successor AS (
     UPDATE semantic_memory s SET invalid_at = s.valid_at
-    FROM target t
-    WHERE s.supersedes_id = t.id AND s.invalid_at IS NULL
+    FROM descendants d
+    WHERE s.id = d.id AND s.invalid_at IS NULL
     RETURNING s.id
 ), restored AS (
     UPDATE semantic_memory s SET invalid_at = NULL
