@@ -363,7 +363,7 @@ def facts_undelete(
 @runs_app.command("list")
 @one_line_errors
 def runs_list(
-    limit: Annotated[int, typer.Option("--limit", "-n", help="How many runs.")] = 20,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="How many runs.")] = 20,
     as_json: JsonOption = False,
 ) -> None:
     """The latest consolidation runs, newest first."""

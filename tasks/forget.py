@@ -11,6 +11,7 @@ archives are the operator's to handle.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import logging
@@ -70,8 +71,8 @@ def forget_conversation(
         report.rows = {k: int(v) for k, v in (row or {}).items()}
         if not report.rows.get("episodes") and not report.rows.get("facts"):
             raise HistoryError(f"no conversation {conversation_id!r} to forget")
-        report.reject_lines = _forget_rejects(home, conversation_id)
         _tombstone(conn, report, by, reason)
+    report.reject_lines = _forget_rejects(home, conversation_id)  # once the rows are gone
     if purge:
         _purge(db, report)
     return report
@@ -126,15 +127,24 @@ def _forget_rejects(home: Path, conversation_id: str) -> int:
 
 
 def _names(line: str, conversation_id: str) -> bool:
-    """Whether a reject line is the conversation's: its excerpt is a record of it."""
+    """Whether a reject line is the conversation's: its excerpt is a record of it (JSON when
+    the line was not valid JSON, Python's repr of the record when its fields were refused).
+    An excerpt that names no conversation (a message too long: its text only) cannot be
+    attributed and stays."""
     try:
         excerpt = json.loads(line).get("excerpt", "")
-        record = json.loads(excerpt)
+    except (ValueError, AttributeError):
+        return False
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            record = parse(excerpt)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            continue
         if isinstance(record, dict):
             return bool(record.get("conversation_id") == conversation_id)
-    except (ValueError, AttributeError):
-        pass
-    return json.dumps(conversation_id) in line or conversation_id in line
+    # a line cut at 200 characters parses as neither: its quoted id still names it
+    quoted = (json.dumps(conversation_id), repr(conversation_id))
+    return any(f"conversation_id{sep}{q}" in excerpt for q in quoted for sep in ('": ', "': "))
 
 
 def _purge(db: Database, report: ForgetReport) -> None:
@@ -142,10 +152,14 @@ def _purge(db: Database, report: ForgetReport) -> None:
     with db.connection() as conn:  # autocommit: VACUUM cannot run in a transaction
         try:
             conn.execute(f"VACUUM (FULL) {', '.join(PURGED)}")
+            # the planner's statistics sample column values: sample what is left, then rewrite
+            # the catalog that kept the old samples
+            conn.execute(f"ANALYZE {', '.join(PURGED)}")
         except psycopg.errors.InsufficientPrivilege as exc:
             report.purge_note = f"tables not rewritten: {exc}"
             return
         try:
+            conn.execute("VACUUM (FULL) pg_catalog.pg_statistic")
             conn.execute("ALTER SYSTEM SET wal_recycle = off")
             conn.execute("SELECT pg_reload_conf()")
             for _ in range(2):
@@ -153,7 +167,8 @@ def _purge(db: Database, report: ForgetReport) -> None:
                 conn.execute("CHECKPOINT")
         except psycopg.errors.InsufficientPrivilege as exc:
             report.purge_note = (
-                "tables rewritten; the write-ahead log is the server's to rotate "
+                "tables rewritten; the statistics catalog and the write-ahead log are the "
+                "server's to rewrite and rotate "
                 f"(this role may not: {' '.join(str(exc).split())})"
             )
             logger.warning("forget: %s", report.purge_note)

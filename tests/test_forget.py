@@ -16,6 +16,7 @@ from sql.db import Database
 from tasks.consolidate import consolidate
 from tasks.forget import digest, forget_conversation, forget_fact
 from tasks.history import HistoryError, fact_history, list_facts
+from tasks.ingest.read import validate
 from tasks.ingest.rejects import Reject, RejectsReport
 from tasks.ingest.transcripts import IngestPolicy, ingest
 from tasks.search import has_facts, search
@@ -84,9 +85,12 @@ def test_forgetting_a_conversation_leaves_no_byte_of_it_and_a_tombstone_without_
     ingest(db, source, IngestPolicy.of(with_settings(settings, summarize_on_ingest=False)))
     consolidate(db, CommandModel(), HashEmbedder(), settings, kind="backfill")
     with RejectsReport(settings.home / "rejects" / "chats.jsonl.rejects.jsonl") as rejects:
-        excerpt = json.dumps({"conversation_id": "secret", "text": f"again {marker}"})
-        rejects.add(Reject(str(source), 9, "duplicate message_id", excerpt))
+        refused = {"conversation_id": "secret", "timestamp": "later", "text": f"again {marker}"}
+        _, reject = validate(refused, 9, str(source), 1000)  # as ingest writes it
+        assert reject is not None
+        rejects.add(reject)
         rejects.add(Reject(str(source), 10, "malformed JSON", "{oops"))
+    conn.execute("ANALYZE")  # as autovacuum does: the planner's samples hold values too
     conn.execute("CHECKPOINT")  # the marker is in the tables' files now, not only in memory
     assert columns_holding(conn, marker) and files_holding(settings.home, marker)
     source.unlink()  # the user's own file, outside the home
@@ -98,6 +102,13 @@ def test_forgetting_a_conversation_leaves_no_byte_of_it_and_a_tombstone_without_
     assert report.rows["episodes"] == 1 and report.rows["facts"] == 3
     assert report.reject_lines == 1 and report.purged, report.purge_note
     assert columns_holding(conn, marker) == []
+    sampled = conn.execute(
+        "SELECT tablename, attname FROM pg_stats WHERE most_common_vals::text ILIKE %s "
+        "OR histogram_bounds::text ILIKE %s",
+        (f"%{marker}%", f"%{marker}%"),
+    ).fetchall()
+    assert sampled == []
+    conn.execute("CHECKPOINT")
     assert files_holding(settings.home, marker) == []
     assert not has_facts(conn, "secret")
     assert search(conn, HashEmbedder(), marker, "keep") != []  # other conversations stay
@@ -132,11 +143,51 @@ def test_forgetting_one_fact_closes_its_chain_over_the_gap(
     report = forget_fact(db, middle.id, by="dpo", reason="asked to", purge=False)
 
     assert report.rows["facts"] == 1 and report.rows["successors_relinked"] == 1
+    assert report.rows["decisions_scrubbed"] == 1
     assert [v.id for v in fact_history(conn, last.id)] == [first.id, last.id]
     (mentions,) = conn.execute(
-        "SELECT count(*) FROM decision_log WHERE fact_id = %s OR previous_fact_id = %s",
-        (middle.id, middle.id),
+        "SELECT count(*) FROM decision_log WHERE fact_id = %s OR previous_fact_id = %s "
+        "OR proposed_fact = %s",
+        (middle.id, middle.id, middle.fact),
     ).fetchone()  # type: ignore[misc]
     assert mentions == 0
     with pytest.raises(HistoryError, match="no fact"):
         forget_fact(db, middle.id, by="dpo", reason="again")
+
+
+def test_a_reject_line_is_the_conversations_by_its_record_not_by_a_substring() -> None:
+    from dataclasses import asdict
+
+    from tasks.forget import _names
+
+    record = {"conversation_id": "c10", "message_id": "1", "timestamp": "bad", "text": "hi"}
+    _, reject = validate(record, 3, "/data/chat.jsonl", 100)
+    line = json.dumps(asdict(reject))
+    assert _names(line, "c10")
+    assert not _names(line, "c1") and not _names(line, "chat")
+    cut = json.dumps({"excerpt": '{"conversation_id": "c10", "text": "' + "x" * 300})
+    assert _names(cut, "c10") and not _names(cut, "c1")
+
+
+def test_a_run_can_still_be_reverted_after_a_fact_it_wrote_into_was_forgotten(
+    db: Database, conn: psycopg.Connection, settings: Settings
+) -> None:
+    from tasks.ingest.load import load_episodes
+    from tasks.revert import revert_run
+    from tests.reliability.fix_commands import said
+
+    two = with_settings(settings, chunk_size=2)
+    load_episodes(conn, said("ana", "remember: Ana lives in Riga.", "remember: Ana lives in Oslo."))
+    conn.commit()
+    consolidate(db, CommandModel(), HashEmbedder(), two, kind="backfill")
+    load_episodes(conn, said("ana", "now: Ana lives in Riga. => Ana lives in Oslo.", day=1))
+    conn.commit()
+    moved = consolidate(db, CommandModel(), HashEmbedder(), two, kind="backfill")
+    (oslo,) = conn.execute("SELECT id FROM semantic_memory WHERE fact LIKE '%%Oslo%%'").fetchone()  # type: ignore[misc]
+
+    forget_fact(db, oslo, by="dpo", reason="asked to", purge=False)
+    revert_run(conn, moved.run_id, by="ops", reason="wrong move")
+
+    assert conn.execute("SELECT fact, invalid_at IS NULL FROM semantic_memory").fetchall() == [
+        ("Ana lives in Riga.", True)
+    ]

@@ -319,7 +319,15 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
         "revert_facts": ({"run_id": uuid.uuid4()}, {"Seq Scan on semantic_memory"}),
         "revert_episodes": (
             {"run_id": uuid.uuid4()},
-            {"Seq Scan on consolidation_chunks", "Index Scan on episodic_memory_pkey"},
+            {
+                "Seq Scan on consolidation_chunks",
+                "Seq Scan on decision_log",
+                "Index Scan on episodic_memory_pkey",
+            },
+        ),
+        "revert_shared_episodes": (
+            {"run_id": uuid.uuid4()},
+            {"Seq Scan on consolidation_chunks", "Seq Scan on consolidation_runs"},
         ),
         "revert_records": (
             {"run_id": uuid.uuid4()},

@@ -1,6 +1,8 @@
--- Forget one fact: its row and the decisions about it go; a fact that superseded it now
--- supersedes its predecessor (the chain closes over the gap), and decisions that named it as
--- the fact they replaced no longer do. Returns the rows touched per table, for the tombstone.
+-- Forget one fact: its row goes; the decisions about it lose its id and its text but keep what
+-- else they record (an update's predecessor: a revert of that run still finds the fact it
+-- ended); a fact that superseded it now supersedes its predecessor (the chain closes over the
+-- gap), and decisions that named it as the fact they replaced no longer do. Returns the rows
+-- touched per table, for the tombstone.
 WITH target AS (
     SELECT id, supersedes_id FROM semantic_memory WHERE id = %(id)s FOR UPDATE
 ), spliced AS (
@@ -11,11 +13,13 @@ WITH target AS (
     UPDATE decision_log SET previous_fact_id = NULL WHERE previous_fact_id = %(id)s
     RETURNING 1
 ), decisions AS (
-    DELETE FROM decision_log WHERE fact_id = %(id)s RETURNING 1
+    UPDATE decision_log SET fact_id = NULL, proposed_fact = NULL, reason = NULL
+    WHERE fact_id = %(id)s
+    RETURNING 1
 ), fact AS (
     DELETE FROM semantic_memory s USING target t WHERE s.id = t.id RETURNING 1
 )
 SELECT (SELECT count(*) FROM fact) AS facts,
-       (SELECT count(*) FROM decisions) AS decisions,
+       (SELECT count(*) FROM decisions) AS decisions_scrubbed,
        (SELECT count(*) FROM spliced) AS successors_relinked,
        (SELECT count(*) FROM unnamed) AS decisions_unlinked
