@@ -20,9 +20,10 @@ from tasks.revert import revert_run
 
 
 def _table(report: dict[str, Any], key: str, description: str) -> None:
-    rows = report.pop("rows", None) or {}
+    """The report as a measure/value table; a forget's rows per table flattened in."""
+    flat = {k: v for k, v in report.items() if k != "rows"} | (report.get("rows") or {})
     create_table_artifact(
-        table=[{"measure": k, "value": str(v)} for k, v in {**report, **rows}.items()],
+        table=[{"measure": k, "value": str(v)} for k, v in flat.items()],
         key=key,
         description=description,
     )
@@ -45,7 +46,7 @@ def revert(run_id: str, reason: str, by: str = "prefect", cascade: bool = False)
         f"{report.facts_restored} restored, {report.episodes_pending} episodes pending again"
     )
     result = {**asdict(report), "runs": [str(r) for r in report.runs]}
-    _table(dict(result), "slowwave-revert", f"revert of run `{run_id}`: {reason}")
+    _table(result, "slowwave-revert", f"revert of run `{run_id}`: {reason}")
     return result
 
 
@@ -79,5 +80,5 @@ def forget(
             report = forget_fact(db, UUID(str(fact_id)), by=by, reason=reason, purge=purge)
     result = asdict(report)
     print(f"{report.kind}: {sum(report.rows.values())} rows removed, purged: {report.purged}")
-    _table(dict(result), "slowwave-forget", f"{report.kind} {report.target_sha256[:12]}")
+    _table(result, "slowwave-forget", f"{report.kind} {report.target_sha256[:12]}")
     return result

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
-from pydantic import AwareDatetime, Field
+from pydantic import AwareDatetime, Field, computed_field
 
 from models.fact import Fact
 
@@ -16,6 +16,11 @@ class FactVersion(Fact):
     version: int | None = Field(
         default=None, description="1 for the first version, counting forward (in a history)."
     )
-    action: str = Field(description="`new` for the first version, `update` for the others.")
     created_at: AwareDatetime = Field(description="System time: when it was written.")
     created_by_run_id: UUID | None = Field(description="The run that wrote it.")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def action(self) -> str:
+        """`update` when it superseded a version, else `new`."""
+        return "update" if self.supersedes_id is not None else "new"

@@ -19,14 +19,7 @@ class HistoryError(ValueError):
 
 
 def _versions(rows: list[dict[str, Any]]) -> list[FactVersion]:
-    return [
-        FactVersion(
-            **row,
-            version=i,
-            action="update" if row["supersedes_id"] is not None else "new",
-        )
-        for i, row in enumerate(rows, start=1)
-    ]
+    return [FactVersion(**row, version=i) for i, row in enumerate(rows, start=1)]
 
 
 def fact_history(conn: psycopg.Connection, fact_id: UUID) -> list[FactVersion]:
@@ -60,10 +53,7 @@ def list_facts(
             sql.statement("facts_list"),
             {"conversation_id": conversation_id, "as_of": as_of, "all": everything},
         ).fetchall()
-    return [
-        FactVersion(**row, action="update" if row["supersedes_id"] is not None else "new")
-        for row in rows
-    ]
+    return [FactVersion(**row) for row in rows]
 
 
 def undelete(conn: psycopg.Connection, fact_id: UUID, *, by: str, reason: str) -> list[UUID]:
