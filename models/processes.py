@@ -8,9 +8,11 @@ import os
 import signal
 import socket
 import subprocess
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import httpx
 import psutil
 
 
@@ -59,3 +61,62 @@ def stop_process_tree(process: subprocess.Popen[bytes], timeout_s: float = 30.0)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=5)
     return [member.pid for member in stuck]
+
+
+class ServerError(RuntimeError):
+    """A local server exited or did not become healthy in time, or did not stop."""
+
+
+class LocalServer:
+    """A server child process on 127.0.0.1: started, waited on until ``health_url`` answers
+    200, stopped by pid with everything it started. Use it as a context manager or call
+    ``start`` and ``stop``."""
+
+    def __init__(
+        self,
+        what: str,
+        command: Sequence[str],
+        env: dict[str, str],
+        log: Path,
+        health_url: str,
+        startup_timeout_s: float,
+    ) -> None:
+        self.what = what
+        self.command = list(command)
+        self.env = env
+        self.log = log
+        self.health_url = health_url
+        self.startup_timeout_s = startup_timeout_s
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = start_in_own_group(self.command, self.env, self.log)
+        deadline = time.monotonic() + self.startup_timeout_s
+        while not self._healthy():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                tail = self.log.read_text(errors="replace")[-3000:]
+                self.stop()
+                raise ServerError(f"{self.what} did not start (log {self.log}):\n{tail}")
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is not None and (left := stop_process_tree(process)):
+            raise ServerError(f"{self.what} processes {left} did not stop")
+
+    def _healthy(self) -> bool:
+        try:
+            return httpx.get(self.health_url, timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def __enter__(self) -> LocalServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.stop()
+        except ServerError:
+            if exc[0] is None:  # a failure inside the block is not masked by this one
+                raise

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-LLMRuntimeName = Literal["vllm", "openai", "replay"]
+LLMRuntimeName = Literal["llamacpp", "vllm", "openai", "replay"]
 
 
 class Settings(BaseSettings):
@@ -190,25 +190,32 @@ class Settings(BaseSettings):
 
     # ── model runtimes ───────────────────────────────────────────────────────
     llm_runtime: LLMRuntimeName = Field(
-        default="vllm",
-        description="Consolidation model runtime: `vllm` (engines in Ray actors), `openai` "
-        "(any OpenAI-compatible endpoint), `replay` (LoCoMo gold facts, for tests and "
-        "benchmarks).",
+        default="llamacpp",
+        description="Consolidation model runtime: `llamacpp` (a llama.cpp server slowwave "
+        "starts on 127.0.0.1 for the run; the CPU default, `pip install -e '.[llamacpp]'`), "
+        "`vllm` (engines in Ray actors; production on GPUs), `openai` (any OpenAI-compatible "
+        "endpoint), `replay` (LoCoMo gold facts, for tests and benchmarks).",
     )
-    llm_model: str | None = Field(
-        default=None,
-        description="vLLM: a local model directory. Unset: the default small CPU model, "
-        "prepared by `slowwave models setup` under `home/models/`.",
+    llm_model: str = Field(
+        default="qwen2.5-coder-1.5b-instruct",
+        description="The model: a name from `slowwave models list` (prepared by `slowwave "
+        "models setup` under `home/models/`), or a local path: a `.gguf` file for llama.cpp, "
+        "a model directory for vLLM.",
     )
     llm_max_model_len: int = Field(
-        default=8192, ge=256, description="vLLM: context length (prompt + answer), tokens."
+        default=8192,
+        ge=256,
+        description="vLLM, llama.cpp: context length (prompt + answer), tokens.",
     )
     llm_max_tokens: int = Field(
         default=1024, ge=16, description="Most tokens the model may answer per chunk."
     )
     llm_temperature: float = Field(default=0.0, ge=0, le=2, description="Sampling temperature.")
     llm_repetition_penalty: float = Field(
-        default=1.1, ge=1, le=2, description="vLLM: repetition penalty (small models loop)."
+        default=1.1,
+        ge=1,
+        le=2,
+        description="vLLM, llama.cpp: repetition penalty (small models loop).",
     )
     llm_dtype: str = Field(
         default="auto",
@@ -230,6 +237,20 @@ class Settings(BaseSettings):
         default=1,
         ge=1,
         description="vLLM actors per node without GPUs (with GPUs: one actor per GPU).",
+    )
+    llamacpp_threads: int | None = Field(
+        default=None,
+        ge=1,
+        description="llama.cpp: CPU threads for prefill and decode (unset: every core).",
+    )
+    llamacpp_timeout_s: float = Field(
+        default=900.0,
+        gt=0,
+        description="llama.cpp: seconds one chunk's answer may take (a 1.5B model on two cores "
+        "needs a minute or two for a full chunk).",
+    )
+    llamacpp_startup_timeout_s: float = Field(
+        default=120.0, gt=0, description="llama.cpp: seconds the server may take to start."
     )
     openai_base_url: str = Field(
         default="http://127.0.0.1:8000/v1",
@@ -266,6 +287,13 @@ class Settings(BaseSettings):
         "of the answer schema (every property required, no length bounds), as hosted APIs "
         "demand. `false` sends the full schema, whose length bounds a vLLM or llama.cpp "
         "server uses to keep a small model's answer short.",
+    )
+    openai_schema_dialect: Literal["json_schema", "json_object"] = Field(
+        default="json_schema",
+        description="OpenAI-compatible: how the answer schema is asked for: `json_schema` "
+        "(OpenAI's response format: vLLM, llama.cpp's llama-server, hosted APIs) or "
+        "`json_object` with a `schema` (llama-cpp-python's server, as `slowwave models serve "
+        "--engine llamacpp` starts it).",
     )
     replay_data: Path | None = Field(
         default=None,
@@ -314,13 +342,6 @@ class Settings(BaseSettings):
     def pgdata(self) -> Path:
         """Data directory of the embedded Postgres."""
         return self.home / "pgdata"
-
-    @property
-    def llm_model_dir(self) -> Path:
-        """The vLLM model directory in use."""
-        if self.llm_model:
-            return Path(self.llm_model).expanduser()
-        return self.home / "models" / "smollm2-135m-instruct"
 
 
 def describe_invalid(exc: ValidationError) -> str:

@@ -34,7 +34,7 @@ from tests.fix_episodes import add, at, make_episode, with_settings
 MODEL = Path(
     os.environ.get(
         "SLOWWAVE_TEST_LLM_MODEL",
-        Path(__file__).resolve().parents[1] / ".slowwave/models/smollm2-135m-instruct",
+        Path(__file__).resolve().parents[1] / ".slowwave/models/smollm2-135m-instruct/hf",
     )
 )
 
@@ -46,7 +46,8 @@ def _require_vllm() -> None:
     if importlib.util.find_spec("vllm") is None:
         reason = "vLLM is not installed (pip install -e '.[cpu]')"
     elif not (MODEL / "config.json").is_file():
-        reason = f"no model at {MODEL} (run `slowwave models setup`)"
+        setup = "slowwave models setup --model smollm2-135m-instruct --engine vllm"
+        reason = f"no model at {MODEL} (run `{setup}`)"
     if reason is None:
         return
     if os.environ.get("SLOWWAVE_REQUIRE_VLLM") == "1":

@@ -1,12 +1,14 @@
 """Language-model runtimes behind one interface (``base.StructuredModel``), one module each:
-``vllm_runtime`` (vLLM engines in Ray actors), ``openai`` (an OpenAI-compatible endpoint),
-``replay`` (LoCoMo's gold facts). ``load_model`` picks the one the settings name."""
+``llamacpp_runtime`` (a local llama.cpp server), ``vllm_runtime`` (vLLM engines in Ray actors),
+``openai`` (an OpenAI-compatible endpoint), ``replay`` (LoCoMo's gold facts). ``load_model``
+picks the one the settings name."""
 
 from __future__ import annotations
 
 import importlib.util
 
 from models.llm.base import GenerationRequest, ModelAnswer, RuntimeNotAvailable, StructuredModel
+from models.llm.llamacpp_runtime import llamacpp_gguf
 from models.llm.vllm_runtime import vllm_options
 from models.settings import Settings
 
@@ -30,6 +32,8 @@ def check_runtime(settings: Settings) -> None:
                 "the replay runtime needs SLOWWAVE_REPLAY_DATA (a LoCoMo JSON file); "
                 f"got {settings.replay_data}"
             )
+    elif settings.llm_runtime == "llamacpp":
+        llamacpp_gguf(settings)  # installed, and the model prepared and verified
     elif settings.llm_runtime == "vllm":
         vllm_options(settings)  # the model directory must exist
         if importlib.util.find_spec("vllm") is None:
@@ -64,7 +68,12 @@ def load_model(settings: Settings) -> StructuredModel:
             extra_body=settings.openai_extra_body,
             strict=settings.openai_strict_schema,
             context_tokens=settings.openai_context_tokens,
+            schema_dialect=settings.openai_schema_dialect,
         )
+    if settings.llm_runtime == "llamacpp":
+        from models.llm.llamacpp_runtime import LlamaCppModel
+
+        return LlamaCppModel(settings)
     try:
         import vllm  # noqa: F401
     except ImportError as exc:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 from tenacity import (
@@ -30,6 +30,10 @@ from models.llm.background_loop import BackgroundLoop
 from models.llm.base import GenerationRequest, ModelAnswer, RuntimeUnreachable
 from models.llm.strict_schema import strict_subset
 from models.llm.tokens import estimate_tokens
+
+# How the answer schema is asked for: OpenAI's ``json_schema`` response format (vLLM, llama.cpp's
+# own llama-server, hosted APIs), or ``json_object`` with a ``schema`` (llama-cpp-python's server).
+SchemaDialect = Literal["json_schema", "json_object"]
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 UNAVAILABLE = {429, 502, 503, 504}  # after the last retry: the run is retried, not the chunk
@@ -60,6 +64,7 @@ class OpenAICompatibleModel:
         extra_body: dict[str, Any] | None = None,
         strict: bool = True,
         context_tokens: int = 8192,
+        schema_dialect: SchemaDialect = "json_schema",
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -71,6 +76,7 @@ class OpenAICompatibleModel:
         self.extra_body = dict(extra_body or {})
         self.strict = strict
         self.context_tokens = context_tokens
+        self.schema_dialect = schema_dialect
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._loop: BackgroundLoop | None = None  # started on first use: the model pickles
         self._client: httpx.AsyncClient | None = None
@@ -80,6 +86,18 @@ class OpenAICompatibleModel:
         return f"OpenAICompatibleModel(base_url={self.base_url!r}, model={self.model!r})"
 
     def body(self, request: GenerationRequest) -> dict[str, Any]:
+        schema = strict_subset(request.json_schema) if self.strict else request.json_schema
+        if self.schema_dialect == "json_object":  # llama-cpp-python's server
+            response_format: dict[str, Any] = {"type": "json_object", "schema": schema}
+        else:
+            response_format = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": "consolidation_output",
+                    "schema": schema,
+                    "strict": self.strict,
+                },
+            }
         return {
             **self.extra_body,
             "model": self.model,
@@ -89,16 +107,7 @@ class OpenAICompatibleModel:
             ],
             "max_tokens": self.max_tokens,
             "temperature": self.temperature,
-            "response_format": {
-                "type": "json_schema",
-                "json_schema": {
-                    "name": "consolidation_output",
-                    "schema": strict_subset(request.json_schema)
-                    if self.strict
-                    else request.json_schema,
-                    "strict": self.strict,
-                },
-            },
+            "response_format": response_format,
         }
 
     def count_tokens(self, text: str, /) -> int:

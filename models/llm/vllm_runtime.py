@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import Future
 from functools import partial
+from pathlib import Path
 
 from models.llm.base import GenerationRequest, ModelAnswer, RuntimeNotAvailable
 from models.llm.tokens import model_token_counter
 from models.llm.vllm_engine import VLLMOptions
+from models.llm.weights import ModelNotPrepared, vllm_model_dir
 from models.settings import Settings
 
 
@@ -24,7 +26,7 @@ class VLLMModel:
 
         options = vllm_options(settings)
         self.context_tokens = settings.llm_max_model_len
-        self.counter = model_token_counter(settings.llm_model_dir)
+        self.counter = model_token_counter(Path(options.model))
         self.pool = ActorPool(
             settings,
             partial(VLLMEngine, options),
@@ -49,12 +51,10 @@ class VLLMModel:
 
 def vllm_options(settings: Settings) -> VLLMOptions:
     """The engine options the settings name; the model directory must exist."""
-    model_dir = settings.llm_model_dir
-    if not (model_dir / "config.json").is_file():
-        raise RuntimeNotAvailable(
-            f"no model at {model_dir}: run `slowwave models setup` for the default CPU model, "
-            "or set SLOWWAVE_LLM_MODEL to a local model directory"
-        )
+    try:
+        model_dir = vllm_model_dir(settings.home, settings.llm_model)
+    except ModelNotPrepared as exc:
+        raise RuntimeNotAvailable(str(exc)) from None
     return VLLMOptions(
         model=str(model_dir),
         max_model_len=settings.llm_max_model_len,

@@ -12,21 +12,14 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
-
 from models.llm.vllm_engine import VLLMOptions, engine_kwargs
-from models.processes import free_port, start_in_own_group, stop_process_tree
+from models.processes import LocalServer, free_port
 
 SERVED_NAME = "slowwave"
-
-
-class VLLMServerError(RuntimeError):
-    """The server exited or did not become healthy in time."""
 
 
 def server_command(
@@ -74,27 +67,14 @@ def running_vllm_server(
     """Start the server (on a free port when ``port`` is None), wait until healthy, yield its
     ``/v1`` base URL; stop it by pid."""
     port = port or free_port()
-    log_path = workdir / "vllm-server.log"
-    env = server_env(options, workdir)
-    server = start_in_own_group(server_command(options, port, extra_args), env, log_path)
     base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + startup_timeout_s
-        while not _healthy(base):
-            if server.poll() is not None or time.monotonic() > deadline:
-                tail = log_path.read_text(errors="replace")[-3000:]
-                raise VLLMServerError(f"vLLM server did not start (log {log_path}):\n{tail}")
-            time.sleep(1)
+    server = LocalServer(
+        "vLLM server",
+        server_command(options, port, extra_args),
+        server_env(options, workdir),
+        workdir / "vllm-server.log",
+        f"{base}/health",
+        startup_timeout_s,
+    )
+    with server:
         yield f"{base}/v1"
-    finally:
-        left = stop_process_tree(server)
-    # reached only when the block succeeded: a failure inside it is not masked by this one
-    if left:
-        raise VLLMServerError(f"vLLM server processes {left} did not stop")
-
-
-def _healthy(base: str) -> bool:
-    try:
-        return httpx.get(f"{base}/health", timeout=2).status_code == 200
-    except httpx.TransportError:
-        return False

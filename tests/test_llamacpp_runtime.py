@@ -1,0 +1,195 @@
+"""The llama.cpp runtime for real: the prepared default model in a llama.cpp server that
+slowwave starts on 127.0.0.1 and stops by pid, and `slowwave models serve --engine llamacpp`
+for the `openai` runtime.
+
+They skip where llama.cpp or the model is missing, unless ``SLOWWAVE_REQUIRE_LLAMACPP=1``
+(CI) turns that into a failure.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import psutil
+import psycopg
+import pytest
+
+from models.embedding.base import Embedder
+from models.episode import Episode
+from models.llm import load_model
+from models.llm.base import GenerationRequest, ModelAnswer, StructuredModel
+from models.llm.openai import OpenAICompatibleModel
+from models.processes import LocalServer, free_port
+from models.settings import Settings
+from sql.db import Database
+from tasks.calibrate import build_request, parse_answer
+from tasks.consolidate import consolidate
+from tests.fix_episodes import add, at, make_episode, with_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_MODEL = Settings.model_fields["llm_model"].default
+GGUF = Path(
+    os.environ.get(
+        "SLOWWAVE_TEST_GGUF", ROOT / ".slowwave" / "models" / DEFAULT_MODEL / "model.gguf"
+    )
+)
+
+pytestmark = pytest.mark.slow
+
+
+def _require_llamacpp() -> None:
+    reason = None
+    if importlib.util.find_spec("llama_cpp") is None:
+        reason = "llama.cpp is not installed (pip install -e '.[llamacpp]')"
+    elif not GGUF.is_file():
+        reason = f"no model at {GGUF} (run `slowwave models setup`)"
+    if reason is None:
+        return
+    if os.environ.get("SLOWWAVE_REQUIRE_LLAMACPP") == "1":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def llamacpp_settings(settings: Settings) -> Settings:
+    _require_llamacpp()
+    return with_settings(
+        settings, llm_runtime="llamacpp", llm_model=str(GGUF), llm_max_tokens=384, chunk_size=4
+    )
+
+
+def _episodes() -> list[Episode]:
+    return [
+        make_episode(
+            "l", "l1", "Hi! I'm Dana, I teach chemistry at a high school in Leeds.", at(2024, 3, 1)
+        ),
+        make_episode(
+            "l",
+            "l2",
+            "On weekends Dana climbs at the bouldering gym with her sister Mia.",
+            at(2024, 3, 8),
+        ),
+        make_episode(
+            "l",
+            "l3",
+            "Dana is saving up to visit Japan next spring, mostly for the food.",
+            at(2024, 3, 15),
+        ),
+    ]
+
+
+@dataclass
+class Recorded:
+    """The runtime under test, with every answer it gave kept for the assertions."""
+
+    model: StructuredModel
+    answers: list[ModelAnswer] = field(default_factory=list)
+    name: str = "llamacpp"
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[ModelAnswer]:
+        answers = self.model.generate(requests)
+        self.answers += answers
+        return answers
+
+    def close(self) -> None:
+        return None
+
+
+def test_a_conversation_consolidates_end_to_end_on_llamacpp_and_its_server_is_stopped(
+    db: Database,
+    conn: psycopg.Connection,
+    embedder: Embedder,
+    llamacpp_settings: Settings,
+) -> None:
+    add(conn, *_episodes())
+    model = load_model(llamacpp_settings)
+    server = getattr(model, "server", None)
+    assert isinstance(server, LocalServer) and server.process is not None
+    pid = server.process.pid
+    try:
+        recorded = Recorded(model)
+        summary = consolidate(db, recorded, embedder, llamacpp_settings)
+    finally:
+        model.close()
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+    (answer,) = recorded.answers
+    assert answer.error is None, answer.error
+    items = parse_answer(answer.text or "").facts  # the grammar-constrained answer parses
+    assert items, "the model proposed nothing for three informative episodes"
+    assert summary.episodes_consolidated == 3 and summary.model_calls == 1
+    with conn.cursor() as cur:
+        chunk = cur.execute(
+            "SELECT status, model, prompt_tokens, completion_tokens FROM consolidation_chunks"
+        ).fetchone()
+        facts = cur.execute(
+            "SELECT count(*), max(valid_at) FROM semantic_memory WHERE conversation_id = 'l'"
+        ).fetchone()
+    assert chunk is not None and facts is not None
+    assert chunk[:2] == ("applied", "llamacpp")
+    assert chunk[2] > 100 and chunk[3] > 0  # the server's own token counts
+    assert facts[0] > 0 and facts[1] <= at(2024, 3, 15)  # dated in event time, not today
+
+
+def test_models_serve_with_llamacpp_answers_the_openai_runtime(
+    llamacpp_settings: Settings, tmp_path: Path
+) -> None:
+    port = free_port()
+    env = {
+        **os.environ,
+        "SLOWWAVE_HOME": str(tmp_path),
+        "SLOWWAVE_LLM_MODEL": str(GGUF),
+        "SLOWWAVE_LLM_MAX_MODEL_LEN": "4096",
+    }
+    command = [sys.executable, "-m", "slowwave", "models", "serve", "--engine", "llamacpp"]
+    serve = LocalServer(
+        "slowwave models serve",
+        [*command, "--port", str(port)],
+        env,
+        tmp_path / "serve.log",
+        f"http://127.0.0.1:{port}/v1/models",
+        startup_timeout_s=120,
+    )
+    with serve:
+        assert serve.process is not None
+        family = [serve.process.pid] + [
+            c.pid for c in psutil.Process(serve.process.pid).children(recursive=True)
+        ]
+        model = OpenAICompatibleModel(
+            f"http://127.0.0.1:{port}/v1",
+            "slowwave",
+            max_tokens=256,
+            strict=False,
+            schema_dialect="json_object",
+            timeout_s=600,
+        )
+        try:
+            request = build_request("c1", [], _episodes()[:1], 0.85)
+            (answer,) = model.generate([request])
+        finally:
+            model.close()
+    assert answer.error is None, answer.error
+    parse_answer(answer.text or "")
+    deadline = time.monotonic() + 10
+    while any(psutil.pid_exists(p) for p in family) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=2)
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_server() -> Iterator[None]:
+    yield
+    left = [
+        p.pid
+        for p in psutil.Process().children(recursive=True)
+        if "llama_cpp.server" in " ".join(p.cmdline())
+    ]
+    assert not left, f"llama.cpp servers left running: {left}"
