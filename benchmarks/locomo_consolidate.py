@@ -44,9 +44,7 @@ def main() -> None:
             migrate(db)
             start = time.perf_counter()
             with db.connection() as conn:
-                loaded = load_episodes(
-                    conn, read_locomo(args.data, surprise=settings.default_surprise)
-                )
+                loaded = load_episodes(conn, read_locomo(args.data))
             ingest_s = time.perf_counter() - start
             start = time.perf_counter()
             summary = consolidate(db, LoCoMoReplayModel(args.data), embedder, settings)

@@ -157,6 +157,13 @@ def render_fact_line(index: int, fact: Fact) -> str:
     return f"[{fact_short_id(index)}] [{fact.category.value}] {fact.fact}"
 
 
+def shown_surprise(episode: Episode) -> float:
+    """The surprise the prompt shows. Opening a chunk computes every missing one first; an
+    episode not scored yet (chunking costs it before that) counts as the most surprising, so
+    its prompt can only be smaller than costed."""
+    return 1.0 if episode.surprise is None else episode.surprise
+
+
 def render_message_line(message: Message) -> str:
     """One message as the prompt shows it."""
     return f"{message.speaker}: {message.text}"
@@ -166,7 +173,7 @@ def render_episode_lines(index: int, episode: Episode) -> list[str]:
     """The lines of one episode shown as E{index + 1} (chunking counts its tokens by them)."""
     lines = [
         f"### {episode_short_id(index)} | {episode.start_at.isoformat()} to "
-        f"{episode.end_at.isoformat()} | surprise {episode.surprise:.2f}"
+        f"{episode.end_at.isoformat()} | surprise {shown_surprise(episode):.2f}"
     ]
     if episode.summary:
         lines.append(f"Summary: {episode.summary}")
@@ -188,9 +195,9 @@ def render_user_prompt(
     for i, episode in enumerate(episodes):
         lines += render_episode_lines(i, episode)
     deep = [
-        DEEP_EXTRACTION.format(episode_id=episode_short_id(i), surprise=e.surprise)
+        DEEP_EXTRACTION.format(episode_id=episode_short_id(i), surprise=shown_surprise(e))
         for i, e in enumerate(episodes)
-        if e.surprise >= flashbulb_surprise
+        if shown_surprise(e) >= flashbulb_surprise
     ]
     if deep:
         lines += ["## Attention", *deep, ""]

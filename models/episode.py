@@ -26,7 +26,13 @@ class Episode(BaseModel):
     external_key: str = Field(description="Stable key of the source; re-ingesting adds nothing.")
     messages: list[Message]
     summary: str | None = None
-    surprise: float = Field(ge=0, le=1, description="How unexpected the episode was, 0..1.")
+    surprise: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="How unexpected the episode was, 0..1: its source's, or, when it gave none, "
+        "its novelty against the conversation's facts, computed when a chunk holding it opens.",
+    )
     start_at: AwareDatetime
     end_at: AwareDatetime
     messages_from: int = Field(

@@ -98,13 +98,6 @@ class Settings(BaseSettings):
     dedupe_candidates: int = Field(
         default=5, ge=1, description="Nearest active facts checked for a duplicate."
     )
-    default_surprise: float = Field(
-        default=0.5,
-        ge=0,
-        le=1,
-        description="Surprise given to ingested episodes whose source has none: neutral, so "
-        "neither the gate nor the flashbulb rule fires on it.",
-    )
     claim_lease_s: int = Field(
         default=3600,
         ge=10,

@@ -29,6 +29,7 @@ from models.consolidation import (
     render_fact_line,
     render_message_line,
     render_user_prompt,
+    shown_surprise,
 )
 from models.episode import Episode, Message
 from models.fact import Fact
@@ -123,7 +124,7 @@ def episode_tokens(
     lines = render_episode_lines(index, episode)
     if deep:
         deep_line = DEEP_EXTRACTION.format(
-            episode_id=episode_short_id(index), surprise=episode.surprise
+            episode_id=episode_short_id(index), surprise=shown_surprise(episode)
         )
         lines.append(deep_line)
     return _tokens(lines, count)
@@ -176,7 +177,7 @@ def split_episode(
         return []
     count, limit = budget.count, budget.max_tokens
     index = budget.max_episodes - 1  # cost as the widest short id a chunk can give it
-    deep = episode.surprise >= budget.flashbulb_surprise
+    deep = shown_surprise(episode) >= budget.flashbulb_surprise
     rest = episode
     if done_messages:
         rest = episode.model_copy(update={"messages": episode.messages[done_messages:]})

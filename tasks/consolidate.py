@@ -41,10 +41,11 @@ from tasks.chunking import ChunkBudget, fit_facts, run_budget
 from tasks.claim import ClaimPolicy, ConversationWork, claim, left_pending
 from tasks.embed import embed_plans, embed_uncited
 from tasks.evidence import attribute_evidence
-from tasks.gate import GatePolicy, split_gated
+from tasks.gate import GatePolicy
 from tasks.guard import HoldPolicy, guard, hold_reason, latest_end
-from tasks.predict import episode_vectors, related_facts
+from tasks.predict import episode_vectors, nearest_facts, related_facts
 from tasks.runs import recorded_run
+from tasks.surprise import store_surprise, with_surprise
 
 logger = logging.getLogger(__name__)
 
@@ -93,44 +94,38 @@ def open_chunks(
     policy: RunPolicy,
     summary: RunSummary,
 ) -> list[OpenChunk]:
-    """gate → predict → the model's prompt, for chunks of different conversations at once.
-    The facts shown are kept within the room ``policy.budget`` reserved for them."""
-    plans: list[Plan] = []
-    visible: list[list[Episode]] = []
-    with timed(summary, "gate"):
-        for chunk in chunks:
-            kept, skipped = split_gated(chunk, policy.gate)
-            plans.append(
-                Plan(
-                    chunk_id=chunk_id(summary.run_id, (e.part_key for e in chunk)),
-                    conversation_id=chunk[0].conversation_id,
-                    episode_ids=[e.id for e in chunk],
-                    gated_ids=[e.id for e in skipped],
-                    messages_from=[e.messages_from for e in chunk],
-                    messages_to=[e.messages_to for e in chunk],
-                    event_time=latest_end(chunk),
-                )
-            )
-            visible.append(kept)
-    asking = [i for i, kept in enumerate(visible) if kept]
+    """predict (and surprise) → gate → the model's prompt, for chunks of different
+    conversations at once. Every episode is embedded and its nearest facts found first: the
+    nearest gives the surprise of an episode that has none, which the gate then uses. The facts
+    shown are the kept episodes' related facts, within the room ``policy.budget`` reserved."""
     with timed(summary, "predict"):
-        chunks_asked = [visible[i] for i in asking]
-        embedded = episode_vectors(embedder, chunks_asked)
+        embedded = episode_vectors(embedder, chunks)
         with db.connection() as conn:
-            related = related_facts(conn, chunks_asked, embedded, policy.related_facts_limit)
-        vectors = dict(zip(asking, embedded, strict=True))
-        shown = dict(zip(asking, related, strict=True))
+            nearest = nearest_facts(conn, chunks, embedded, max(policy.related_facts_limit, 1))
+            chunks, computed = with_surprise(chunks, nearest)
+            store_surprise(conn, computed)
     opened = []
-    for i, plan in enumerate(plans):
-        facts = shown.get(i, [])
-        facts = fit_facts(facts, policy.budget, policy.related_facts_limit)
-        request = (
-            build_request(str(plan.chunk_id), facts, visible[i], policy.flashbulb_surprise)
-            if i in shown
-            else None
-        )
-        opened.append(OpenChunk(plan, visible[i], facts, request, vectors.get(i)))
-    summary.model_calls += len(asking)
+    with timed(summary, "gate"):
+        for chunk, vectors, per_episode in zip(chunks, embedded, nearest, strict=True):
+            kept = [j for j, e in enumerate(chunk) if not policy.gate.gates(e)]
+            plan = Plan(
+                chunk_id=chunk_id(summary.run_id, (e.part_key for e in chunk)),
+                conversation_id=chunk[0].conversation_id,
+                episode_ids=[e.id for e in chunk],
+                gated_ids=[e.id for j, e in enumerate(chunk) if j not in kept],
+                messages_from=[e.messages_from for e in chunk],
+                messages_to=[e.messages_to for e in chunk],
+                event_time=latest_end(chunk),
+            )
+            visible = [chunk[j] for j in kept]
+            if not kept:
+                opened.append(OpenChunk(plan, visible, [], None, None))
+                continue
+            facts = related_facts([per_episode[j] for j in kept], policy.related_facts_limit)
+            facts = fit_facts(facts, policy.budget, policy.related_facts_limit)
+            request = build_request(str(plan.chunk_id), facts, visible, policy.flashbulb_surprise)
+            opened.append(OpenChunk(plan, visible, facts, request, vectors[kept]))
+    summary.model_calls += sum(1 for o in opened if o.request is not None)
     return opened
 
 

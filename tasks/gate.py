@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from models.episode import Episode
@@ -22,13 +21,9 @@ class GatePolicy:
 
     def gates(self, episode: Episode) -> bool:
         """Short and unsurprising: nothing durable to learn, not worth a model call."""
-        return episode.text_length < self.min_chars and episode.surprise < self.max_surprise
-
-
-def split_gated(
-    episodes: Sequence[Episode], policy: GatePolicy
-) -> tuple[list[Episode], list[Episode]]:
-    """(episodes for the model, episodes skipped by the gate), each in input order."""
-    kept = [e for e in episodes if not policy.gates(e)]
-    skipped = [e for e in episodes if policy.gates(e)]
-    return kept, skipped
+        surprise = episode.surprise
+        return (
+            episode.text_length < self.min_chars
+            and surprise is not None  # scored when its chunk opens, before the gate
+            and surprise < self.max_surprise
+        )

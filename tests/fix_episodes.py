@@ -25,7 +25,7 @@ def make_episode(
     text: str,
     when: datetime,
     *,
-    surprise: float = 0.5,
+    surprise: float | None = 0.5,
     speaker: str = "user",
 ) -> Episode:
     return Episode(
@@ -78,7 +78,8 @@ def episodes_state(conn: psycopg.Connection) -> dict[str, dict[str, Any]]:
     with conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(
             "SELECT external_key, id, consolidated_at, attempts, last_error, quarantined_at, "
-            "gated, claimed_by FROM episodic_memory"
+            "gated, claimed_by, coalesce(surprise, novelty) AS surprise, novelty "
+            "FROM episodic_memory"
         ).fetchall()
     return {r["external_key"]: r for r in rows}
 

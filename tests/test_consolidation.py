@@ -555,6 +555,45 @@ def test_the_gate_consolidates_short_unsurprising_episodes_without_the_model(
     assert set(active(conn, "d")) == {"User plans to move to Canada"}
 
 
+def test_an_episode_without_surprise_is_scored_by_novelty_and_the_gate_skips_the_familiar(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    add(
+        conn,
+        *[
+            make_episode(
+                "n", f"n{i}", f"A long first talk about my work, part {i}.", at(2025, 1, i)
+            )
+            for i in (1, 2, 3)
+        ],
+    )
+    model = ScriptedModel({"n1": lambda r: answer(fact("User teaches chemistry in Leeds"))})
+    consolidate(db, model, embedder, settings)
+    add(
+        conn,
+        make_episode("n", "n4", "I teach chemistry in Leeds.", at(2025, 2, 1), surprise=None),
+        make_episode("n", "n5", "We adopted a puppy, Rex!", at(2025, 2, 2), surprise=None),
+        make_episode("n", "n6", "Thanks, that is all.", at(2025, 2, 3), surprise=0.9),
+        make_episode("fresh", "f1", "Hello there.", at(2025, 2, 1), surprise=None),
+    )
+    model.requests.clear()
+    summary = consolidate(db, model, embedder, with_settings(settings, episode_threshold=1))
+
+    state = episodes_state(conn)
+    assert state["n4"]["surprise"] < 0.3 and state["n4"]["gated"]  # says what a fact says
+    assert state["n5"]["surprise"] > 0.6 and not state["n5"]["gated"]  # short, but new
+    assert state["n6"]["surprise"] == pytest.approx(0.9)  # the source's own is kept
+    assert state["n6"]["novelty"] is None and state["n4"]["novelty"] is not None
+    assert state["n1"]["surprise"] == pytest.approx(0.5)
+    assert state["f1"]["surprise"] == 1.0  # nothing known yet: all of it is new
+    assert all(s["consolidated_at"] is not None for s in state.values())
+    shown = [key for r in model.requests for key in episode_keys(r)]
+    assert "n4" not in shown and {"n5", "n6", "f1"} <= set(shown)  # the gated one cost no call
+    assert summary.model_calls == len(model.requests)
+    prompt = next(r for r in model.requests if "f1" in episode_keys(r)).user
+    assert "E1 had a surprise score of 1.00/1.0. Extract facts more thoroughly" in prompt
+
+
 def test_a_conversation_is_due_at_three_episodes_or_one_flashbulb(
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
 ) -> None:

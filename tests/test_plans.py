@@ -269,6 +269,10 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
             {"conversations": None, "batch": 64, "offset": 0},
             {"Index Scan on episodic_memory_pending_idx"},
         ),
+        "episode_surprise": (
+            {"ids": episodes, "novelties": [0.1, 0.5, 1.0]},
+            {"Index Scan on episodic_memory_pkey"},
+        ),
         "summarize_write": (
             {"ids": episodes, "summaries": ["a", "b", "c"]},
             {"Index Scan on episodic_memory_pkey"},

@@ -16,7 +16,8 @@ WITH due AS MATERIALIZED (  -- sorted first: the locks below are taken in order,
       AND NOT conversation_id = ANY(%(taken)s::text[])
     GROUP BY conversation_id
     HAVING (%(everything)s
-            OR slowwave_due(count(*), max(surprise), bool_or(first_claimed_at IS NOT NULL),
+            OR slowwave_due(count(*), max(coalesce(surprise, novelty)),
+                            bool_or(first_claimed_at IS NOT NULL),
                             min(created_at), %(threshold)s::integer, %(flashbulb)s::real,
                             now() - make_interval(secs => %(due_after_s)s)))
        AND bool_and(claimed_until IS NULL OR claimed_until < now()
@@ -40,7 +41,8 @@ claimed AS (
     WHERE e.conversation_id = ANY (ARRAY(SELECT conversation_id FROM locked))
       AND e.consolidated_at IS NULL AND e.quarantined_at IS NULL
       AND (e.claimed_until IS NULL OR e.claimed_until < now() OR e.claimed_by = %(run_id)s)
-    RETURNING e.id, e.conversation_id, e.external_key, e.messages, e.summary, e.surprise,
+    RETURNING e.id, e.conversation_id, e.external_key, e.messages, e.summary,
+              coalesce(e.surprise, e.novelty) AS surprise,
               e.start_at, e.end_at, e.consolidated_messages
 )
 -- How many conversations were locked, with the episodes claimed (one row of NULLs when none):

@@ -6,7 +6,8 @@ WITH pending AS (
            count(*) AS episodes,
            coalesce(bool_or(claimed_until >= now()), false) AS held,
            %(everything)s
-               OR slowwave_due(count(*), max(surprise), bool_or(first_claimed_at IS NOT NULL),
+               OR slowwave_due(count(*), max(coalesce(surprise, novelty)),
+                               bool_or(first_claimed_at IS NOT NULL),
                                min(created_at), %(threshold)s::integer, %(flashbulb)s::real,
                                now() - make_interval(secs => %(due_after_s)s)) AS due
     FROM episodic_memory

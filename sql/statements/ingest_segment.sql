@@ -37,9 +37,8 @@ WITH fresh AS (
     FROM numbered
     GROUP BY conversation_id, segment, part
 ), inserted AS (
-    INSERT INTO episodic_memory (id, conversation_id, external_key, messages, surprise,
-                                 start_at, end_at)
-    SELECT id, conversation_id, external_key, messages, %(surprise)s, start_at, end_at
+    INSERT INTO episodic_memory (id, conversation_id, external_key, messages, start_at, end_at)
+    SELECT id, conversation_id, external_key, messages, start_at, end_at
     FROM episodes
     ORDER BY conversation_id, start_at
     ON CONFLICT (external_key) DO NOTHING

@@ -5,7 +5,7 @@ CREATE TEMP TABLE slowwave_staged_episodes (
     external_key    text NOT NULL,
     messages        jsonb NOT NULL,
     summary         text,
-    surprise        real NOT NULL,
+    surprise        real,
     start_at        timestamptz NOT NULL,
     end_at          timestamptz NOT NULL
 ) ON COMMIT DROP

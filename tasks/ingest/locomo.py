@@ -31,7 +31,7 @@ def parse_locomo_time(value: str, zone: tzinfo) -> datetime:
 def read_locomo(
     path: Path,
     *,
-    surprise: float,
+    surprise: float | None = None,
     zone: tzinfo | None = None,
     on_error: Callable[[Reject], None] | None = None,
 ) -> Iterator[Episode]:

@@ -67,7 +67,6 @@ class IngestPolicy:
     max_message_chars: int
     segment_gap_s: int
     segment_max_messages: int
-    default_surprise: float
 
     @classmethod
     def of(cls, settings: Settings) -> IngestPolicy:
@@ -77,7 +76,6 @@ class IngestPolicy:
             max_message_chars=settings.max_message_chars,
             segment_gap_s=settings.segment_gap_s,
             segment_max_messages=settings.segment_max_messages,
-            default_surprise=settings.default_surprise,
         )
 
 
@@ -150,7 +148,6 @@ def _ingest_transcript(
             {
                 "gap_s": policy.segment_gap_s,
                 "max_messages": policy.segment_max_messages,
-                "surprise": policy.default_surprise,
             },
         ).fetchone()
     episodes, messages = made if made is not None else (0, 0)
@@ -167,7 +164,7 @@ def _ingest_locomo(
     window: Window,
 ) -> None:
     try:
-        read = read_locomo(path, surprise=policy.default_surprise, on_error=rejects.add)
+        read = read_locomo(path, on_error=rejects.add)
         episodes = list(read)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         rejects.add(Reject(str(path), 0, f"not a LoCoMo JSON file: {exc}"))

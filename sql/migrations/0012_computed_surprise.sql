@@ -1,0 +1,10 @@
+-- Surprise computed when a chunk opens (tasks/surprise.py). An episode whose source gave no
+-- surprise is stored with none (NULL); the first time a chunk holding it opens, its novelty
+-- against the conversation's facts is kept in its own column, so that a source's surprise and
+-- a computed one are never confused and a revert can take back what it computed. The stages
+-- see coalesce(surprise, novelty). Episodes ingested before this migration keep the neutral
+-- 0.5 ingest gave them.
+ALTER TABLE episodic_memory ALTER COLUMN surprise DROP NOT NULL;
+ALTER TABLE episodic_memory ALTER COLUMN surprise DROP DEFAULT;
+ALTER TABLE episodic_memory ADD COLUMN novelty real
+    CONSTRAINT episodic_memory_novelty_range CHECK (novelty >= 0 AND novelty <= 1);
