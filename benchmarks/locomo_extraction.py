@@ -1,132 +1,443 @@
-"""Extraction quality of a real model runtime on LoCoMo: precision, recall, tokens per episode.
+"""The memory a model runtime makes from LoCoMo: fact quality, end-to-end retrieval, cost.
 
-Ingests the LoCoMo conversations (or some of them, or their first sessions), consolidates them
-with the configured runtime (``SLOWWAVE_LLM_RUNTIME``: the CPU vLLM default, or any
-OpenAI-compatible endpoint), then matches the facts it extracted to the gold observations of
-the same sessions by embedding similarity (cosine at or above ``--match``):
+The subset is the first ``--sessions`` sessions of each conversation (all seven, or those
+named). They are ingested without LoCoMo's human-written session summaries, as a transcript
+comes, into a fresh embedded Postgres, and consolidated by ``--model`` on ``--engine``; with
+``--summaries`` the runtime first writes episode summaries, as backfill does. Then:
 
-- precision: the share of extracted facts that match some gold observation of their episode;
-- recall: the share of gold observations matched by some extracted fact of their episode.
+- fact quality: the extracted facts (every fact version the run wrote: new facts and new
+  versions of updated ones; a proposal merged into, or reinforcing, an existing fact writes
+  none) against the gold observations of the same sessions, matched by the cosine of their
+  embeddings at or above ``--match`` (and ``--strict-match``). Recall: the share of gold
+  observations matched by some fact of their conversation; precision: the share of facts
+  matching some gold observation of theirs; grounded: the share of facts matching a gold
+  observation of a session they cite (their source episodes);
+- end to end: for every question whose evidence sessions all lie in the subset, the share of
+  them among the source sessions of the top 5 / 10 / 20 facts hybrid search returns
+  (``benchmarks.locomo_recall``), beside the same with the replay model's gold facts
+  consolidated from the same episodes in a second fresh database;
+- cost: the model's prompt and completion tokens (summaries included) per token of raw
+  transcript (``speaker: text`` lines, counted with the runtime's tokenizer where it has
+  one), seconds per episode (summaries and consolidation), and the guard's rejections by
+  reason (the decision log's ``reason``, its quoted text and times left out).
 
-With the small CPU model the figures are low; the harness is the point.
+With the replay engine the extracted facts are the gold observations: recall and precision
+near 1 and the end-to-end ratio near 1 check the harness. At the default of
+``DEFAULT_SESSIONS`` sessions, the whole subset with the 1.5B model on two cores runs in
+under 40 minutes.
 
-    python -m benchmarks.locomo_extraction [--conversations conv-30 ...] [--sessions N]
-        [--match 0.7] [--data PATH] [--json]
+    python -m benchmarks.locomo_extraction --model NAME --engine vllm|llamacpp|openai|replay
+        --sessions N [--conversations conv-26 ...] [--match 0.7] [--strict-match 0.8]
+        [--summaries/--no-summaries] [--data PATH] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
+from uuid import UUID
 
 import numpy as np
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
+from benchmarks.locomo_recall import DEFAULT_DATA, KS, fact_sessions, session_of, session_recall
+from benchmarks.locomo_recall import turns as evidence_turns
+from benchmarks.report import print_figures
+from models.embedding import Embedder, load_embedder
+from models.episode import Episode
+from models.llm import RuntimeNotAvailable, StructuredModel, check_runtime, load_model
+from models.llm.base import prompt_limits
+from models.llm.replay import LoCoMoReplayModel
+from models.llm.tokens import TokenCounter
+from models.run import RunSummary
+from models.settings import LLMRuntimeName, Settings
+from sql.db import Database, migrate
+from tasks.consolidate import consolidate
+from tasks.ingest.load import load_episodes
+from tasks.ingest.locomo import read_locomo
+from tasks.ingest.summarize import SummaryReport, summarize_missing
+from tasks.search import SearchPolicy, search
+
+# Sessions per conversation: at this N the whole subset with the 1.5B model on two cores runs
+# in under 40 minutes (time it again when changing it).
+DEFAULT_SESSIONS = 2
+DEFAULT_MATCH = 0.7
+DEFAULT_STRICT_MATCH = 0.8
+# what varies between rejections of one kind: quoted text, times, parenthesised detail
+_REASON_DETAIL = re.compile(
+    r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\d{4}-\d\d-\d\dT[\d:.]+(?:[+-]\d\d:\d\d|Z)?"
+)
+_PARENTHESES = re.compile(r"\s*\([^()]*\)")
+MAX_REASON_CHARS = 200
+
+
+@dataclass(frozen=True)
+class Observation:
+    """A gold observation of the subset."""
+
+    conversation_id: str
+    session: int
+    sentence: str
+
+
+@dataclass(frozen=True)
+class Question:
+    """A LoCoMo question whose evidence sessions all lie in the subset."""
+
+    conversation_id: str
+    text: str
+    sessions: set[int]
+
+
+@dataclass(frozen=True)
+class Subset:
+    """The first sessions of the chosen conversations: episodes, gold and questions."""
+
+    conversations: list[str]
+    episodes: list[Episode]
+    gold: list[Observation]
+    questions: list[Question]
+
+
+@dataclass(frozen=True)
+class ExtractedFact:
+    """A fact version the run wrote, and the sessions it cites."""
+
+    conversation_id: str
+    text: str
+    sessions: frozenset[int]
+
+
+@dataclass(frozen=True)
+class ModelRun:
+    """What the measured model did with the subset."""
+
+    summary: RunSummary
+    summaries: SummaryReport
+    seconds: float
+    raw_tokens: int
+    facts: list[ExtractedFact]
+    rejections: dict[str, int]
+    recall: dict[int, float]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    args = parse_args()
+    started = time.perf_counter()
+    settings = Settings().model_copy(
+        update={"llm_model": args.model, "llm_runtime": args.engine, "replay_data": args.data}
+    )
+    try:
+        check_runtime(settings)  # a runtime that cannot start fails in one line, before Postgres
+    except RuntimeNotAvailable as exc:
+        raise SystemExit(str(exc)) from None
+    subset = select_subset(args.data, args.conversations, args.sessions)
+    embedder = load_embedder(settings)
+    model = load_model(settings)
+    try:
+        run = measure_model(settings, model, embedder, subset, summaries=args.summaries)
+    finally:
+        model.close()
+    gold_recall = replay_recall(settings, embedder, subset, args.data)
+    figures = {
+        "model": model_name(settings),
+        "engine": settings.llm_runtime,
+        "sessions": args.sessions,
+        "conversations": subset.conversations,
+        "match_threshold": args.match,
+        "strict_match_threshold": args.strict_match,
+        **fact_quality(run.facts, subset.gold, embedder, args.match, args.strict_match),
+        **{f"end_to_end_recall_at_{k}": run.recall[k] for k in KS},
+        **{f"gold_end_to_end_recall_at_{k}": gold_recall[k] for k in KS},
+        "end_to_end_ratio_at_10": _share(run.recall[10], gold_recall[10]),
+        "questions": len(subset.questions),
+        **cost(run, len(subset.episodes)),
+        "gold_observations": len(subset.gold),
+        "facts_extracted": len(run.facts),
+        "rejections_by_reason": run.rejections,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    print_figures(figures, as_json=args.json)
+
+
+def parse_args() -> argparse.Namespace:
+    defaults = Settings()
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--model", default=defaults.llm_model, help="catalog name or path")
+    parser.add_argument("--engine", choices=get_args(LLMRuntimeName), default=defaults.llm_runtime)
+    parser.add_argument(
+        "--sessions", type=int, default=DEFAULT_SESSIONS, help="first N sessions of each"
+    )
+    parser.add_argument("--conversations", nargs="+", default=None, metavar="SAMPLE_ID")
+    parser.add_argument(
+        "--match", type=float, default=DEFAULT_MATCH, help="cosine that counts as a match"
+    )
+    parser.add_argument(
+        "--strict-match",
+        type=float,
+        default=DEFAULT_STRICT_MATCH,
+        help="the strict figures' cosine",
+    )
+    parser.add_argument(
+        "--summaries",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="have the runtime write episode summaries first, as backfill does",
+    )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--conversations", nargs="*", default=None)
-    parser.add_argument("--sessions", type=int, default=None, help="first N sessions of each")
-    parser.add_argument("--match", type=float, default=0.7, help="cosine that counts as a match")
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     args = parser.parse_args()
+    if args.sessions < 1:
+        parser.error("--sessions must be at least 1")
+    if args.summaries and args.engine == "replay":
+        parser.error("--summaries needs a model: the replay runtime writes no summaries")
+    return args
 
-    from models.embedding import load_embedder
-    from models.llm import load_model
-    from models.settings import Settings
-    from sql.db import Database, migrate
-    from tasks.consolidate import consolidate
-    from tasks.ingest.load import load_episodes
-    from tasks.ingest.locomo import read_locomo
 
-    episodes = [
-        e
-        for e in read_locomo(args.data, surprise=0.5)
-        if (args.conversations is None or e.conversation_id in args.conversations)
-        and (args.sessions is None or int(e.external_key.rsplit("_", 1)[1]) <= args.sessions)
+def model_name(settings: Settings) -> str:
+    """The model that answered: ``--model`` names it for the local runtimes only."""
+    if settings.llm_runtime == "replay":
+        return "gold observations"
+    if settings.llm_runtime == "openai":
+        return settings.openai_model
+    return settings.llm_model
+
+
+def select_subset(data: Path, conversations: Sequence[str] | None, sessions: int) -> Subset:
+    """The first ``sessions`` sessions of each chosen conversation, without LoCoMo's own
+    summaries (a transcript has none: the model's are what ``--summaries`` measures)."""
+    records = [
+        c
+        for c in json.loads(data.read_text(encoding="utf-8"))
+        if conversations is None or c["sample_id"] in conversations
     ]
-    gold: dict[str, list[str]] = defaultdict(list)  # episode key → observations
-    for conversation in json.loads(args.data.read_text(encoding="utf-8")):
-        for key, by_speaker in conversation.get("observation", {}).items():
-            session = key.removesuffix("_observation")
-            for items in by_speaker.values():
-                gold[f"locomo:{conversation['sample_id']}:{session}"] += [s for s, _ in items]
+    chosen = [str(c["sample_id"]) for c in records]
+    missing = sorted(set(conversations or ()) - set(chosen))
+    if missing:
+        raise SystemExit(f"no such conversation in {data}: {', '.join(missing)}")
+    episodes = [
+        e.model_copy(update={"summary": None})
+        for e in read_locomo(data)
+        if e.conversation_id in chosen and _session(e.external_key) <= sessions
+    ]
+    gold = [
+        Observation(str(c["sample_id"]), number, sentence)
+        for c in records
+        for key, by_speaker in c.get("observation", {}).items()
+        if (number := int(key.split("_")[1])) <= sessions
+        for items in by_speaker.values()
+        for sentence, _evidence in items
+    ]
+    questions = []
+    for c in records:
+        for qa in c["qa"]:
+            asked = {session_of(t) for t in evidence_turns(qa.get("evidence", []))}
+            if asked and max(asked) <= sessions:  # as locomo_recall: every question with evidence
+                questions.append(Question(str(c["sample_id"]), str(qa["question"]), asked))
+    return Subset(chosen, episodes, gold, questions)
 
-    started = time.perf_counter()
+
+def _session(external_key: str) -> int:
+    """``locomo:conv-26:session_3`` → 3."""
+    return int(external_key.rsplit("_", 1)[1])
+
+
+@contextmanager
+def fresh_database(settings: Settings) -> Iterator[Database]:
+    """A migrated embedded Postgres in a temporary home, stopped and deleted on exit, errors
+    included; ``settings.home`` (the prepared models) is left alone."""
     with tempfile.TemporaryDirectory(prefix="slowwave-extraction-") as home:
-        base = Settings()
-        settings = base.model_copy(update={"home": Path(home), "database_url": None})
-        embedder = load_embedder(settings)
-        model = load_model(settings)
-        try:
-            with Database(settings) as db:
-                migrate(db)
-                with db.connection() as conn:
-                    load_episodes(conn, episodes)
-                summary = consolidate(db, model, embedder, settings)
-                with db.connection() as conn:
-                    extracted = conn.execute(
-                        "SELECT e.external_key, d.proposed_fact FROM decision_log d "
-                        "JOIN episodic_memory e ON e.id = ANY(d.episode_ids) "
-                        "WHERE d.action IN ('new', 'merge', 'update')"
-                    ).fetchall()
-        finally:
-            model.close()
-    figures = _match(extracted, gold, [e.external_key for e in episodes], embedder, args.match)
-    figures.update(
-        {
-            "runtime": settings.llm_runtime,
-            "episodes": len(episodes),
-            "episodes_consolidated": summary.episodes_consolidated,
-            "chunks_failed": summary.chunks_failed,
-            "actions_rejected": summary.actions_rejected,
-            "prompt_tokens_per_episode": round(summary.prompt_tokens / max(len(episodes), 1), 1),
-            "completion_tokens_per_episode": round(
-                summary.completion_tokens / max(len(episodes), 1), 1
-            ),
-            "seconds": round(time.perf_counter() - started, 1),
-        }
+        local = settings.model_copy(update={"home": Path(home), "database_url": None})
+        with Database(local) as db:
+            migrate(db)
+            yield db
+
+
+def measure_model(
+    settings: Settings,
+    model: StructuredModel,
+    embedder: Embedder,
+    subset: Subset,
+    *,
+    summaries: bool,
+) -> ModelRun:
+    """Summaries (when asked) and consolidation of the subset by ``model``, timed, then what
+    the run wrote and how search does over it."""
+    _, counter = prompt_limits(model)
+    with fresh_database(settings) as db:
+        with db.connection() as conn:
+            load_episodes(conn, subset.episodes)
+        started = time.perf_counter()
+        written = SummaryReport()
+        if summaries:
+            with db.connection() as conn:
+                written = summarize_missing(conn, model, conversations=subset.conversations)
+        summary = consolidate(db, model, embedder, db.settings, conversations=subset.conversations)
+        seconds = time.perf_counter() - started
+        with db.connection() as conn:
+            facts = extracted_facts(conn, summary.run_id)
+            rejections = rejections_by_reason(conn, summary.run_id)
+            recall = end_to_end_recall(conn, embedder, SearchPolicy.of(settings), subset.questions)
+    return ModelRun(
+        summary=summary,
+        summaries=written,
+        seconds=seconds,
+        raw_tokens=raw_transcript_tokens(subset.episodes, counter),
+        facts=facts,
+        rejections=rejections,
+        recall=recall,
     )
-    for key, value in figures.items():
-        print(f"{key:>30}: {value}")
-    if args.json:
-        print(json.dumps(figures))
 
 
-def _match(
-    extracted: list[tuple[str, str]],
-    gold: dict[str, list[str]],
-    keys: list[str],
-    embedder: Any,
-    threshold: float,
-) -> dict[str, Any]:
-    by_episode: dict[str, list[str]] = defaultdict(list)
-    for key, fact in extracted:
-        if fact:
-            by_episode[key].append(fact)
-    matched_facts = total_facts = matched_gold = total_gold = 0
-    for key in keys:
-        facts, truth = by_episode.get(key, []), gold.get(key, [])
-        total_facts += len(facts)
-        total_gold += len(truth)
-        if not facts or not truth:
-            continue
-        sims = embedder.embed(facts) @ embedder.embed(truth).T
-        matched_facts += int(np.sum(sims.max(axis=1) >= threshold))
-        matched_gold += int(np.sum(sims.max(axis=0) >= threshold))
+def replay_recall(
+    settings: Settings, embedder: Embedder, subset: Subset, data: Path
+) -> dict[int, float]:
+    """End-to-end recall over the gold facts of the same episodes: the replay model's
+    consolidation in a second fresh database, the yardstick for the model's."""
+    with fresh_database(settings) as db:
+        with db.connection() as conn:
+            load_episodes(conn, subset.episodes)
+        consolidate(
+            db, LoCoMoReplayModel(data), embedder, db.settings, conversations=subset.conversations
+        )
+        with db.connection() as conn:
+            return end_to_end_recall(conn, embedder, SearchPolicy.of(settings), subset.questions)
+
+
+def extracted_facts(conn: Any, run_id: UUID) -> list[ExtractedFact]:
+    """Every fact row the run created, superseded versions included: exactly what new and
+    update actions wrote (a merge or a reinforcement adds evidence to a row, not a row). Its
+    cited sessions are those of its source episodes."""
+    rows = conn.execute(
+        "SELECT f.conversation_id, f.fact, array_agg(e.external_key) "
+        "FROM semantic_memory f JOIN episodic_memory e ON e.id = ANY(f.source_episodic_ids) "
+        "WHERE f.created_by_run_id = %s GROUP BY f.id, f.conversation_id, f.fact",
+        (run_id,),
+    ).fetchall()
+    return [
+        ExtractedFact(conversation, text, frozenset(_session(k) for k in keys))
+        for conversation, text, keys in rows
+    ]
+
+
+def rejections_by_reason(conn: Any, run_id: UUID) -> dict[str, int]:
+    """The run's rejected actions (guard and apply refusals, in the decision log) counted by
+    kind of reason: the reason without the quoted fact, ids and times that vary."""
+    counts: Counter[str] = Counter()
+    for reason, count in conn.execute(
+        "SELECT reason, count(*) FROM decision_log "
+        "WHERE run_id = %s AND action = 'rejected' GROUP BY reason",
+        (run_id,),
+    ):
+        counts[reason_kind(reason or "no reason given")] += int(count)
+    return dict(counts.most_common())
+
+
+def reason_kind(reason: str) -> str:
+    """``unknown category 'hobby'`` → ``unknown category …``."""
+    kind = _PARENTHESES.sub("", _REASON_DETAIL.sub("…", reason))
+    return " ".join(kind.split())
+
+
+def end_to_end_recall(
+    conn: Any, embedder: Embedder, policy: SearchPolicy, questions: Sequence[Question]
+) -> dict[int, float]:
+    """Session-level evidence recall@k of hybrid search over the active facts, as
+    ``benchmarks.locomo_recall`` measures it."""
+    sessions_of = fact_sessions(conn)
+    sums = dict.fromkeys(KS, 0.0)
+    for question in questions:
+        hits = search(
+            conn, embedder, question.text, question.conversation_id, max(KS), policy=policy
+        )
+        for k in KS:
+            sums[k] += session_recall(hits[:k], sessions_of, question.sessions)
+    return {k: _share(total, len(questions)) for k, total in sums.items()}
+
+
+def fact_quality(
+    facts: Sequence[ExtractedFact],
+    gold: Sequence[Observation],
+    embedder: Embedder,
+    match: float,
+    strict: float,
+) -> dict[str, float]:
+    """Recall, precision (at ``match`` and ``strict``) and grounded share: a fact and a gold
+    observation match when they belong to one conversation and their cosine reaches the
+    threshold; a grounded fact matches one of a session it cites."""
+    similarity = (
+        embedder.embed([f.text for f in facts]) @ embedder.embed([g.sentence for g in gold]).T
+        if facts and gold
+        else np.zeros((len(facts), len(gold)), dtype=np.float32)
+    )
+    same = _pairwise(facts, gold, lambda f, g: f.conversation_id == g.conversation_id)
+    cited = same & _pairwise(facts, gold, lambda f, g: g.session in f.sessions)
+    figures: dict[str, float] = {}
+    for suffix, threshold in (("", match), ("_strict", strict)):
+        matched = same & (similarity >= threshold)
+        figures[f"fact_recall{suffix}"] = _share(matched.any(axis=0).sum(), len(gold))
+        figures[f"fact_precision{suffix}"] = _share(matched.any(axis=1).sum(), len(facts))
+    grounded = (cited & (similarity >= match)).any(axis=1).sum()
+    figures["grounded_share"] = _share(grounded, len(facts))
+    return figures
+
+
+def _pairwise(
+    facts: Sequence[ExtractedFact],
+    gold: Sequence[Observation],
+    test: Callable[[ExtractedFact, Observation], bool],
+) -> np.ndarray:
+    """``test`` of every (fact, observation) pair, as a facts × observations mask."""
+    rows = [[test(f, g) for g in gold] for f in facts]
+    return np.array(rows, dtype=bool).reshape(len(facts), len(gold))
+
+
+def raw_transcript_tokens(episodes: Sequence[Episode], counter: TokenCounter) -> int:
+    """Tokens of the subset's messages as ``speaker: text`` lines: what the memory costs is
+    measured against reading the transcript itself."""
+    return sum(counter("\n".join(f"{m.speaker}: {m.text}" for m in e.messages)) for e in episodes)
+
+
+def cost(run: ModelRun, episodes: int) -> dict[str, Any]:
+    """Tokens, calls and time of the model's work, summaries included, per raw token and
+    per episode; the run's chunk counts."""
+    summary, written = run.summary, run.summaries
+    prompt = summary.prompt_tokens + written.prompt_tokens
+    completion = summary.completion_tokens + written.completion_tokens
     return {
-        "facts_extracted": total_facts,
-        "gold_observations": total_gold,
-        "precision": round(matched_facts / total_facts, 4) if total_facts else 0.0,
-        "recall": round(matched_gold / total_gold, 4) if total_gold else 0.0,
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "model_calls": summary.model_calls + written.summarized + written.failed,
+        "summaries_written": written.summarized,
+        "summaries_failed": written.failed,
+        "raw_transcript_tokens": run.raw_tokens,
+        "tokens_per_raw_token": _share(prompt + completion, run.raw_tokens),
+        "seconds_per_episode": round(run.seconds / episodes, 2) if episodes else 0.0,
+        "episodes": episodes,
+        "episodes_consolidated": summary.episodes_consolidated,
+        "chunks": summary.chunks,
+        "chunks_failed": summary.chunks_failed,
+        "chunk_failures_by_reason": failures_by_reason(summary),
     }
+
+
+def failures_by_reason(summary: RunSummary) -> dict[str, int]:
+    """Why chunks failed (an answer cut off or malformed, a plan held), by reason as given:
+    what a small model gets wrong shows here rather than among the rejections."""
+    reasons = Counter(" ".join(f.reason.split())[:MAX_REASON_CHARS] for f in summary.failures)
+    return dict(reasons.most_common())
+
+
+def _share(part: float, whole: float) -> float:
+    return round(float(part) / whole, 4) if whole else 0.0
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import re
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,12 +100,12 @@ def main() -> None:
 
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="slowwave-recall-") as home:
-        settings = Settings(home=Path(home), replay_data=args.data, _env_file=None)  # type: ignore[call-arg]
+        settings = Settings(home=Path(home), replay_data=args.data, _env_file=None)
         embedder = load_embedder(settings)
         with Database(settings) as db:
             migrate(db)
             with db.connection() as conn:
-                load_episodes(conn, read_locomo(args.data, surprise=settings.default_surprise))
+                load_episodes(conn, read_locomo(args.data))
             first = consolidate(db, LoCoMoReplayModel(args.data), embedder, settings)
             with db.connection() as conn:
                 fact_sessions, fact_turns = _fact_provenance(conn, evidence_of)
@@ -123,7 +123,7 @@ def main() -> None:
             with db.connection() as conn:
                 again = [
                     e.model_copy(update={"external_key": e.external_key + ":replay"})
-                    for e in read_locomo(args.data, surprise=settings.default_surprise)
+                    for e in read_locomo(args.data)
                 ]
                 load_episodes(conn, again)
             second = consolidate(
@@ -148,12 +148,7 @@ def _fact_provenance(
     conn: Any, evidence_of: dict[tuple[str, str], set[str]]
 ) -> tuple[dict[Any, set[int]], dict[Any, set[str]]]:
     """fact id → evidence sessions (its source episodes), and → evidence turns."""
-    sessions: dict[Any, set[int]] = defaultdict(set)
-    for fact_id, key in conn.execute(
-        "SELECT f.id, e.external_key FROM semantic_memory f "
-        "JOIN episodic_memory e ON e.id = ANY(f.source_episodic_ids)"
-    ):
-        sessions[fact_id].add(int(key.split(":")[2].removeprefix("session_")))
+    sessions = fact_sessions(conn)
     fact_turns: dict[Any, set[str]] = defaultdict(set)
     for fact_id, conversation, sentence in conn.execute(
         "SELECT fact_id, conversation_id, proposed_fact FROM decision_log "
@@ -161,6 +156,25 @@ def _fact_provenance(
     ):
         fact_turns[fact_id] |= evidence_of.get((conversation, normalize(sentence or "")), set())
     return sessions, fact_turns
+
+
+def fact_sessions(conn: Any) -> dict[Any, set[int]]:
+    """fact id → its evidence sessions: the LoCoMo sessions of its source episodes."""
+    sessions: dict[Any, set[int]] = defaultdict(set)
+    for fact_id, key in conn.execute(
+        "SELECT f.id, e.external_key FROM semantic_memory f "
+        "JOIN episodic_memory e ON e.id = ANY(f.source_episodic_ids)"
+    ):
+        sessions[fact_id].add(int(key.split(":")[2].removeprefix("session_")))
+    return sessions
+
+
+def session_recall(
+    hits: Sequence[Any], sessions_of: dict[Any, set[int]], gold_sessions: set[int]
+) -> float:
+    """The share of ``gold_sessions`` that some hit has as an evidence session."""
+    got: set[int] = set().union(*(sessions_of[h.id] for h in hits)) if hits else set()
+    return len(gold_sessions & got) / len(gold_sessions)
 
 
 def _recall(
@@ -198,11 +212,8 @@ def _recall(
                 )
                 for k in KS:
                     top = hits[:k]
-                    got_sessions = (
-                        set().union(*(fact_sessions[h.id] for h in top)) if top else set()
-                    )
                     got_turns = set().union(*(fact_turns[h.id] for h in top)) if top else set()
-                    s = len(gold_sessions & got_sessions) / len(gold_sessions)
+                    s = session_recall(top, fact_sessions, gold_sessions)
                     t = len(gold_turns & got_turns) / len(gold_turns)
                     sums[ranker]["session"][k] += s
                     sums[ranker]["turn"][k] += t
