@@ -57,6 +57,10 @@ class RunSummary(BaseModel):
     facts_invalidated: int = 0
     dedupe_merges: int = 0
     actions_rejected: int = 0
+    answers_cut_off: int = Field(
+        default=0,
+        description="Answers that reached max_tokens: the items written whole were kept.",
+    )
     prompt_tokens: int = 0
     completion_tokens: int = 0
     stage_seconds: dict[str, float] = Field(default_factory=dict)
@@ -84,5 +88,6 @@ class RunSummary(BaseModel):
             ("facts updated", self.facts_updated),
             ("facts invalidated", self.facts_invalidated),
             ("actions rejected by the guard", self.actions_rejected),
+            ("answers cut off at max_tokens (whole items kept)", self.answers_cut_off),
             ("tokens in / out", f"{self.prompt_tokens} / {self.completion_tokens}"),
         ]

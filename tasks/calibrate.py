@@ -2,13 +2,16 @@
 
 Builds the prompt (byte-identical system part, then facts and episodes under short ids) and
 parses each answer strictly; ``tasks.chains`` sends the prompts to the runtime. A malformed
-answer fails that chunk only, with the reason.
+answer fails that chunk only, with the reason. An answer cut off at max_tokens (a small model
+that keeps going) keeps the items it wrote whole.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -31,6 +34,7 @@ class Calibration:
     error: str | None
     prompt_tokens: int
     completion_tokens: int
+    cut_off: bool = False  # the answer reached max_tokens: only its complete items are kept
 
 
 def build_request(
@@ -58,12 +62,45 @@ def parse_answer(text: str) -> ConsolidationOutput:
         ) from exc
 
 
+def complete_items(text: str) -> ConsolidationOutput | None:
+    """The items of an answer cut off at max_tokens that were written whole, as an answer;
+    None when not one was. Each item stands alone (its action, its target, its episodes), so
+    the ones before the cut are as good as in a finished answer; the cut one is dropped."""
+    start = text.find("[", text.find('"facts"'))
+    if start < 0:
+        return None
+    decoder = json.JSONDecoder()
+    items: list[Any] = []
+    at = start + 1
+    while True:
+        while at < len(text) and text[at] in " \t\r\n,":
+            at += 1
+        try:
+            item, at = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            break
+        items.append(item)
+    if not items:
+        return None
+    try:
+        return ConsolidationOutput.model_validate({"facts": items})
+    except ValidationError:
+        return None
+
+
 def calibration_of(answer: ModelAnswer) -> Calibration:
-    """The runtime's answer parsed strictly, or the reason it cannot be used."""
+    """The runtime's answer parsed strictly, or the reason it cannot be used. An answer cut off
+    at max_tokens keeps its complete items (``complete_items``); ``cut_off`` says so."""
     tokens = (answer.prompt_tokens, answer.completion_tokens)
     if answer.error is not None or answer.text is None:
         reason = answer.error or "model returned no answer"
         return Calibration(answer.chunk_id, None, f"model call failed: {reason}", *tokens)
+    if answer.truncated:
+        kept = complete_items(answer.text)
+        if kept is None:
+            reason = f"answer cut off at max_tokens ({answer.completion_tokens} tokens)"
+            return Calibration(answer.chunk_id, None, f"model call failed: {reason}", *tokens)
+        return Calibration(answer.chunk_id, kept, None, *tokens, cut_off=True)
     try:
         return Calibration(answer.chunk_id, parse_answer(answer.text), None, *tokens)
     except MalformedAnswer as exc:

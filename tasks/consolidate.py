@@ -152,6 +152,9 @@ def finish_chunks(
             if calibration.output is None:
                 errors[i] = calibration.error or "no answer"
                 continue
+            if calibration.cut_off:
+                summary.answers_cut_off += 1
+                logger.warning("chunk %s: answer cut off at max_tokens", item.plan.chunk_id)
             item.plan.actions, item.plan.rejections = guard(
                 calibration.output, item.facts, item.visible
             )

@@ -79,11 +79,14 @@ class ScriptedModel:
 
     ``script`` maps an external key to a function of the request; the answers of all keys in
     a chunk are concatenated. A function may return raw text to simulate a malformed answer.
+    A chunk showing a key of ``cut_off`` gets its answer cut off 20 characters before its end,
+    as a runtime returns an answer that reached max_tokens.
     """
 
     script: dict[str, Script] = field(default_factory=dict)
     name: str = "scripted"
     requests: list[GenerationRequest] = field(default_factory=list)
+    cut_off: set[str] = field(default_factory=set)
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[ModelAnswer]:
         answers = []
@@ -100,8 +103,15 @@ class ScriptedModel:
                 else:
                     facts += out.facts
             text = raw if raw is not None else ConsolidationOutput(facts=facts).model_dump_json()
+            cut = bool(self.cut_off & set(episode_keys(request)))
             answers.append(
-                ModelAnswer(request.chunk_id, text, prompt_tokens=100, completion_tokens=20)
+                ModelAnswer(
+                    request.chunk_id,
+                    text[:-20] if cut else text,
+                    prompt_tokens=100,
+                    completion_tokens=20,
+                    truncated=cut,
+                )
             )
         return answers
 

@@ -79,3 +79,35 @@ def test_an_answer_that_omits_the_nullable_fields_still_parses() -> None:
         '"fact": "Caroline lives in Boston", "keywords": ["Boston"]}]}'
     )
     assert answer.facts[0].existing_fact_id is None and answer.facts[0].episodes == []
+
+
+_ITEM = (
+    '{"action": "new", "existing_fact_id": null, "category": "identity", '
+    '"fact": "Priya teaches chemistry in Leeds.", "keywords": ["Priya"], "episodes": ["E1"]}'
+)
+
+
+def test_an_answer_cut_off_at_max_tokens_keeps_the_items_written_whole() -> None:
+    from models.llm.base import ModelAnswer
+    from tasks.calibrate import calibration_of
+
+    cut = '{"facts": [' + _ITEM + ",\n " + _ITEM.replace("Leeds", "York") + ', {"action": "ne'
+    calibration = calibration_of(ModelAnswer("c1", cut, None, 900, 1024, truncated=True))
+    assert calibration.cut_off and calibration.error is None
+    assert calibration.output is not None
+    assert [f.fact for f in calibration.output.facts] == [
+        "Priya teaches chemistry in Leeds.",
+        "Priya teaches chemistry in York.",
+    ]
+
+
+def test_an_answer_cut_off_before_any_whole_item_fails_its_chunk_with_the_reason() -> None:
+    from models.llm.base import ModelAnswer
+    from tasks.calibrate import calibration_of
+
+    for cut in ('{"facts": [{"action": "new", "fact": "Pri', '{"fa', ""):
+        calibration = calibration_of(ModelAnswer("c1", cut, None, 900, 1024, truncated=True))
+        assert calibration.output is None
+        assert calibration.error == "model call failed: answer cut off at max_tokens (1024 tokens)"
+    finished = calibration_of(ModelAnswer("c1", '{"facts": [' + _ITEM + "]}", None, 9, 9))
+    assert finished.output is not None and not finished.cut_off

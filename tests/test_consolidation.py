@@ -555,6 +555,41 @@ def test_the_gate_consolidates_short_unsurprising_episodes_without_the_model(
     assert set(active(conn, "d")) == {"User plans to move to Canada"}
 
 
+def test_an_answer_cut_off_at_max_tokens_applies_its_whole_items_and_the_run_says_so(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    add(
+        conn,
+        *[
+            make_episode(
+                "cut", f"cut{i}", f"A long talk about chemistry, part {i}.", at(2025, 1, i)
+            )
+            for i in (1, 2, 3)
+        ],
+    )
+    model = ScriptedModel(
+        {
+            "cut1": lambda r: answer(
+                fact("User teaches chemistry in Leeds"),
+                fact("User climbs with her sister Mia", "relationship"),
+                fact("User is saving up to visit Japan", "goal"),
+            )
+        },
+        cut_off={"cut1"},
+    )
+    summary = consolidate(db, model, embedder, settings)
+
+    assert set(active(conn, "cut")) == {
+        "User teaches chemistry in Leeds",
+        "User climbs with her sister Mia",
+    }  # the third item was cut: dropped, not guessed
+    assert summary.answers_cut_off == 1 and summary.chunks_failed == 0
+    assert all(s["consolidated_at"] is not None for s in episodes_state(conn).values())
+    with conn.cursor() as cur:
+        (recorded,) = cur.execute("SELECT summary->>'answers_cut_off' FROM consolidation_runs")
+    assert recorded == ("1",)
+
+
 def test_an_episode_without_surprise_is_scored_by_novelty_and_the_gate_skips_the_familiar(
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
 ) -> None:

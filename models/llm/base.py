@@ -62,6 +62,7 @@ class ModelAnswer:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    truncated: bool = False  # cut off at max_tokens: ``text`` is what came before the cut
 
 
 @runtime_checkable

@@ -163,11 +163,11 @@ class OpenAICompatibleModel:
         except (KeyError, IndexError, TypeError):
             reason = "response has no choices[0].message.content"
             return ModelAnswer(request.chunk_id, None, reason, prompt, completion)
-        if choice.get("finish_reason") == "length":
-            reason = f"answer cut off at max_tokens ({completion} tokens)"
-            return ModelAnswer(request.chunk_id, None, reason, prompt, completion)
-        extra = {"finish_reason": choice.get("finish_reason")}
-        return ModelAnswer(request.chunk_id, text, None, prompt, completion, extra)
+        finish = choice.get("finish_reason")
+        extra = {"finish_reason": finish}
+        return ModelAnswer(
+            request.chunk_id, text, None, prompt, completion, extra, truncated=finish == "length"
+        )
 
     def close(self) -> None:
         if self._loop is None:

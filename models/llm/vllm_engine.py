@@ -196,18 +196,11 @@ def _answer(request: GenerationRequest, output: Any) -> ModelAnswer:
     completion = output.outputs[0]
     prompt_tokens = len(output.prompt_token_ids or [])
     completion_tokens = len(completion.token_ids or [])
-    if completion.finish_reason == "length":
-        return ModelAnswer(
-            request.chunk_id,
-            None,
-            f"answer cut off at max_tokens ({completion_tokens} tokens)",
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-        )
     return ModelAnswer(
         request.chunk_id,
         completion.text,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
         extra={"finish_reason": completion.finish_reason},
+        truncated=completion.finish_reason == "length",
     )
