@@ -1,10 +1,12 @@
 """Tokens/s of the default LLM runtime: a whole batch at once vs one prompt at a time.
 
-Runs the configured vLLM engine (the default small CPU model unless SLOWWAVE_LLM_MODEL says
-otherwise) in this process on N consolidation prompts built from LoCoMo sessions, first one by
-one, then all together, and prints the ratio (goal: batched at least 5x faster).
+Runs a vLLM engine for ``--model`` (a catalog model converted for vLLM by `slowwave models setup
+--model NAME --engine vllm`, or a local model directory) in this process on N consolidation
+prompts built from LoCoMo sessions, first one by one, then all together, and prints the ratio
+(goal: batched at least 5x faster). ``benchmarks.engines`` compares vLLM with llama.cpp.
 
-    python -m benchmarks.llm_batching [--prompts N] [--max-tokens T] [--data PATH] [--json]
+    python -m benchmarks.llm_batching [--model NAME] [--prompts N] [--max-tokens T]
+        [--data PATH] [--json]
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/loc
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--prompts", type=int, default=16)
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -32,7 +35,7 @@ def main() -> None:
     from tasks.calibrate import build_request, parse_answer
     from tasks.ingest.locomo import read_locomo
 
-    settings = Settings(llm_max_tokens=args.max_tokens)
+    settings = Settings(llm_max_tokens=args.max_tokens, llm_model=args.model)
     episodes = list(read_locomo(args.data, surprise=0.5))[: args.prompts]
     for e in episodes:  # keep each prompt to a few turns so it fits the small model's context
         e.messages = e.messages[:8]
