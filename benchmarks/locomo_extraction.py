@@ -124,6 +124,7 @@ class ModelRun:
     summaries: SummaryReport
     seconds: float
     raw_tokens: int
+    gated_raw_tokens: int  # of the episodes the gate consolidated without the model
     facts: list[ExtractedFact]
     rejections: dict[str, int]
     recall: dict[int, float]
@@ -132,8 +133,11 @@ class ModelRun:
 def main() -> None:
     args = parse_args()
     started = time.perf_counter()
-    settings = Settings().model_copy(
-        update={"llm_model": args.model, "llm_runtime": args.engine, "replay_data": args.data}
+    settings = Settings(
+        **dict(args.set),
+        llm_model=args.model,
+        llm_runtime=args.engine,
+        replay_data=args.data,
     )
     try:
         check_runtime(settings)  # a runtime that cannot start fails in one line, before Postgres
@@ -192,6 +196,14 @@ def parse_args() -> argparse.Namespace:
         default=False,
         help="have the runtime write episode summaries first, as backfill does",
     )
+    parser.add_argument(
+        "--set",
+        type=_setting,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for this run, e.g. chunk_size=4 or gate_max_surprise=0.4 (repeatable)",
+    )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     args = parser.parse_args()
@@ -200,6 +212,15 @@ def parse_args() -> argparse.Namespace:
     if args.summaries and args.engine == "replay":
         parser.error("--summaries needs a model: the replay runtime writes no summaries")
     return args
+
+
+def _setting(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or name not in Settings.model_fields:
+        raise argparse.ArgumentTypeError(f"not NAME=VALUE with a setting's name: {text!r}")
+    if name in {"llm_model", "llm_runtime", "replay_data"}:
+        raise argparse.ArgumentTypeError(f"{name} has its own flag (--model, --engine, --data)")
+    return name, value
 
 
 def model_name(settings: Settings) -> str:
@@ -286,11 +307,17 @@ def measure_model(
             facts = extracted_facts(conn, summary.run_id)
             rejections = rejections_by_reason(conn, summary.run_id)
             recall = end_to_end_recall(conn, embedder, SearchPolicy.of(settings), subset.questions)
+            gated = {
+                k for (k,) in conn.execute("SELECT external_key FROM episodic_memory WHERE gated")
+            }
     return ModelRun(
         summary=summary,
         summaries=written,
         seconds=seconds,
         raw_tokens=raw_transcript_tokens(subset.episodes, counter),
+        gated_raw_tokens=raw_transcript_tokens(
+            [e for e in subset.episodes if e.external_key in gated], counter
+        ),
         facts=facts,
         rejections=rejections,
         recall=recall,
@@ -419,6 +446,9 @@ def cost(run: ModelRun, episodes: int) -> dict[str, Any]:
         "summaries_written": written.summarized,
         "summaries_failed": written.failed,
         "raw_transcript_tokens": run.raw_tokens,
+        "episodes_gated": summary.episodes_skipped,
+        "gated_raw_token_share": _share(run.gated_raw_tokens, run.raw_tokens),
+        "answers_cut_off": summary.answers_cut_off,
         "tokens_per_raw_token": _share(prompt + completion, run.raw_tokens),
         "seconds_per_episode": round(run.seconds / episodes, 2) if episodes else 0.0,
         "episodes": episodes,

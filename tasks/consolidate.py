@@ -45,7 +45,7 @@ from tasks.gate import GatePolicy
 from tasks.guard import HoldPolicy, guard, hold_reason, latest_end
 from tasks.predict import episode_vectors, nearest_facts, related_facts
 from tasks.runs import recorded_run
-from tasks.surprise import store_surprise, with_surprise
+from tasks.surprise import score_surprise
 
 logger = logging.getLogger(__name__)
 
@@ -102,8 +102,7 @@ def open_chunks(
         embedded = episode_vectors(embedder, chunks)
         with db.connection() as conn:
             nearest = nearest_facts(conn, chunks, embedded, max(policy.related_facts_limit, 1))
-            chunks, computed = with_surprise(chunks, nearest)
-            store_surprise(conn, computed)
+            chunks = score_surprise(conn, chunks, nearest)
     opened = []
     with timed(summary, "gate"):
         for chunk, vectors, per_episode in zip(chunks, embedded, nearest, strict=True):

@@ -45,10 +45,27 @@ def with_surprise(
     return filled, computed
 
 
-def store_surprise(conn: psycopg.Connection, computed: dict[UUID, float]) -> None:
-    """Keep the computed values for the episodes that still have none."""
-    if computed:
-        conn.execute(
-            sql.statement("episode_surprise"),
-            {"ids": list(computed), "novelties": list(computed.values())},
-        )
+def store_surprise(conn: psycopg.Connection, computed: dict[UUID, float]) -> dict[UUID, float]:
+    """Keep the computed values for the episodes that still have none; return the value each
+    episode keeps (an earlier opening's, when there was one)."""
+    if not computed:
+        return {}
+    rows = conn.execute(
+        sql.statement("episode_surprise"),
+        {"ids": list(computed), "novelties": list(computed.values())},
+    ).fetchall()
+    return {row[0]: float(row[1]) for row in rows}
+
+
+def score_surprise(
+    conn: psycopg.Connection,
+    chunks: Sequence[Sequence[Episode]],
+    nearest: Sequence[Sequence[Nearest]],
+) -> list[list[Episode]]:
+    """The chunks with every missing surprise filled in with the value stored for it."""
+    filled, computed = with_surprise(chunks, nearest)
+    kept = store_surprise(conn, computed)
+    return [
+        [e.model_copy(update={"surprise": kept[e.id]}) if e.id in kept else e for e in chunk]
+        for chunk in filled
+    ]

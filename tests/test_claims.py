@@ -143,17 +143,24 @@ def test_two_concurrent_runs_consolidate_every_episode_exactly_once(
 # ── nothing is left behind (small conversations, a failed or crashed run's tail) ──────────
 
 
-def _two_episodes(conn: psycopg.Connection, conversation: str = "small") -> None:
+def _two_episodes(
+    conn: psycopg.Connection, conversation: str = "small", surprise: float | None = 0.5
+) -> None:
     add(
         conn,
         make_episode(
-            conversation, f"{conversation}-1", f"I keep bees ({conversation}).", at(2025, 1, 1)
+            conversation,
+            f"{conversation}-1",
+            f"I keep bees ({conversation}).",
+            at(2025, 1, 1),
+            surprise=surprise,
         ),
         make_episode(
             conversation,
             f"{conversation}-2",
             f"My bees made honey ({conversation}).",
             at(2025, 1, 2),
+            surprise=surprise,
         ),
     )
 
@@ -193,10 +200,15 @@ def test_a_run_that_names_its_conversation_takes_every_pending_episode(
     assert summary.episodes_consolidated == 2
 
 
+@pytest.mark.parametrize("surprise", [0.5, None], ids=["given", "not-yet-scored"])
 def test_a_nightly_run_counts_small_conversations_as_not_due_and_leaves_them(
-    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+    db: Database,
+    conn: psycopg.Connection,
+    embedder: Embedder,
+    settings: Settings,
+    surprise: float | None,
 ) -> None:
-    _two_episodes(conn)
+    _two_episodes(conn, surprise=surprise)
     summary = consolidate(db, _bees(), embedder, settings, kind="nightly")
     assert all(s["consolidated_at"] is None for s in episodes_state(conn).values())
     assert summary.episodes_not_due == 2 and summary.conversations == 0

@@ -180,6 +180,7 @@ def test_models_serve_with_llamacpp_answers_the_openai_runtime(
     deadline = time.monotonic() + 10
     while any(psutil.pid_exists(p) for p in family) and time.monotonic() < deadline:
         time.sleep(0.2)
+    assert not [p for p in family if psutil.pid_exists(p)], "serve left processes running"
     with pytest.raises(httpx.TransportError):
         httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=2)
 

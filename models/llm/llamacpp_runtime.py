@@ -44,7 +44,7 @@ def llamacpp_gguf(settings: Settings) -> Path:
 
 
 def server_command(settings: Settings, gguf: Path, port: int) -> list[str]:
-    threads = settings.llamacpp_threads or os.cpu_count() or 1
+    threads = settings.llamacpp_threads or len(os.sched_getaffinity(0))
     return [
         sys.executable,
         "-m",
@@ -77,7 +77,7 @@ def llamacpp_server(settings: Settings, port: int | None = None) -> tuple[LocalS
         "llama.cpp server",
         server_command(settings, gguf, port),
         {**os.environ, "HF_HUB_OFFLINE": "1"},
-        workdir / f"server-{port}.log",
+        workdir / "server.log",
         f"{base}/v1/models",
         settings.llamacpp_startup_timeout_s,
     )
@@ -114,7 +114,7 @@ class LlamaCppModel:
             temperature=settings.llm_temperature,
             concurrency=1,  # the server answers one request at a time
             timeout_s=settings.llamacpp_timeout_s,
-            max_retries=2,
+            max_retries=1,  # a timed-out answer is still being generated: never queue a second
             extra_body=self.sampling(settings),
             strict=False,
             context_tokens=settings.llm_max_model_len,

