@@ -8,7 +8,9 @@ guard can tell a hallucinated id from a real one by looking it up in what was sh
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -44,32 +46,23 @@ class ConsolidatedFact(BaseModel):
     # The schema requires every property (the optional ones nullable), as endpoints that
     # enforce strict structured outputs demand (``models.llm.strict_schema``); parsing stays
     # lenient (defaults), so an answer that omits one is still read and the guard decides.
+    # The fact comes first: a grammar makes a model write properties in schema order, and a
+    # small model that writes the sentence before choosing an action states what was said
+    # instead of an action it then has to fill.
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
-            "required": ["action", "existing_fact_id", "category", "fact", "keywords", "episodes"]
+            "required": ["fact", "category", "keywords", "episodes", "action", "existing_fact_id"]
         },
     )
 
-    action: FactAction = Field(
-        description="new: knowledge no existing fact covers. reinforce: an existing fact "
-        "says the same; give its id. update: an existing fact changed (moved, renamed, "
-        "corrected); give its id and the new sentence. invalidate: an existing fact is no "
-        "longer true and nothing replaces it; give its id."
-    )
-    existing_fact_id: ShortId | None = Field(
-        default=None,
-        description="For reinforce, update and invalidate: the id of the fact acted on: an "
-        "existing fact as shown (F1, F2, ...), or a fact written earlier in this answer "
-        "(N1 = the fact written by the answer's first item, N2 by its second, ...). Null for new.",
+    fact: str = Field(
+        description="One self-contained sentence that names the person it is about.",
+        json_schema_extra={"minLength": MIN_FACT_CHARS, "maxLength": MAX_FACT_CHARS},
     )
     category: str = Field(
         description="Exactly one of the 8 categories.",
         json_schema_extra={"enum": [c.value for c in Category]},
-    )
-    fact: str = Field(
-        description="One self-contained sentence that names the person it is about.",
-        json_schema_extra={"minLength": MIN_FACT_CHARS, "maxLength": MAX_FACT_CHARS},
     )
     keywords: list[str] = Field(
         description="1 to 5 key entity names or nouns of the fact, for keyword search.",
@@ -84,6 +77,18 @@ class ConsolidatedFact(BaseModel):
         description="Ids of the episodes (E1, E2, ...) that evidence this item: at least one; "
         "its time is the end of the latest of them.",
         json_schema_extra={"minItems": 1},
+    )
+    action: FactAction = Field(
+        description="new: knowledge no existing fact covers. reinforce: an existing fact "
+        "says the same; give its id. update: an existing fact changed (moved, renamed, "
+        "corrected); give its id and the new sentence. invalidate: an existing fact is no "
+        "longer true and nothing replaces it; give its id."
+    )
+    existing_fact_id: ShortId | None = Field(
+        default=None,
+        description="For reinforce, update and invalidate: the id of the fact acted on: an "
+        "existing fact as shown (F1, F2, ...), or a fact written earlier in this answer "
+        "(N1 = the fact written by the answer's first item, N2 by its second, ...). Null for new.",
     )
 
 
@@ -107,36 +112,75 @@ def _category_lines() -> str:
     return "\n".join(f"- {c.value}: {DEFINITIONS[c]}" for c in Category)
 
 
-SYSTEM_PROMPT = f"""You consolidate a conversational agent's episodic memory into semantic memory.
-You are shown facts already known about this conversation, then new episodes, oldest first.
-Decide what the episodes teach that is worth remembering for the long term, and how it relates
-to what is already known.
+# The answer shown in the prompt: the schema itself is never shown (a grammar enforces it), so
+# a small model learns the shape from this. Its facts are about no one in any transcript, and
+# the guard refuses a fact copied from it, its name swapped or not (``copied_from_example``).
+EXAMPLE_FACTS = (
+    ("Priya keeps three tortoises named after planets.", "preference", ["Priya", "tortoises"]),
+    ("Priya's brother Rafael is learning to sail.", "relationship", ["Priya", "Rafael"]),
+    ("Priya wants to walk the Camino de Santiago in 2026.", "goal", ["Priya", "Camino"]),
+)
+EXAMPLE_ANSWER = json.dumps(
+    {
+        "facts": [
+            {
+                "fact": fact,
+                "category": category,
+                "keywords": keywords,
+                "episodes": [f"E{i // 2 + 1}"],
+                "action": "new",
+                "existing_fact_id": None,
+            }
+            for i, (fact, category, keywords) in enumerate(EXAMPLE_FACTS)
+        ]
+    },
+    ensure_ascii=False,
+)
 
-Categories (use exactly one per fact):
+
+def copied_from_example(fact: str) -> bool:
+    """The fact is one of the example's, with its first word (the name) swapped or not."""
+    tail = _after_name(fact)
+    return any(tail == _after_name(example) for example, _, _ in EXAMPLE_FACTS)
+
+
+def _after_name(fact: str) -> str:
+    words = fact.lower().rstrip(". ").split()
+    return " ".join(words[1:])
+
+
+SYSTEM_PROMPT = f"""You turn conversation transcripts into long-term memory: facts about the \
+people in them.
+You are shown the facts already known (F1, F2, ...), then new episodes (E1, E2, ...), oldest
+first. List every fact the episodes state about a person: what happened to them, what they
+did, have, like, feel and plan, who their family and friends are, their work and home.
+
+Each fact:
+- is one sentence in the third person that starts with the person's name: the speaker's, or
+  the name a speaker gives for themselves ("I'm Ana" → "Ana ..."); "The user" only while no
+  name is known;
+- says one thing: "Ana sails and paints" is two facts;
+- is stated in the episodes: never add ages, jobs, places or dates they do not give;
+- is about the person, not the conversation: "Ana asked ..." or "they talked about ..." are
+  not facts; nor are greetings, thanks and passing small talk.
+
+Categories (exactly one per fact):
 {_category_lines()}
 
 Actions:
-- new: the episodes teach something no existing fact covers.
-- reinforce: an existing fact says the same thing; give its id. Do not restate it as new.
-- update: an existing fact has changed (a move, a new job, a corrected name); give its id and
-  write the new, complete sentence.
-- invalidate: an existing fact is no longer true and nothing replaces it; give its id.
-A change that happens within these episodes keeps its history: write the earlier state as new,
-then update or invalidate it by its answer id (N1 is the fact your first item writes, N2 your
-second, ...), citing the episode where it changed.
+- new: no known fact says it; existing_fact_id is null.
+- reinforce: a known fact already says it; give its id, do not restate it as new.
+- update: a known fact changed (a move, a new job, a corrected name); give its id and the new,
+  complete sentence.
+- invalidate: a known fact is no longer true and nothing replaces it; give its id.
+Several values can hold at once (liking jazz and liking rock): update only what is replaced.
+A change within these episodes keeps its history: write the earlier state as new, then update
+it by its answer id (N1 is the fact your first item writes, N2 your second, ...).
+Use only the ids shown (F1, F2, ...) or N-ids of your earlier items; never invent ids.
+Cite the episodes (E1, E2, ...) that state each fact. Keywords: 1 to 5 names and nouns.
 
-Rules:
-1. Only lasting knowledge. Transient states ("I'm hungry now") are not facts.
-2. One self-contained sentence per fact that names who it is about; no pronouns without a
-   referent, no bare names or single words.
-3. Several values can hold at once (liking Rust and liking TypeScript): use update or
-   invalidate only when the new information replaces the old.
-4. Refer to existing facts only by the ids shown (F1, F2, ...), to your own facts only by
-   N-ids of earlier items; never invent ids.
-5. Cite the episodes (E1, E2, ...) that evidence each item, at least one: the fact's time is
-   the end of the latest episode cited.
-6. 1 to 5 keywords per fact: the names and nouns someone would search for.
-7. Answer with JSON only, matching the schema.
+Answer with JSON only, shaped like this example about someone else:
+{EXAMPLE_ANSWER}
 """
 
 DEEP_EXTRACTION = (
@@ -169,12 +213,43 @@ def render_message_line(message: Message) -> str:
     return f"{message.speaker}: {message.text}"
 
 
+MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
+
+
+def episode_time(episode: Episode) -> str:
+    """When the episode happened, in UTC, as a person writes it (``8 May 2023, 13:56 to
+    14:30 UTC``): the model dates facts from it, and a short form costs fewer tokens than ISO
+    timestamps. UTC and English month names whatever the database's zone and the locale, so
+    that one episode is always shown the same."""
+    start, end = episode.start_at.astimezone(UTC), episode.end_at.astimezone(UTC)
+    shown = f"{_day(start)}, {start:%H:%M}"
+    if end.date() != start.date():
+        return f"{shown} to {_day(end)}, {end:%H:%M} UTC"
+    if (end.hour, end.minute) != (start.hour, start.minute):
+        return f"{shown} to {end:%H:%M} UTC"
+    return f"{shown} UTC"
+
+
+def _day(moment: datetime) -> str:
+    return f"{moment.day} {MONTHS[moment.month - 1]} {moment.year}"
+
+
 def render_episode_lines(index: int, episode: Episode) -> list[str]:
     """The lines of one episode shown as E{index + 1} (chunking counts its tokens by them)."""
-    lines = [
-        f"### {episode_short_id(index)} | {episode.start_at.isoformat()} to "
-        f"{episode.end_at.isoformat()} | surprise {shown_surprise(episode):.2f}"
-    ]
+    lines = [f"### {episode_short_id(index)} | {episode_time(episode)}"]
     if episode.summary:
         lines.append(f"Summary: {episode.summary}")
     lines += [render_message_line(m) for m in episode.messages]
@@ -190,7 +265,7 @@ def render_user_prompt(
     if facts:
         lines += [render_fact_line(i, f) for i, f in enumerate(facts)]
     else:
-        lines.append("(none yet)")
+        lines.append("(none yet: every fact is new)")
     lines += ["", "## Episodes, oldest first"]
     for i, episode in enumerate(episodes):
         lines += render_episode_lines(i, episode)

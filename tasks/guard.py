@@ -31,6 +31,7 @@ from models.consolidation import (
     ConsolidatedFact,
     ConsolidationOutput,
     FactAction,
+    copied_from_example,
     episode_short_id,
     fact_short_id,
 )
@@ -184,6 +185,8 @@ def guard(
 def _fact_problem(item: ConsolidatedFact) -> str | None:
     if item.category not in Category.__members__:
         return f"unknown category {item.category!r}"
+    if copied_from_example(item.fact):
+        return "copied from the prompt's example answer"
     return degenerate_reason(" ".join(item.fact.split()))
 
 

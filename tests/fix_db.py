@@ -35,7 +35,10 @@ def wait_gone(pid: int, timeout: float = 10.0) -> bool:
 @pytest.fixture(scope="session")
 def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     home = tmp_path_factory.mktemp("slowwave-home")
-    return Settings(home=home, database_url=None, _env_file=None)  # type: ignore[call-arg]
+    # chunk_size pinned: the tests describe chunking by their own numbers, not the default's
+    return Settings(  # type: ignore[call-arg]
+        home=home, database_url=None, chunk_size=8, _env_file=None
+    )
 
 
 @pytest.fixture(scope="session")

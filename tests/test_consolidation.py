@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import psycopg
 import pytest
 
-from models.consolidation import ConsolidationOutput, FactAction
+from models.consolidation import ConsolidationOutput, FactAction, episode_time
 from models.embedding.base import Embedder
 from models.episode import Episode, Message
 from models.llm.base import GenerationRequest, ModelAnswer
@@ -678,7 +678,7 @@ def test_the_system_prompt_is_byte_identical_and_facts_are_shown_under_short_ids
     assert first.system == second.system == third.system
     assert "[F1] [preference] User likes jazz music" in second.user
     assert str(jazz["id"]) not in second.user
-    assert "(none yet)" in first.user
+    assert "(none yet: every fact is new)" in first.user
 
 
 # ── failures ─────────────────────────────────────────────────────────────────
@@ -994,6 +994,23 @@ def _long(key: str, when: object, messages: int, words: int = 60) -> Episode:
     return episode
 
 
+def test_the_parts_of_a_long_episode_share_the_surprise_its_first_part_was_given(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    small = with_settings(settings, llm_max_tokens=256, related_facts_limit=2, episode_threshold=1)
+    huge = _long("S", at(2025, 2, 1), messages=24).model_copy(update={"surprise": None})
+    add(conn, huge)
+    model = SmallContextModel(
+        {"S": lambda r: answer(fact("User wrote a long essay", "experience"))}
+    )
+    consolidate(db, model, embedder, small)
+
+    assert len(model.requests) > 1  # opened in parts, the later ones after facts exist
+    for request in model.requests:  # no facts when the first part opened: 1.0, for every part
+        assert "E1 had a surprise score of 1.00/1.0" in request.user
+    assert episodes_state(conn)["S"]["novelty"] == 1.0
+
+
 def test_long_episodes_are_cut_by_tokens_and_split_by_messages_never_over_the_context(
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
 ) -> None:
@@ -1017,7 +1034,7 @@ def test_long_episodes_are_cut_by_tokens_and_split_by_messages_never_over_the_co
     assert all(s["consolidated_at"] is not None and s["attempts"] == 0 for s in state.values())
     huge_parts = [r for r in model.requests if "H" in episode_keys(r)]
     assert len(huge_parts) > 1, "the oversized episode went in parts"
-    assert all(huge.start_at.isoformat() in r.user for r in huge_parts), "parts keep its time"
+    assert all(episode_time(huge) in r.user for r in huge_parts), "parts keep its time"
     shown = "".join(r.user for r in huge_parts)
     assert all(shown.count(f"user: {j}: H word0 ") == 1 for j in range(24)), "every message, once"
     with conn.cursor() as cur:
