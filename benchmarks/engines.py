@@ -3,10 +3,12 @@
 Builds consolidation prompts from LoCoMo (the first ``--sessions-per-prompt`` sessions of
 each conversation, one prompt per conversation, up to ``--prompts``), then for each engine
 runs them one at a time through slowwave's own runtime (``load_model``), twice: once with a
-16-token answer (mostly prefill) and once in full. Reports per engine: start-up
-time, prefill and decode tokens/s, seconds per chunk, and how many answers parse into the
-answer schema. The model must be prepared for both (``slowwave models setup --model NAME
---engine vllm`` converts it for vLLM; the GGUF serves llama.cpp).
+16-token answer (mostly prefill) and once in full, then a decode probe (an answer the schema
+forces to 80 integers, after a prompt of a few tokens: a small model may answer a real prompt
+in six tokens). Reports per engine: start-up time, prefill and decode tokens/s, seconds per
+chunk, and how many answers parse into the answer schema. The model must be prepared for
+both (``slowwave models setup --model NAME --engine vllm`` converts it for vLLM; the GGUF
+serves llama.cpp).
 
     python -m benchmarks.engines [--model NAME] [--engines llamacpp,vllm] [--prompts N]
         [--sessions-per-prompt S] [--max-tokens T] [--data PATH] [--json]
@@ -81,14 +83,15 @@ def _measure(settings: Any, requests: list[Any], max_tokens: int) -> dict[str, A
     model = load_model(settings.model_copy(update={"llm_max_tokens": max_tokens}))
     try:
         full = [_timed(model, r) for r in requests]
+        probe_s, probe = _timed(model, DECODE_PROBE)
     finally:
         model.close()
-    # decode rate from the tokens the full answers add over the short ones, then the prefill
-    # time as the short run's less its few decoded tokens
+    # decode: an answer the schema forces to a fixed length after a prompt of a few tokens (a
+    # small model may answer a real prompt in six); prefill: the short runs less their decoding
     prompt_tokens = sum(a.prompt_tokens for _, a in full)
     short_s, short_tokens = sum(s for s, _ in prefill), sum(a.completion_tokens for _, a in prefill)
-    full_s, decode_tokens = sum(s for s, _ in full), sum(a.completion_tokens for _, a in full)
-    decode_rate = (decode_tokens - short_tokens) / max(full_s - short_s, 1e-9)
+    decode_tokens = sum(a.completion_tokens for _, a in full)
+    decode_rate = probe.completion_tokens / probe_s
     prefill_s = short_s - short_tokens / max(decode_rate, 1e-9)
     valid = 0
     for _, answer in full:
@@ -107,6 +110,29 @@ def _measure(settings: Any, requests: list[Any], max_tokens: int) -> dict[str, A
         "valid_answers": f"{valid}/{len(full)}",
         "errors": [a.error for _, a in full if a.error],
     }
+
+
+def _decode_probe() -> Any:
+    from models.llm.base import GenerationRequest, Purpose
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "numbers": {
+                "type": "array",
+                "items": {"type": "integer"},
+                "minItems": 80,
+                "maxItems": 80,
+            }
+        },
+        "required": ["numbers"],
+    }
+    return GenerationRequest(
+        "decode-probe", Purpose.consolidate, "Answer with JSON only.", "Count from 1 to 80.", schema
+    )
+
+
+DECODE_PROBE = _decode_probe()
 
 
 def _timed(model: Any, request: Any) -> tuple[float, Any]:
