@@ -11,7 +11,7 @@ import pytest
 from models.consolidation import ConsolidatedFact, ConsolidationOutput, FactAction
 from models.embedding import load_embedder
 from models.embedding.base import Embedder
-from models.llm.base import GenerationRequest, ModelAnswer
+from models.llm.base import GenerationRequest, ModelAnswer, StructuredModel
 from models.settings import Settings
 from tests.fix_episodes import KEYS_BY_LINE
 
@@ -113,6 +113,27 @@ class ScriptedModel:
                     truncated=cut,
                 )
             )
+        return answers
+
+    def close(self) -> None:
+        return None
+
+
+@dataclass
+class Recorded:
+    """A real runtime under test, with every answer it gave kept for the assertions; chunks
+    record the wrapped runtime's name."""
+
+    model: StructuredModel
+    answers: list[ModelAnswer] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.model.name
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[ModelAnswer]:
+        answers = self.model.generate(requests)
+        self.answers += answers
         return answers
 
     def close(self) -> None:

@@ -12,8 +12,7 @@ import importlib.util
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -24,7 +23,6 @@ import pytest
 from models.embedding.base import Embedder
 from models.episode import Episode
 from models.llm import load_model
-from models.llm.base import GenerationRequest, ModelAnswer, StructuredModel
 from models.llm.openai import OpenAICompatibleModel
 from models.processes import LocalServer, free_port
 from models.settings import Settings
@@ -32,6 +30,7 @@ from sql.db import Database
 from tasks.calibrate import build_request, parse_answer
 from tasks.consolidate import consolidate
 from tests.fix_episodes import add, at, make_episode, with_settings
+from tests.fix_models import Recorded
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODEL = Settings.model_fields["llm_model"].default
@@ -83,23 +82,6 @@ def _episodes() -> list[Episode]:
             at(2024, 3, 15),
         ),
     ]
-
-
-@dataclass
-class Recorded:
-    """The runtime under test, with every answer it gave kept for the assertions."""
-
-    model: StructuredModel
-    answers: list[ModelAnswer] = field(default_factory=list)
-    name: str = "llamacpp"
-
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[ModelAnswer]:
-        answers = self.model.generate(requests)
-        self.answers += answers
-        return answers
-
-    def close(self) -> None:
-        return None
 
 
 def test_a_conversation_consolidates_end_to_end_on_llamacpp_and_its_server_is_stopped(

@@ -10,8 +10,8 @@ from __future__ import annotations
 import importlib.util
 import os
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +21,7 @@ import pytest
 from models.embedding import RayEmbedder
 from models.embedding.base import Embedder
 from models.llm import load_model, vllm_options
-from models.llm.base import GenerationRequest, ModelAnswer, StructuredModel
+from models.llm.base import StructuredModel
 from models.llm.openai import OpenAICompatibleModel
 from models.llm.vllm_server import SERVED_NAME, running_vllm_server
 from models.settings import Settings
@@ -30,6 +30,7 @@ from tasks.calibrate import build_request, parse_answer
 from tasks.consolidate import consolidate
 from tasks.transient import is_transient
 from tests.fix_episodes import add, at, make_episode, with_settings
+from tests.fix_models import Recorded
 
 MODEL = Path(
     os.environ.get(
@@ -104,23 +105,6 @@ def test_cpu_vllm_answers_consolidation_prompts_that_parse_into_the_output_model
         assert answer.error is None, answer.error
         assert answer.prompt_tokens > 100 and answer.completion_tokens > 0
         parse_answer(answer.text or "")  # raises if the answer is not the output model
-
-
-@dataclass
-class Recorded:
-    """The runtime under test, with every answer it gave kept for the assertions."""
-
-    model: StructuredModel
-    answers: list[ModelAnswer] = field(default_factory=list)
-    name: str = "vllm"
-
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[ModelAnswer]:
-        answers = self.model.generate(requests)
-        self.answers += answers
-        return answers
-
-    def close(self) -> None:
-        return None
 
 
 def test_a_conversation_consolidates_end_to_end_on_cpu_vllm_with_tokens_recorded(
