@@ -285,29 +285,23 @@ def operator(by: str | None) -> str:
     return by or getpass.getuser()
 
 
-def print_facts(facts: list[Any], title: str) -> None:
-    table = Table(
-        Column("id", no_wrap=True),
-        "v",
-        "category",
-        Column("fact", ratio=1),
-        Column("valid from", no_wrap=True),
-        Column("until", no_wrap=True),
-        Column("sources", justify="right"),
-        Column("run", no_wrap=True),
-        title=title,
-    )
+def print_facts(facts: list[Any], title: str, *, ids: bool = False, ended: bool = False) -> None:
+    """Category, fact, event-time validity and how many episodes evidence it; ``ids`` adds
+    what `facts history` and `facts undelete` take (the id, the version, the run)."""
+    columns: list[Column | str] = ["category", Column("fact", ratio=1)]
+    columns += [Column("valid from", no_wrap=True)]
+    columns += [Column("until", no_wrap=True)] if ended else []
+    columns += [Column("sources", justify="right")]
+    if ids:
+        columns = [Column("id", no_wrap=True), "v", *columns, Column("run", no_wrap=True)]
+    table = Table(*columns, title=title)
     for f in facts:
-        table.add_row(
-            str(f.id),
-            str(f.version or ""),
-            f.category,
-            f.fact,
-            f.valid_at.date().isoformat(),
-            f.invalid_at.date().isoformat() if f.invalid_at else "",
-            str(len(f.source_episodic_ids)),
-            str(f.created_by_run_id or "")[:8],
-        )
+        row = [f.category, f.fact, f.valid_at.date().isoformat()]
+        row += [f.invalid_at.date().isoformat() if f.invalid_at else ""] if ended else []
+        row += [str(len(f.source_episodic_ids))]
+        if ids:
+            row = [str(f.id), str(f.version or ""), *row, str(f.created_by_run_id or "")[:8]]
+        table.add_row(*row)
     console.print(table)
 
 
@@ -321,6 +315,9 @@ def facts_command(
     as_of: AsOfOption = None,
     everything: Annotated[
         bool, typer.Option("--all", help="Every fact it ever had, every version.")
+    ] = False,
+    ids: Annotated[
+        bool, typer.Option("--ids", help="Also the ids, versions and runs (for history).")
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -339,7 +336,7 @@ def facts_command(
         typer.echo(json.dumps([f.model_dump(mode="json") for f in facts], indent=2))
         return
     scope = "all" if everything else (f"valid at {as_of.isoformat()}" if as_of else "active")
-    print_facts(facts, f"{conversation}: {len(facts)} fact(s), {scope}")
+    print_facts(facts, f"{conversation}: {len(facts)} fact(s), {scope}", ids=ids, ended=everything)
 
 
 @facts_app.command("history")
@@ -356,7 +353,7 @@ def facts_history(
     if as_json:
         typer.echo(json.dumps([v.model_dump(mode="json") for v in versions], indent=2))
         return
-    print_facts(versions, f"{len(versions)} version(s)")
+    print_facts(versions, f"{len(versions)} version(s)", ids=True, ended=True)
 
 
 @facts_app.command("undelete")
