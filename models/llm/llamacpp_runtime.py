@@ -66,9 +66,12 @@ def server_command(settings: Settings, gguf: Path, port: int) -> list[str]:
     ]
 
 
-def llamacpp_server(settings: Settings, port: int | None = None) -> tuple[LocalServer, str]:
-    """The server for the configured model (not started) and its ``/v1`` base URL."""
-    gguf = llamacpp_gguf(settings)
+def llamacpp_server(
+    settings: Settings, port: int | None = None, gguf: Path | None = None
+) -> tuple[LocalServer, str]:
+    """The server for the configured model (not started) and its ``/v1`` base URL; ``gguf``:
+    the model's file when the caller has already verified it."""
+    gguf = gguf or llamacpp_gguf(settings)
     port = port or free_port()
     workdir = settings.home / "run" / "llamacpp"
     workdir.mkdir(parents=True, exist_ok=True)
@@ -105,7 +108,7 @@ class LlamaCppModel:
         gguf = llamacpp_gguf(settings)
         self.context_tokens = settings.llm_max_model_len
         self.counter: TokenCounter = GGUFTokenCounter(gguf)
-        self.server, base_url = llamacpp_server(settings)
+        self.server, base_url = llamacpp_server(settings, gguf=gguf)
         self.server.start()
         self.client = OpenAICompatibleModel(
             base_url,
