@@ -2,21 +2,24 @@
 
 Every measurement runs in a child process of its own on a fresh embedded database loaded with
 synthetic conversations (LoCoMo sessions copied under new conversation ids, answered by the
-replay model), against one Prefect server started here for the whole run; this process
-samples the child's memory (with its Ray workers) while it runs.
+replay model: zero model latency), against one Prefect server started here for the whole run;
+this process samples the child's memory (with its Ray workers) while it runs.
 
 ``ms/conv`` is the whole consolidation's wall time per conversation (imports, model loading,
 Ray start-up and the flow's bookkeeping included); ``in stages`` is the part spent in the
-stages themselves, which is what grows with the data.
+stages themselves (summed over shards), which is what grows with the data.
 
 1. Side by side on the same data (``--compare`` conversations): the core's ``consolidate()``
    in process, the nightly flow with the embedder in the flow's process, and the nightly flow
    with the embedder on Ray actors. Goal: the flow within 1.2x of in process.
-2. Cost per conversation of the nightly flow (Prefect + Ray) at each ``--scale`` (default
-   1,000 and 10,000 conversations). Goal: flat.
+2. Throughput with 1, 2, 4 concurrent shards (``--shards``) on ``--compare`` conversations, on
+   this machine (threads) and, with ``--cluster``, on a local Ray cluster of two nodes.
+3. Cost per conversation and the driver's peak RSS of the nightly flow at each of ``--sizes``
+   (one shard at a time, so the stages' times add up to the wall time), and where the time of
+   a conversation goes at the largest. Goals: cost flat within 1.2x, RSS within 1.2x.
 
-    python -m benchmarks.orchestration [--compare N] [--repeat R] [--scale N ...]
-                                       [--sessions S] [--json]
+    python -m benchmarks.orchestration [--compare N] [--repeat R] [--sizes 1000,10000,100000]
+                                       [--shards 1,2,4] [--cluster] [--sessions S] [--json]
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ VARIANTS = {
     "prefect": "nightly flow, embedder in the flow's process",
     "prefect+ray": "nightly flow, embedder on Ray actors",
 }
+CLUSTER = "cluster"  # the nightly flow joining a local two-node cluster (SLOWWAVE_RAY_ADDRESS)
 
 
 def synthetic_episodes(data: Path, conversations: int, sessions: int) -> Iterator[Any]:
@@ -78,8 +82,11 @@ def child(variant: str, conversations: int, sessions: int, data: Path) -> dict[s
     settings = get_settings()
     with Database(settings) as db:
         migrate(db)
+        start = time.perf_counter()
         with db.connection() as conn:
             loaded = load_episodes(conn, synthetic_episodes(data, conversations, sessions))
+        load_s = time.perf_counter() - start
+        writes_before = database_writes(db)
         start = time.perf_counter()
         if variant == "in-process":
             from models.embedding import load_embedder
@@ -98,20 +105,36 @@ def child(variant: str, conversations: int, sessions: int, data: Path) -> dict[s
             state = nightly(return_state=True)
             summary = dict(state.result()) if state.is_completed() else {"error": state.message}
         seconds = time.perf_counter() - start
+        writes = {k: v - writes_before[k] for k, v in database_writes(db).items()}
         with db.connection() as conn:
             (facts,) = conn.execute("SELECT count(*) FROM semantic_memory").fetchone()  # type: ignore[misc]
     return {
         "variant": variant,
         "conversations": conversations,
+        "load_s": round(load_s, 2),
         "episodes": loaded,
         "episodes_consolidated": summary.get("episodes_consolidated"),
         "facts": facts,
         "chunks_failed": summary.get("chunks_failed"),
         "error": summary.get("error"),
         "seconds": round(seconds, 2),
+        "db_writes": writes,
         "stage_s": summary.get("stage_seconds", {}),
         "driver_peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
     }
+
+
+def database_writes(db: Any) -> dict[str, int]:
+    """Commits and rows written so far in the database (Postgres's cumulative statistics,
+    flushed by the backends within a second or so of their transactions)."""
+    time.sleep(1.5)
+    with db.connection() as conn:
+        row = conn.execute(
+            "SELECT xact_commit, tup_inserted, tup_updated, tup_deleted, numbackends "
+            "FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone()
+    keys = ("commits", "rows_inserted", "rows_updated", "rows_deleted", "connections")
+    return dict(zip(keys, (int(v) for v in row), strict=True))
 
 
 def tree_rss_mb(process: psutil.Process) -> float:
@@ -125,7 +148,13 @@ def tree_rss_mb(process: psutil.Process) -> float:
 
 
 def measure(
-    variant: str, conversations: int, args: argparse.Namespace, api_url: str
+    variant: str,
+    conversations: int,
+    args: argparse.Namespace,
+    api_url: str,
+    *,
+    concurrency: int = 1,
+    ray_address: str | None = None,
 ) -> dict[str, Any]:
     """Run one child on a fresh home; its figures plus the peak RSS of its process tree."""
     with tempfile.TemporaryDirectory(prefix="slowwave-orch-") as home:
@@ -138,11 +167,16 @@ def measure(
             # every synthetic conversation is due, however few sessions it has
             SLOWWAVE_EPISODE_THRESHOLD=str(min(args.sessions, 3)),
             SLOWWAVE_CLAIM_MAX_CONVERSATIONS=str(conversations),
-            SLOWWAVE_EMBEDDING_ACTORS_PER_NODE=str(args.actors if variant == "prefect+ray" else 0),
+            SLOWWAVE_EMBEDDING_ACTORS_PER_NODE=str(
+                args.actors if variant in ("prefect+ray", CLUSTER) else 0
+            ),
+            SLOWWAVE_SHARD_CONCURRENCY=str(concurrency),
             PREFECT_API_URL=api_url,
             PREFECT_LOGGING_LEVEL="WARNING",
             HF_HUB_OFFLINE="1",
         )
+        if ray_address:
+            env["SLOWWAVE_RAY_ADDRESS"] = ray_address
         command = [sys.executable, "-m", "benchmarks.orchestration", "--child", variant]
         command += ["--conversations", str(conversations), "--sessions", str(args.sessions)]
         command += ["--data", str(args.data)]
@@ -161,7 +195,14 @@ def measure(
     if process.returncode != 0 or not lines:
         raise SystemExit(f"{variant} at {conversations} failed:\n{text[-4000:]}")
     figures = json.loads(lines[-1])
-    return {**figures, "tree_peak_mb": round(peak), "server_cpu_s": round(server_cpu, 1)}
+    if figures.get("error") or figures.get("chunks_failed"):
+        raise SystemExit(f"{variant} at {conversations} did not consolidate cleanly: {figures}")
+    return {
+        **figures,
+        "concurrency": concurrency,
+        "tree_peak_mb": round(peak),
+        "server_cpu_s": round(server_cpu, 1),
+    }
 
 
 def prefect_server_cpu_s() -> float:
@@ -208,12 +249,18 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--compare", type=int, default=1_000, help="conversations, side by side")
     parser.add_argument("--repeat", type=int, default=1, help="side-by-side rounds, rotated")
-    parser.add_argument("--scale", type=int, nargs="*", default=[1_000, 10_000])
+    parser.add_argument(
+        "--sizes", type=_ints, default=[1_000, 10_000], help="conversations, comma-separated"
+    )
+    parser.add_argument(
+        "--shards", type=_ints, default=[1, 2, 4], help="concurrent shards, comma-separated"
+    )
+    parser.add_argument("--cluster", action="store_true", help="also on a 2-node local cluster")
     parser.add_argument("--sessions", type=int, default=1, help="sessions per conversation")
     parser.add_argument("--shard", type=int, default=500, help="SLOWWAVE_SHARD_CONVERSATIONS")
     parser.add_argument("--actors", type=int, default=2, help="embedding actors on Ray")
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
-    parser.add_argument("--child", choices=sorted(VARIANTS), help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=[*VARIANTS, CLUSTER], help=argparse.SUPPRESS)
     parser.add_argument("--conversations", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -242,12 +289,100 @@ def main() -> None:
                     f"{variant:>12}: median {median_seconds(compared, variant):.1f} s, "
                     f"{ratio:.2f}x in process  ({VARIANTS[variant]})"
                 )
-        scaled = [measure("prefect+ray", n, args, api_url) for n in args.scale]
-        print("\nNightly flow (Prefect + Ray) by size:")
+        concurrent = [
+            measure("prefect", args.compare, args, api_url, concurrency=k) for k in args.shards
+        ]
+        if concurrent:
+            print(f"\nConcurrent shards on this machine, {args.compare} conversations:")
+            show(concurrent)
+        clustered = []
+        if args.cluster:
+            from benchmarks.local_cluster import local_ray_cluster, shared_token_env
+
+            os.environ.update(shared_token_env())
+            with local_ray_cluster(nodes=2, cpus_per_node=4) as address:
+                clustered = [
+                    measure(
+                        CLUSTER, args.compare, args, api_url, concurrency=k, ray_address=address
+                    )
+                    for k in args.shards
+                ]
+            print(
+                f"\nConcurrent shards on a local 2-node Ray cluster, {args.compare} conversations:"
+            )
+            show(clustered)
+        scaled = [measure("prefect", n, args, api_url) for n in args.sizes]
         if scaled:
+            print("\nNightly flow by size (one shard at a time):")
             show(scaled)
+            breakdown(scaled[-1])
     if args.json:
-        print(json.dumps({"compare": compared, "scale": scaled}))
+        print(json.dumps(summary_json(compared, concurrent, clustered, scaled)))
+
+
+def _ints(text: str) -> list[int]:
+    return [int(part) for part in text.split(",") if part.strip()]
+
+
+def breakdown(row: dict[str, Any]) -> None:
+    """Print where a conversation's time goes (ms)."""
+    print(f"\nWhere the time of a conversation goes at {row['conversations']:,} (ms):")
+    for stage, ms in sorted(_parts(row).items(), key=lambda kv: -kv[1]):
+        print(f"  {stage:>14} {ms:7.2f}  ({100 * ms / per_conversation_ms(row):4.1f}%)")
+
+
+def throughput(rows: list[dict[str, Any]]) -> dict[str, float]:
+    return {str(r["concurrency"]): round(r["conversations"] / r["seconds"], 2) for r in rows}
+
+
+def summary_json(
+    compared: list[dict[str, Any]],
+    concurrent: list[dict[str, Any]],
+    clustered: list[dict[str, Any]],
+    scaled: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The one line ``--json`` ends with: per size, per concurrency, and every row."""
+    sizes = {
+        str(r["conversations"]): {
+            "per_conversation_ms": round(per_conversation_ms(r), 2),
+            "driver_peak_rss_mb": r["driver_peak_mb"],
+            "tree_peak_mb": r["tree_peak_mb"],
+            "db_writes_per_conversation": {
+                k: round(v / r["conversations"], 2)
+                for k, v in r["db_writes"].items()
+                if k != "connections"
+            },
+            "stage_ms": {
+                k: round(1000 * v / r["conversations"], 3) for k, v in r["stage_s"].items()
+            },
+        }
+        for r in scaled
+    }
+    out: dict[str, Any] = {
+        "sizes": sizes,
+        "shards": {k: {"conversations_per_s": v} for k, v in throughput(concurrent).items()},
+        "cluster": {k: {"conversations_per_s": v} for k, v in throughput(clustered).items()},
+        "rows": {"compare": compared, "shards": concurrent, "cluster": clustered, "sizes": scaled},
+    }
+    if scaled:
+        out["breakdown_ms"] = {k: round(v, 3) for k, v in _parts(scaled[-1]).items()}
+    if compared:
+        base = median_seconds(compared, "in-process")
+        out["vs_in_process"] = {
+            v: round(median_seconds(compared, v) / base, 3)
+            for v in VARIANTS
+            if any(r["variant"] == v for r in compared)
+        }
+    return out
+
+
+def _parts(row: dict[str, Any]) -> dict[str, float]:
+    """Each stage's ms per conversation, and the rest of the wall time (start-up, the plan,
+    Prefect's bookkeeping) as orchestration."""
+    n = row["conversations"]
+    parts = {stage: 1000 * s / n for stage, s in row["stage_s"].items()}
+    parts["orchestration"] = per_conversation_ms(row) - sum(parts.values())
+    return parts
 
 
 if __name__ == "__main__":

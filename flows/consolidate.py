@@ -1,13 +1,15 @@
 """The nightly consolidation flow: what slowwave's users schedule and watch in the Prefect UI.
 
-Claims the due conversations (a Prefect task), cuts them into shards
-(``SLOWWAVE_SHARD_CONVERSATIONS``) and runs a Prefect task per shard — never one per
-conversation or per chunk: a task costs milliseconds on threads and far more on Ray. Inside a
-shard every conversation is a chain (``tasks.chains``): its chunk k+1 is opened only after
-chunk k is applied, and is submitted to the runtime pools (vLLM / embedding Ray actors,
-created once per run) the moment it is, so the engine is fed continuously. The stages
-interleave across conversations, so they are timed inside the shard and reported per stage
-in the run's summary artifact.
+A ``plan`` task counts the due conversations (nothing claimed or read) and cuts them into shards
+of ``SLOWWAVE_SHARD_CONVERSATIONS``; each shard is a Prefect task that claims its own
+conversations when it starts, so the flow's memory does not grow with the backlog. Up to
+``SLOWWAVE_SHARD_CONCURRENCY`` shards run at once: on threads of this process, or on the Ray
+cluster's workers (``flows.runners``) next to the actor pools, which every shard shares. A task
+per shard, never per conversation or chunk: a task costs milliseconds on threads and far more
+on Ray. Inside a shard every conversation is a chain (``tasks.chains``): its chunk k+1 is
+opened only after chunk k is applied, and is submitted to the runtime pools the moment it is,
+so the engine is fed continuously. Each shard returns its counts and stage times, merged into
+the run's summary artifact.
 
 Transient failures (an engine restart, a dropped connection) are retried with backoff; poison
 work is quarantined by the core and listed. The run ends Completed — with a warning artifact
@@ -16,7 +18,9 @@ when some conversations failed — and Failed only when nothing could be done.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,20 +33,31 @@ from prefect.artifacts import (
     update_progress_artifact,
 )
 from prefect.cache_policies import NONE
+from prefect.futures import PrefectFuture, as_completed
 from prefect.runtime import flow_run
 from prefect.states import Completed, Failed, State
 from prefect.tasks import exponential_backoff
+from pydantic import SecretStr
 
+from flows.runners import check_shareable, shard_runner, spread
 from models.embedding import load_embedder
 from models.embedding.base import Embedder
 from models.llm import load_model
 from models.llm.base import StructuredModel
 from models.run import RunSummary
 from models.settings import Settings, get_settings
+from models.workers.cluster import current_node
+from models.workers.pool import actor_nodes
 from sql.db import Database, migrate
-from tasks.chains import Backlog
-from tasks.claim import ConversationWork
-from tasks.consolidate import RunPolicy, claim_run, consolidate_shard, takes_everything
+from tasks.consolidate import (
+    RunPolicy,
+    Scope,
+    ShardSpec,
+    ShardWork,
+    count_left_pending,
+    plan_run,
+    run_shard,
+)
 from tasks.runs import recorded_run
 from tasks.transient import is_transient
 
@@ -57,25 +72,23 @@ def _transient(task: Any, task_run: Any, state: State) -> bool:
 
 
 @task(
-    name="claim",
+    name="plan",
+    task_run_name="plan",
     cache_policy=NONE,
     retries=3,
     retry_delay_seconds=exponential_backoff(backoff_factor=5),
     retry_condition_fn=_transient,
 )
-def claim_task(
-    db: Database,
-    summary: RunSummary,
-    policy: RunPolicy,
-    conversations: list[str] | None,
-    everything: bool,
-) -> list[ConversationWork]:
-    return claim_run(db, summary, policy, conversations=conversations, everything=everything)
+def plan_task(
+    db: Database, summary: RunSummary, policy: RunPolicy, scope: Scope, shard_conversations: int
+) -> list[ShardSpec]:
+    """Count what is due (nothing claimed or read) and cut it into shards."""
+    return plan_run(db, summary, policy, scope, shard_conversations)
 
 
 @task(
     name="consolidate shard",
-    task_run_name="consolidate shard {shard}",
+    task_run_name="consolidate shard {shard.spec.index}",
     cache_policy=NONE,
     # 15, 30, 60, 120 s: long enough for a crashed engine's actor to restart (about 75 s for
     # the CPU model here, minutes for a large model on a GPU)
@@ -84,40 +97,44 @@ def claim_task(
     retry_condition_fn=_transient,
 )
 def shard_task(
-    db: Database,
-    backlog: Backlog,
+    settings: Settings,
+    shard: ShardWork,
     model: StructuredModel,
     embedder: Embedder,
-    policy: RunPolicy,
-    summary: RunSummary,
-    shard: int,
-    progress: Callable[[int], None],
-) -> None:
-    """The shard's conversations as chains (``tasks.consolidate.consolidate_shard``). A retry
-    after a transient failure goes on where the failed attempt stopped."""
-    consolidate_shard(db, backlog, model, embedder, policy, summary, after_step=progress)
-
-
-def shards_of(work: Sequence[ConversationWork], size: int) -> list[list[ConversationWork]]:
-    return [list(work[i : i + size]) for i in range(0, len(work), size)]
+    progress: Callable[[int], None] | None = None,
+) -> RunSummary:
+    """Claim the shard's conversations and consolidate them as chains
+    (``tasks.consolidate.run_shard``), on connections of its own. A retry after a transient
+    failure goes on where the failed attempt stopped (the shard keeps its claim and counts)."""
+    with Database(settings) as db:
+        policy = RunPolicy.of(settings, model)
+        summary = run_shard(db, shard, model, embedder, policy, after_step=progress)
+    summary.placement.pop("shards", None)  # a retry counts the shard once
+    summary.place("shards", [current_node()])
+    return summary
 
 
 @dataclass
 class Progress:
-    """The run's progress artifact, moved on as chunks are applied (at most every few s)."""
+    """The run's progress artifact in conversations done, moved on at most every few seconds:
+    as shards on threads finish conversations, or as shards on Ray finish."""
 
     total: int
     interval_s: float = 2.0
     done: int = 0
     artifact: Any = None
     _shown: float = field(default=0.0, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
-    def __call__(self, applied: int) -> None:
-        self.done += applied
-        now = time.monotonic()
-        if self.done >= self.total or now - self._shown >= self.interval_s:
+    def __call__(self, finished: int) -> None:
+        with self._lock:
+            self.done += finished
+            now = time.monotonic()
+            if self.done < self.total and now - self._shown < self.interval_s:
+                return
             self._shown = now
-            update_progress_artifact(self.artifact, 100.0 * min(self.done, self.total) / self.total)
+            share = 100.0 * min(self.done, self.total) / max(self.total, 1)
+        update_progress_artifact(self.artifact, share)
 
 
 def summary_table(summary: RunSummary) -> list[dict[str, Any]]:
@@ -174,19 +191,21 @@ def consolidate_run(
             ) as summary:
                 policy = RunPolicy.of(settings, model)  # a budget that cannot work is recorded
                 embedder = embedder or load_embedder(settings)
-                everything = takes_everything(kind, conversations)
-                work = claim_task(db, summary, policy, conversations, everything)
-                shards = shards_of(work, settings.shard_conversations)
-                progress = Progress(total=sum(len(w.chunks) for w in work) or 1)
+                summary.place("embedding", actor_nodes(embedder))
+                summary.place("llm", actor_nodes(model))
+                check_shareable(settings, model, embedder)
+                scope = Scope.of(summary, conversations)
+                specs = plan_task(db, summary, policy, scope, settings.shard_conversations)
+                due = sum(s.max_conversations for s in specs)
+                progress = Progress(total=due)
                 progress.artifact = create_progress_artifact(
-                    0.0,
-                    key="slowwave-progress",
-                    description=f"{len(work)} conversations, {progress.total} chunks",
+                    0.0, key="slowwave-progress", description=f"{due} conversations"
                 )
-                logger.info("claimed %d conversations in %d shard(s)", len(work), len(shards))
-                for index, shard in enumerate(shards):
-                    backlog = Backlog.of(shard)
-                    shard_task(db, backlog, model, embedder, policy, summary, index, progress)
+                logger.info("%d conversations due, in %d shard(s)", due, len(specs))
+                # shards use connections of their own, to the server this run uses
+                shard_settings = settings.model_copy(update={"database_url": SecretStr(db.url)})
+                run_shards(shard_settings, specs, scope, model, embedder, summary, progress)
+                count_left_pending(db, summary, policy, scope)
         finally:
             if own_model:
                 model.close()
@@ -194,6 +213,52 @@ def consolidate_run(
                 embedder.close()
     publish(summary)
     return summary
+
+
+def run_shards(
+    settings: Settings,
+    specs: Sequence[ShardSpec],
+    scope: Scope,
+    model: StructuredModel,
+    embedder: Embedder,
+    summary: RunSummary,
+    progress: Progress,
+) -> None:
+    """The shards as Prefect tasks, at most ``shard_concurrency`` at once; each one's summary
+    merged into the run's as it ends. After a shard fails for good no new one starts, those
+    running finish, and the first failure is raised (their claims are released by the run)."""
+    local = not settings.ray_address  # shards on threads share the progress artifact
+    queued = deque(ShardWork(spec, scope) for spec in specs)
+    running: dict[PrefectFuture[RunSummary], ShardWork] = {}
+    failure: BaseException | None = None
+    with shard_runner(settings) as runner:
+        while running or (queued and failure is None):
+            while queued and failure is None and len(running) < settings.shard_concurrency:
+                shard = queued.popleft()
+                parameters = {
+                    "settings": settings,
+                    "shard": shard,
+                    "model": model,
+                    "embedder": embedder,
+                    "progress": progress if local else None,
+                }
+                with spread(settings):
+                    running[runner.submit(shard_task, parameters)] = shard
+            done = next(as_completed(list(running)))
+            shard = running.pop(done)
+            try:
+                result = done.result()
+            except BaseException as exc:
+                failure = failure or exc
+                if shard.summary is not None:  # on threads: what the shard did before failing
+                    summary.merge(shard.summary)
+                continue
+            summary.merge(result)
+            if not local:
+                progress(result.conversations)
+    progress(0)
+    if failure is not None:
+        raise failure
 
 
 def final_state(summary: RunSummary, **extra: Any) -> State:

@@ -16,6 +16,10 @@ class ChunkFailure(BaseModel):
     reason: str
 
 
+# Counted once for the whole run, after its shards (what it left pending), never per shard.
+_RUN_LEVEL = frozenset({"episodes_not_due", "episodes_held_elsewhere", "episodes_over_cap"})
+
+
 class RunSummary(BaseModel):
     """Counts, tokens and stage timings of a run."""
 
@@ -63,11 +67,40 @@ class RunSummary(BaseModel):
     )
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    stage_seconds: dict[str, float] = Field(default_factory=dict)
+    stage_seconds: dict[str, float] = Field(
+        default_factory=dict,
+        description="Seconds spent in each stage, summed over the shards (which run at the "
+        "same time: the sum can exceed the run's wall time).",
+    )
     failures: list[ChunkFailure] = Field(default_factory=list)
+    shards: int = Field(default=0, description="Shards that ran (each a Prefect task).")
+    placement: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description="Where the run's work ran: for `shards` and each actor pool (`embedding`, "
+        "`llm`), how many ran on each node (a Ray node id, or the host name without Ray).",
+    )
 
     def add_time(self, stage: str, seconds: float) -> None:
         self.stage_seconds[stage] = round(self.stage_seconds.get(stage, 0.0) + seconds, 4)
+
+    def place(self, what: str, nodes: list[str]) -> None:
+        """Count ``nodes`` (one entry per shard or actor) under ``what``."""
+        counts = self.placement.setdefault(what, {})
+        for node in nodes:
+            counts[node] = counts.get(node, 0) + 1
+
+    def merge(self, shard: RunSummary) -> None:
+        """Add a shard's counts, tokens, stage times, failures and placement to the run's."""
+        for name, info in RunSummary.model_fields.items():
+            if info.annotation is int and name not in _RUN_LEVEL:
+                setattr(self, name, getattr(self, name) + getattr(shard, name))
+        for stage, seconds in shard.stage_seconds.items():
+            self.add_time(stage, seconds)
+        self.failures += shard.failures
+        for what, counts in shard.placement.items():
+            for node, n in counts.items():
+                mine = self.placement.setdefault(what, {})
+                mine[node] = mine.get(node, 0) + n
 
     def counter_rows(self) -> list[tuple[str, object]]:
         """The run's counters as (label, value), the one list every report shows."""

@@ -141,7 +141,15 @@ class Settings(BaseSettings):
     shard_conversations: int = Field(
         default=500,
         ge=1,
-        description="Conversations per shard: the unit of a Prefect task in the flows.",
+        description="Conversations per shard: the unit of a Prefect task in the flows; each "
+        "shard claims its own when it starts, so a run holds at most `shard_concurrency` "
+        "shards' episodes at once.",
+    )
+    shard_concurrency: int = Field(
+        default=2,
+        ge=1,
+        description="Shards a run consolidates at the same time: threads of the flow's process, "
+        "or Ray workers when `SLOWWAVE_RAY_ADDRESS` is set (spread over its nodes).",
     )
     nightly_timezone: str = Field(
         default="UTC",

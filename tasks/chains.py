@@ -83,8 +83,9 @@ def run_chains(
     stages: Stages,
     after_step: Callable[[int], None] | None = None,
 ) -> None:
-    """Consolidate the backlog; ``after_step(n)`` after each step that settled ``n`` chunks
-    (applied, failed, or left for a later run behind a failed one).
+    """Consolidate the backlog; ``after_step(n)`` after each step that finished ``n``
+    conversations (nothing of theirs left in this run: applied, failed, or left for a later
+    run behind a failed chunk).
 
     When a chunk fails and is not quarantined, the conversation's later chunks are left for a
     later run (their facts would depend on the failed chunk's). When the failure quarantines
@@ -93,32 +94,29 @@ def run_chains(
     queues = backlog.queues
     ready = [c for c, q in queues.items() if q]
     waiting: dict[Future[ModelAnswer], OpenChunk] = {}
-    settled = 0
+    finished = 0
 
     def settle(result: ApplyResult) -> None:
         """A chunk committed (or failed): its conversation's next chunk may be opened."""
-        nonlocal settled
+        nonlocal finished
         queue = queues[result.conversation_id]
         queue.popleft()
-        settled += 1
         if result.conflict:  # another run holds the conversation now: the rest is theirs
             summary.episodes_conflicted += len(_episodes(queue, result.episode_ids))
-            settled += len(queue)
             queue.clear()
         elif not result.applied and not result.quarantined:
             summary.episodes_deferred += len(_episodes(queue))
-            settled += len(queue)
             queue.clear()
         elif result.quarantined:  # later parts of a quarantined episode go with it
             gone = set(result.episode_ids)
             kept = [c for c in queue if not gone.intersection(e.id for e in c)]
-            settled += len(queue) - len(kept)
             queue.clear()
             queue.extend(kept)
         if queue:
             ready.append(result.conversation_id)
         else:
             del queues[result.conversation_id]
+            finished += 1
 
     try:
         while ready or waiting:
@@ -139,12 +137,12 @@ def run_chains(
             for future in [f for f in waiting if f.done()]:
                 item = waiting.pop(future)
                 answered.append((item, answer_of(model, str(item.plan.chunk_id), future)))
-            settled = 0
+            finished = 0
             try:
                 stages.apply(stages.finish(answered), settle)
             finally:
                 if after_step is not None:
-                    after_step(settled)
+                    after_step(finished)
     finally:
         for future in waiting:  # a stage raised: stop generating answers nobody will read
             future.cancel()

@@ -71,16 +71,22 @@ def claim(
     conversations: Sequence[str] | None = None,
     everything: bool = False,
     budget: ChunkBudget | None = None,
+    shard: int = 0,
+    max_conversations: int | None = None,
 ) -> list[ConversationWork]:
-    """Claim due conversations for ``run_id`` and commit the claim; cut each into chunks
-    within ``budget`` (default: ``chunk_size`` episodes, no token limit).
+    """Claim due conversations for shard ``shard`` of ``run_id`` and commit the claim; cut each
+    into chunks within ``budget`` (default: ``chunk_size`` episodes, no token limit).
+
+    ``max_conversations``: the most this claim takes (default: the policy's cap for a run).
+    The run's other shards may claim at the same time; none takes what another holds.
 
     ``everything``: every pending episode of the conversations is due (a backfill, or a run
     that names its conversations), not only those the nightly rule makes due. An episode an
     earlier part left half done resumes at its first pending message.
     """
     budget = budget or ChunkBudget(policy.chunk_size)
-    rows = _claim_rows(conn, run_id, policy, conversations, everything)
+    cap = policy.max_conversations if max_conversations is None else max_conversations
+    rows = _claim_rows(conn, run_id, policy, conversations, everything, shard, cap)
     faultpoints.reached("claim.after", conn)
     by_conversation: dict[str, list[Episode]] = {}
     offsets: dict[UUID, int] = {}
@@ -121,8 +127,10 @@ def _claim_rows(
     policy: ClaimPolicy,
     conversations: Sequence[str] | None,
     everything: bool,
+    shard: int,
+    cap: int,
 ) -> list[dict[str, Any]]:
-    """The claimed episodes' rows, up to ``policy.max_conversations`` conversations.
+    """The claimed episodes' rows, up to ``cap`` conversations.
 
     A conversation the statement locked may have been claimed by a run that committed after
     the statement's snapshot: it comes back empty, and the room it took under the cap would
@@ -132,8 +140,9 @@ def _claim_rows(
     taken: list[str] = []
     for _ in range(CLAIM_ROUNDS):
         params = _params(run_id, policy, conversations, everything)
-        params["max_conversations"] = policy.max_conversations - len(taken)
+        params["max_conversations"] = cap - len(taken)
         params["taken"] = taken
+        params["shard"] = shard
         with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
             faultpoints.reached("claim.before", conn)
             got = cur.execute(sql.statement("claim"), params).fetchall()
@@ -142,7 +151,7 @@ def _claim_rows(
         won = {r["conversation_id"] for r in claimed}
         rows += claimed
         taken += sorted(won)
-        if len(won) == locked or len(taken) >= policy.max_conversations:
+        if len(won) == locked or len(taken) >= cap:
             break
     return rows
 
@@ -155,6 +164,30 @@ def quarantine(conn: psycopg.Connection, run_id: UUID, reasons: dict[UUID, str])
             sql.statement("quarantine"),
             {"run_id": run_id, "ids": list(reasons), "reasons": list(reasons.values())},
         )
+
+
+@dataclass(frozen=True)
+class Due:
+    """What a claim would take now: due conversations (up to the cap) and their episodes."""
+
+    conversations: int
+    episodes: int
+
+
+def count_due(
+    conn: psycopg.Connection,
+    run_id: UUID,
+    policy: ClaimPolicy,
+    *,
+    conversations: Sequence[str] | None = None,
+    everything: bool = False,
+) -> Due:
+    """Count, without claiming or reading episodes, what is due for ``run_id`` (up to the
+    policy's cap): a run plans its shards from it."""
+    row = conn.execute(
+        sql.statement("due_count"), _params(run_id, policy, conversations, everything)
+    ).fetchone()
+    return Due(int(row[0]), int(row[1])) if row is not None else Due(0, 0)
 
 
 @dataclass(frozen=True)
@@ -195,6 +228,7 @@ def _params(
         "max_conversations": policy.max_conversations,
         "conversations": list(conversations) if conversations is not None else None,
         "taken": [],
+        "shard": 0,
     }
 
 

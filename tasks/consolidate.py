@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from uuid import UUID
 
 import numpy as np
@@ -38,7 +39,7 @@ from tasks.apply import ApplyPolicy, ChunkToApply, apply_plans, read_back, recor
 from tasks.calibrate import build_request, calibration_of
 from tasks.chains import Backlog, Stages, run_chains
 from tasks.chunking import ChunkBudget, fit_facts, run_budget
-from tasks.claim import ClaimPolicy, ConversationWork, claim, left_pending
+from tasks.claim import ClaimPolicy, claim, count_due, left_pending
 from tasks.embed import embed_plans, embed_uncited
 from tasks.evidence import attribute_evidence
 from tasks.gate import GatePolicy
@@ -302,34 +303,125 @@ def count(summary: RunSummary, plan: Plan, result: ApplyResult) -> None:
     summary.actions_rejected += result.rejected
 
 
-def claim_run(
-    db: Database,
-    summary: RunSummary,
-    policy: RunPolicy,
-    *,
-    conversations: Sequence[str] | None = None,
-    everything: bool = False,
-) -> list[ConversationWork]:
-    """Claim the run's work, in chunks within the policy's budget, and count, by reason, what
-    it left pending."""
-    with timed(summary, "claim"), db.connection() as conn:
+@dataclass(frozen=True)
+class Scope:
+    """What a run consolidates: its id and kind, and which pending episodes count as due."""
+
+    run_id: UUID
+    kind: str
+    conversations: tuple[str, ...] | None = None
+    everything: bool = False
+
+    @classmethod
+    def of(cls, summary: RunSummary, conversations: Sequence[str] | None) -> Scope:
+        return cls(
+            summary.run_id,
+            summary.kind,
+            tuple(conversations) if conversations is not None else None,
+            takes_everything(summary.kind, conversations),
+        )
+
+    @property
+    def named(self) -> list[str] | None:
+        return list(self.conversations) if self.conversations is not None else None
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    """A shard as planned: its number in the run and the most conversations it claims."""
+
+    index: int
+    max_conversations: int
+
+
+def shard_specs(due: int, shard_conversations: int) -> list[ShardSpec]:
+    """``due`` conversations in shards of ``shard_conversations`` (the last one smaller)."""
+    return [
+        ShardSpec(i, min(shard_conversations, due - start))
+        for i, start in enumerate(range(0, due, shard_conversations))
+    ]
+
+
+def plan_run(
+    db: Database, summary: RunSummary, policy: RunPolicy, scope: Scope, shard_conversations: int
+) -> list[ShardSpec]:
+    """The run's shards, from a count of its due conversations (nothing claimed or read):
+    each shard claims its own when it starts, so the run never holds its whole backlog."""
+    with timed(summary, "plan"), db.connection() as conn:
+        due = count_due(
+            conn,
+            scope.run_id,
+            policy.claim,
+            conversations=scope.named,
+            everything=scope.everything,
+        )
+    return shard_specs(due.conversations, shard_conversations)
+
+
+@dataclass
+class ShardWork:
+    """One shard of a run: it claims its conversations the first time it runs and keeps them,
+    with its counts, so a retry after a transient failure goes on where it stopped."""
+
+    spec: ShardSpec
+    scope: Scope
+    backlog: Backlog | None = None
+    summary: RunSummary | None = None
+
+
+def claim_shard(db: Database, shard: ShardWork, policy: RunPolicy) -> Backlog:
+    """Claim the shard's conversations (at most its planned number), in chunks within the
+    policy's budget; count them in the shard's summary."""
+    assert shard.summary is not None
+    with timed(shard.summary, "claim"), db.connection() as conn:
         work = claim(
             conn,
-            summary.run_id,
+            shard.scope.run_id,
             policy.claim,
-            conversations=conversations,
-            everything=everything,
+            conversations=shard.scope.named,
+            everything=shard.scope.everything,
             budget=policy.budget,
+            shard=shard.spec.index,
+            max_conversations=shard.spec.max_conversations,
         )
+    shard.summary.conversations += len(work)
+    shard.summary.episodes_quarantined += sum(w.quarantined for w in work)
+    return Backlog.of(work)
+
+
+def run_shard(
+    db: Database,
+    shard: ShardWork,
+    model: StructuredModel,
+    embedder: Embedder,
+    policy: RunPolicy,
+    *,
+    after_step: Callable[[int], None] | None = None,
+) -> RunSummary:
+    """Claim (once) and consolidate one shard; its own summary, for the run to merge.
+    ``after_step(n)``: ``n`` more of its conversations are done."""
+    if shard.summary is None:
+        shard.summary = RunSummary(
+            run_id=shard.scope.run_id, kind=shard.scope.kind, started_at=datetime.now(UTC)
+        )
+        shard.summary.shards = 1
+    if shard.backlog is None:
+        shard.backlog = claim_shard(db, shard, policy)
+    consolidate_shard(
+        db, shard.backlog, model, embedder, policy, shard.summary, after_step=after_step
+    )
+    return shard.summary
+
+
+def count_left_pending(db: Database, summary: RunSummary, policy: RunPolicy, scope: Scope) -> None:
+    """Count, by reason, what the run leaves pending (once its shards are done)."""
+    with timed(summary, "claim"), db.connection() as conn:
         left = left_pending(
-            conn, summary.run_id, policy.claim, conversations=conversations, everything=everything
+            conn, scope.run_id, policy.claim, conversations=scope.named, everything=scope.everything
         )
-    summary.conversations = len(work)
-    summary.episodes_quarantined += sum(w.quarantined for w in work)
     summary.episodes_held_elsewhere = left.held
     summary.episodes_not_due = left.not_due
     summary.episodes_over_cap = left.over_cap
-    return work
 
 
 def takes_everything(kind: str, conversations: Sequence[str] | None) -> bool:
@@ -385,18 +477,19 @@ def consolidate(
     conversations: Sequence[str] | None = None,
     flow_run_id: str | None = None,
 ) -> RunSummary:
-    """A whole run in this process: claim what is due, consolidate it as one shard, release
-    the rest, record the run."""
+    """A whole run in this process: plan its shards, claim and consolidate them one after
+    another, release the rest, record the run."""
     with recorded_run(
         db, kind=kind, flow_run_id=flow_run_id, lease_s=settings.claim_lease_s
     ) as summary:
         policy = RunPolicy.of(settings, model)  # inside: a budget that cannot work is recorded
-        work = claim_run(
-            db,
-            summary,
-            policy,
-            conversations=conversations,
-            everything=takes_everything(kind, conversations),
-        )
-        consolidate_shard(db, Backlog.of(work), model, embedder, policy, summary)
+        scope = Scope.of(summary, conversations)
+        for spec in plan_run(db, summary, policy, scope, settings.shard_conversations):
+            shard = ShardWork(spec, scope)
+            try:
+                run_shard(db, shard, model, embedder, policy)
+            finally:  # what a failed shard did is counted too
+                if shard.summary is not None:
+                    summary.merge(shard.summary)
+        count_left_pending(db, summary, policy, scope)
     return summary

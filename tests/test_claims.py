@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import psycopg
@@ -16,7 +17,7 @@ from models.ids import new_id
 from models.run import RunSummary
 from models.settings import Settings
 from sql.db import Database
-from tasks.claim import ClaimPolicy, ConversationWork, claim, release
+from tasks.claim import ClaimPolicy, ConversationWork, claim, count_due, release
 from tasks.consolidate import consolidate
 from tests.fix_episodes import add, at, episodes_state, facts, make_episode, with_settings
 from tests.fix_models import ScriptedModel, fact
@@ -431,3 +432,45 @@ def test_a_commit_lost_before_it_landed_charges_nothing_and_the_next_run_applies
     assert facts(conn) == []
     again = consolidate(db, _one_fact_each(["k0-0"]), embedder, settings)
     assert again.episodes_consolidated == 3 and len(facts(conn)) == 1
+
+
+def test_the_shards_of_one_run_claim_disjoint_conversations_and_a_retried_shard_gets_its_own_back(
+    db: Database, conn: psycopg.Connection, settings: Settings
+) -> None:
+    _seed(conn, conversations=30)
+    run = new_id()
+    policy = ClaimPolicy.of(settings)
+    connections = [db.raw_connection(autocommit=True) for _ in range(3)]
+    try:
+        shards = in_parallel(
+            *[
+                lambda c=c, k=k: claim(c, run, policy, shard=k, max_conversations=10)
+                for k, c in enumerate(connections)
+            ]
+        )
+    finally:
+        for c in connections:
+            c.close()
+    taken = [{w.conversation_id for w in work} for work in shards]
+    assert [len(t) for t in taken] == [10, 10, 10]
+    assert taken[0].isdisjoint(taken[1]) and taken[1].isdisjoint(taken[2])
+    assert taken[0].isdisjoint(taken[2]), "a shard never takes what another shard of its run holds"
+    again = claim(conn, run, policy, shard=1, max_conversations=10)
+    assert {w.conversation_id for w in again} == taken[1], "a retried shard gets its claim back"
+    assert claim(conn, run, policy, shard=3, max_conversations=10) == []
+    release(conn, run)
+
+
+def test_a_run_plans_its_shards_from_a_count_and_claims_nothing_up_front(
+    db: Database, conn: psycopg.Connection, settings: Settings
+) -> None:
+    _seed(conn, conversations=7)
+    run = new_id()
+    due = count_due(conn, run, ClaimPolicy.of(settings))
+    assert (due.conversations, due.episodes) == (7, 21)
+    capped = count_due(conn, run, replace(ClaimPolicy.of(settings), max_conversations=5))
+    assert capped.conversations == 5
+    (claimed,) = conn.execute(
+        "SELECT count(*) FROM episodic_memory WHERE claimed_by IS NOT NULL"
+    ).fetchone()  # type: ignore[misc]
+    assert claimed == 0

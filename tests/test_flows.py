@@ -150,3 +150,36 @@ def test_the_revert_and_forget_flows_run_like_the_rest_with_their_summaries(
         "SELECT count(*) FROM episodic_memory WHERE conversation_id = 'conv-30'"
     ).fetchone()  # type: ignore[misc]
     assert left == 0 and _artifact("slowwave-forget")
+
+
+def test_the_nightly_flow_runs_its_shards_at_once_each_claiming_its_own_conversations(
+    prefect_api: None,
+    db: Database,
+    conn: psycopg.Connection,
+    flow_settings: Settings,
+    locomo_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from flows.consolidate import nightly
+    from models.settings import get_settings
+
+    monkeypatch.setenv("SLOWWAVE_SHARD_CONCURRENCY", "3")
+    get_settings.cache_clear()
+    ingest(db, locomo_path, IngestPolicy.of(flow_settings))
+    state = nightly(return_state=True)  # every conversation, in shards of 2
+    assert state.is_completed(), state.message
+    summary = state.result()
+    assert summary["conversations"] == 7 and summary["shards"] == 4
+    assert sum(summary["placement"]["shards"].values()) == 4
+    (pending, applied_twice) = conn.execute(
+        "SELECT (SELECT count(*) FROM episodic_memory WHERE consolidated_at IS NULL), "
+        "(SELECT count(*) FROM (SELECT episode_id FROM consolidation_chunks c, "
+        "unnest(c.episode_ids) AS episode_id WHERE status = 'applied' "
+        "GROUP BY episode_id HAVING count(*) > 1) twice)"
+    ).fetchone()  # type: ignore[misc]
+    assert pending == 0 and applied_twice == 0
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs()
+    names = {r.name for r in runs if r.flow_run_id == state.state_details.flow_run_id}
+    assert {"plan", *(f"consolidate shard {k}" for k in range(4))} <= names
+    assert _artifact("slowwave-progress") == 100.0

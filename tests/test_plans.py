@@ -166,6 +166,7 @@ def params(**overrides: Any) -> dict[str, Any]:
         "max_conversations": 10000,
         "conversations": None,
         "taken": [],
+        "shard": 0,
     }
     return {**base, **overrides}
 
@@ -200,6 +201,7 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
     return {
         "claim": (params(), {pending}),
         "claim_left_pending": (params(), {pending}),
+        "due_count": (params(), {pending}),
         "renew_leases": (params(), {claimed}),
         "release": ({"run_ids": [uuid.uuid4(), uuid.uuid4()]}, {claimed}),
         "record_failure": (

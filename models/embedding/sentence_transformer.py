@@ -11,6 +11,7 @@ import importlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -49,6 +50,8 @@ class SentenceTransformerEmbedder:
         import transformers
         from sentence_transformers import SentenceTransformer
 
+        self._options = {"device": device, "batch_size": batch_size, "dtype": dtype}
+
         transformers.logging.set_verbosity_error()
         transformers.logging.disable_progress_bar()
 
@@ -65,6 +68,11 @@ class SentenceTransformerEmbedder:
             raise ValueError(f"cannot tell the dimension of embedding model {reference}")
         self.dim = int(dim)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Sent to another process (a shard on a Ray worker), it is loaded there again from
+        the installed model, not shipped as tensors."""
+        return (_load, (self.name, self._options))
+
     def embed(self, texts: Sequence[str]) -> Vectors:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -79,3 +87,7 @@ class SentenceTransformerEmbedder:
 
     def close(self) -> None:
         return None
+
+
+def _load(reference: str, options: dict[str, Any]) -> SentenceTransformerEmbedder:
+    return SentenceTransformerEmbedder(reference, **options)

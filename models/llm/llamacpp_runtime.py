@@ -124,6 +124,14 @@ class LlamaCppModel:
             schema_dialect="json_object",
         )
 
+    def __reduce__(self) -> Any:
+        raise TypeError(
+            "the llama.cpp runtime serves from the machine that started it and cannot be sent "
+            "to a Ray worker: on a Ray cluster (SLOWWAVE_RAY_ADDRESS) use the vllm or openai "
+            "runtime (`slowwave models serve --engine llamacpp` on one machine serves the "
+            "openai runtime)"
+        )
+
     @staticmethod
     def sampling(settings: Settings) -> dict[str, Any]:
         return {"repeat_penalty": settings.llm_repetition_penalty}

@@ -110,6 +110,11 @@ class OpenAICompatibleModel:
             "response_format": response_format,
         }
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Sent to another process (a shard on a Ray worker): the settings travel, the loop
+        and the HTTP client are made again there on first use."""
+        return {**self.__dict__, "_loop": None, "_client": None, "_limit": None}
+
     def count_tokens(self, text: str, /) -> int:
         """The endpoint's tokenizer is out of reach: a conservative estimate."""
         return estimate_tokens(text)

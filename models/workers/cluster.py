@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import socket
 import sys
 import tempfile
 import threading
@@ -133,3 +134,11 @@ def cluster_shape() -> tuple[int, int]:
     nodes = [n for n in ray.nodes() if n.get("Alive")]
     gpus = int(ray.cluster_resources().get("GPU", 0))
     return max(len(nodes), 1), gpus
+
+
+def current_node() -> str:
+    """Where this code runs: the Ray node's id when this process is part of a Ray cluster (a
+    driver that joined one, or one of its workers), else the host's name."""
+    if "ray" in sys.modules and ray_module().is_initialized():
+        return str(ray_module().get_runtime_context().get_node_id())
+    return socket.gethostname()

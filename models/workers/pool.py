@@ -8,6 +8,10 @@ the stages see the same interface as for an in-process runtime.
 A streaming pool (``streaming=True``) hosts runtimes that answer request by request
 (``submit``): each item becomes its own call on the least busy actor, and the caller gets a
 future per item that resolves as soon as that item is done.
+
+The actors are named (``slowwave-<pool>-<id>-<n>`` in the ``slowwave`` namespace): a pool sent
+to a Ray worker (a shard of the flow running there) travels as those names and is looked up
+again, so every shard shares the run's engines. Only the pool that created them stops them.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import asyncio
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from functools import partial
@@ -30,11 +35,22 @@ RESTARTS = 2  # an actor that crashes more often than this is broken, not unluck
 DOWN_S = 30.0  # how long an actor that went away is passed over (a restart takes about this)
 
 
+NAMESPACE = "slowwave"
+
+
+def _node() -> str:
+    """The Ray node this actor runs on."""
+    return str(ray_module().get_runtime_context().get_node_id())
+
+
 class _Host:
     """What runs inside each actor: one runtime object and a generic call."""
 
     def __init__(self, factory: Callable[[], Any]) -> None:
         self.runtime = factory()
+
+    def node(self) -> str:
+        return _node()
 
     def call(self, method: str, *args: Any) -> Any:
         return getattr(self.runtime, method)(*args)
@@ -64,6 +80,9 @@ class _StreamingHost:
 
     async def attribute(self, name: str) -> Any:
         return getattr(self.runtime, name)
+
+    async def node(self) -> str:
+        return _node()
 
     async def close(self) -> None:
         self.runtime.close()
@@ -143,17 +162,44 @@ class ActorPool:
         host = _StreamingHost if streaming else _Host
         # a crashed actor is started again (its engine too); the calls it had in flight fail
         # with a Ray error, which the flow treats as transient and retries the shard
-        remote = ray.remote(max_restarts=RESTARTS, **resources)(host)
+        # spread: a pool sized per node puts its actors on every node, not the first one's
+        remote = ray.remote(max_restarts=RESTARTS, scheduling_strategy="SPREAD", **resources)(host)
         self.name = name
-        self.actors = [remote.remote(factory) for _ in range(max(count, 1))]
-        self._busy = [0] * len(self.actors)  # items in flight per actor, for ``submit``
-        self._down_until = [0.0] * len(self.actors)  # monotonic time an actor is passed over
-        self._lock = threading.Lock()
+        self.actor_names = [
+            f"slowwave-{name}-{uuid.uuid4().hex[:12]}-{i}" for i in range(max(count, 1))
+        ]
+        self.actors = [
+            remote.options(name=n, namespace=NAMESPACE).remote(factory) for n in self.actor_names
+        ]
+        self._owner = True
+        self._init_state()
         try:  # fail now, with the runtime's own error, if an engine cannot start
-            _get([a.attribute.remote("name") for a in self.actors])
+            self.nodes: list[str] = _get([a.node.remote() for a in self.actors])
         except BaseException:
             self.close()
             raise
+
+    def _init_state(self) -> None:
+        self._busy = [0] * len(self.actors)  # items in flight per actor, for ``submit``
+        self._down_until = [0.0] * len(self.actors)  # monotonic time an actor is passed over
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A pool travels as its actors' names: the receiver looks them up, and never stops
+        them (the pool that created them does)."""
+        return {"name": self.name, "actor_names": self.actor_names, "nodes": self.nodes}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        ray = ray_module()
+        self.name, self.actor_names, self.nodes = (
+            state["name"],
+            state["actor_names"],
+            state["nodes"],
+        )
+        self.actors = [ray.get_actor(n, namespace=NAMESPACE) for n in self.actor_names]
+        self._owner = False
+        self._holding_ray = False
+        self._init_state()
 
     def attribute(self, name: str) -> Any:
         return _get(self.actors[0].attribute.remote(name))
@@ -214,10 +260,16 @@ class ActorPool:
 
     def close(self) -> None:
         ray = ray_module()
-        if ray.is_initialized():
+        if self._owner and ray.is_initialized():
             for actor in self.actors:
                 ray.kill(actor)
         self.actors = []
         if self._holding_ray:
             self._holding_ray = False
             release_ray()
+
+
+def actor_nodes(runtime: object) -> list[str]:
+    """The nodes of a runtime's actors, one entry per actor (none for an in-process one)."""
+    pool = getattr(runtime, "pool", None)
+    return list(pool.nodes) if isinstance(pool, ActorPool) else []

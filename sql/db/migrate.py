@@ -69,6 +69,18 @@ def schema_embedding_dim(conn: psycopg.Connection) -> int | None:
     return int(row[0]) if row is not None and row[0] is not None else None
 
 
+def no_vector_privilege(conn: psycopg.Connection) -> str:
+    """One line for a role that may not create the ``vector`` extension (the usual case on a
+    managed Postgres, where only its administrator may)."""
+    row = conn.execute("SELECT current_user, current_database()").fetchone()
+    user, database = row if row is not None else ("?", "?")
+    return (
+        f"the `vector` extension is not installed in database {database} and role {user} may "
+        f"not create it: ask the database's administrator to run `CREATE EXTENSION vector;` "
+        f"in {database} (pgvector >= 0.8), then run `slowwave db migrate` again"
+    )
+
+
 def migrate(db: Database) -> MigrationReport:
     """Bring the schema up to date."""
     dim = db.settings.embedding_dim
@@ -98,6 +110,10 @@ def migrate(db: Database) -> MigrationReport:
                             "VALUES (%s, %s, %s)",
                             (migration.version, migration.name, migration.checksum),
                         )
+                except psycopg.errors.InsufficientPrivilege as exc:
+                    if "extension" in str(exc):
+                        raise MigrationError(no_vector_privilege(conn)) from None
+                    raise MigrationError(f"migration {label} failed (rolled back): {exc}") from exc
                 except psycopg.Error as exc:
                     raise MigrationError(f"migration {label} failed (rolled back): {exc}") from exc
                 applied.append(label)

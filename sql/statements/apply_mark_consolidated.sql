@@ -9,6 +9,7 @@ SET consolidated_at = CASE WHEN p.messages_to IS NULL THEN now() END,
              AND e.id = ANY(%(gated)s::uuid[])),
     last_error = NULL,
     claimed_by = CASE WHEN p.messages_to IS NULL THEN NULL ELSE e.claimed_by END,
+    claim_shard = CASE WHEN p.messages_to IS NULL THEN NULL ELSE e.claim_shard END,
     claimed_until = CASE WHEN p.messages_to IS NULL THEN NULL ELSE e.claimed_until END
 FROM unnest(%(ids)s::uuid[], %(messages_to)s::integer[]) AS p(id, messages_to)
 WHERE e.id = p.id

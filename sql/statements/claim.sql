@@ -5,9 +5,10 @@
 -- backfill, or a run that names its conversations) every pending episode is due.
 -- A conversation is taken whole or not at all: skipped while any of its pending episodes is
 -- under another run's live lease, and guarded by a transaction-level advisory lock so that two
--- claimers running this statement at the same moment cannot split it between them. The run's
--- own leases count as free: a retried claim (its first try's COMMIT unconfirmed) gets the same
--- work back.
+-- claimers running this statement at the same moment cannot split it between them. A run
+-- claims shard by shard (%(shard)s), its shards at the same time: the shard's own leases count
+-- as free, so a retried claim (its first try's COMMIT unconfirmed) gets the same work back,
+-- while what the run's other shards hold is theirs.
 WITH due AS MATERIALIZED (  -- sorted first: the locks below are taken in order, up to the cap
     SELECT conversation_id, min(start_at) AS oldest
     FROM episodic_memory
@@ -21,7 +22,7 @@ WITH due AS MATERIALIZED (  -- sorted first: the locks below are taken in order,
                             min(created_at), %(threshold)s::integer, %(flashbulb)s::real,
                             now() - make_interval(secs => %(due_after_s)s)))
        AND bool_and(claimed_until IS NULL OR claimed_until < now()
-                    OR claimed_by = %(run_id)s)
+                    OR (claimed_by = %(run_id)s AND claim_shard = %(shard)s))
     ORDER BY oldest, conversation_id
 ), locked AS (
     -- The cap counts conversations this run locked: runs claiming at the same moment each
@@ -37,10 +38,12 @@ claimed AS (
     UPDATE episodic_memory e
     SET claimed_by = %(run_id)s,
         claimed_until = now() + make_interval(secs => %(lease_s)s),
+        claim_shard = %(shard)s,
         first_claimed_at = coalesce(e.first_claimed_at, now())
     WHERE e.conversation_id = ANY (ARRAY(SELECT conversation_id FROM locked))
       AND e.consolidated_at IS NULL AND e.quarantined_at IS NULL
-      AND (e.claimed_until IS NULL OR e.claimed_until < now() OR e.claimed_by = %(run_id)s)
+      AND (e.claimed_until IS NULL OR e.claimed_until < now()
+           OR (e.claimed_by = %(run_id)s AND e.claim_shard = %(shard)s))
     RETURNING e.id, e.conversation_id, e.external_key, e.messages, e.summary,
               coalesce(e.surprise, e.novelty) AS surprise,
               e.start_at, e.end_at, e.consolidated_messages

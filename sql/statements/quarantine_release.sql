@@ -4,7 +4,7 @@
 WITH released AS (
     UPDATE episodic_memory e
     SET quarantined_at = NULL, attempts = 0, last_error = NULL,
-        claimed_by = NULL, claimed_until = NULL
+        claimed_by = NULL, claimed_until = NULL, claim_shard = NULL
     WHERE e.quarantined_at IS NOT NULL
       AND (%(conversations)s::text[] IS NULL OR e.conversation_id = ANY(%(conversations)s::text[]))
       AND (%(episodes)s::uuid[] IS NULL OR e.id = ANY(%(episodes)s::uuid[]))

@@ -34,6 +34,7 @@ SET consolidated_at = CASE WHEN m.applied THEN NULL ELSE ep.consolidated_at END,
     consolidated_messages = CASE WHEN m.applied THEN 0 ELSE ep.consolidated_messages END,
     claimed_by = CASE WHEN m.applied THEN NULL ELSE ep.claimed_by END,
     claimed_until = CASE WHEN m.applied THEN NULL ELSE ep.claimed_until END,
+    claim_shard = CASE WHEN m.applied THEN NULL ELSE ep.claim_shard END,
     attempts = greatest(ep.attempts - m.charged, 0),
     quarantined_at = CASE WHEN m.quarantined THEN NULL ELSE ep.quarantined_at END,
     last_error = CASE

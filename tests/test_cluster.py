@@ -1,0 +1,63 @@
+"""The nightly flow on a real Ray cluster of two nodes: shards and actors on both, every
+episode consolidated once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+import pytest
+from prefect.client.orchestration import get_client
+from prefect.settings import PREFECT_API_URL
+
+from benchmarks.local_cluster import alive_nodes
+from models.settings import Settings, get_settings
+from sql.db import Database
+from tasks.ingest.transcripts import IngestPolicy, ingest
+
+
+
+def test_the_nightly_flow_on_a_two_node_ray_cluster_runs_shards_and_actors_on_both_nodes(
+    prefect_api: None,
+    ray_cluster: str,
+    db: Database,
+    conn: psycopg.Connection,
+    flow_settings: Settings,
+    locomo_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from flows.consolidate import nightly
+
+    monkeypatch.setenv("SLOWWAVE_RAY_ADDRESS", ray_cluster)
+    monkeypatch.setenv("SLOWWAVE_EMBEDDING_ACTORS_PER_NODE", "1")
+    monkeypatch.setenv("SLOWWAVE_SHARD_CONCURRENCY", "4")
+    monkeypatch.setenv("PREFECT_API_URL", str(PREFECT_API_URL.value()))  # for the workers
+    get_settings.cache_clear()
+    ingest(db, locomo_path, IngestPolicy.of(flow_settings))
+    (episodes,) = conn.execute("SELECT count(*) FROM episodic_memory").fetchone()  # type: ignore[misc]
+
+    state = nightly(return_state=True)  # 7 conversations in shards of 2: 4 shard tasks
+
+    assert state.is_completed(), state.message
+    summary = state.result()
+    nodes = set(alive_nodes(ray_cluster))
+    assert len(nodes) == 2
+    shards, embedding = summary["placement"]["shards"], summary["placement"]["embedding"]
+    assert set(shards) == nodes and sum(shards.values()) == 4, shards
+    assert set(embedding) == nodes, embedding
+    assert summary["episodes_consolidated"] == episodes and summary["chunks_failed"] == 0
+    (pending, applied_twice) = conn.execute(
+        "SELECT (SELECT count(*) FROM episodic_memory WHERE consolidated_at IS NULL), "
+        "(SELECT count(*) FROM (SELECT episode_id FROM consolidation_chunks c, "
+        "unnest(c.episode_ids) AS episode_id WHERE status = 'applied' "
+        "GROUP BY episode_id HAVING count(*) > 1) twice)"
+    ).fetchone()  # type: ignore[misc]
+    assert pending == 0 and applied_twice == 0, "every episode consolidated once"
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs()
+    done = {
+        r.name
+        for r in runs
+        if r.flow_run_id == state.state_details.flow_run_id and r.state and r.state.is_completed()
+    }
+    assert {f"consolidate shard {k}" for k in range(4)} <= done, done

@@ -1,0 +1,38 @@
+"""Pure logic of a run's shards: how they are planned and how their summaries add up."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from uuid import uuid4
+
+from models.run import ChunkFailure, RunSummary
+from tasks.consolidate import ShardSpec, shard_specs
+
+
+def test_due_conversations_are_cut_into_shards_of_the_set_size_the_last_one_smaller() -> None:
+    assert shard_specs(0, 500) == []
+    assert shard_specs(7, 2) == [ShardSpec(0, 2), ShardSpec(1, 2), ShardSpec(2, 2), ShardSpec(3, 1)]
+    assert sum(s.max_conversations for s in shard_specs(100_001, 500)) == 100_001
+
+
+def test_a_run_adds_up_its_shards_counts_times_failures_and_placement() -> None:
+    run_id = uuid4()
+    run = RunSummary(run_id=run_id, kind="nightly", started_at=datetime.now(UTC))
+    run.episodes_not_due = 4  # counted once for the run, never added from shards
+    for node, k in (("a", 1), ("b", 2)):
+        shard = RunSummary(run_id=run_id, kind="nightly", started_at=datetime.now(UTC))
+        shard.shards, shard.conversations, shard.facts_inserted = 1, 10 * k, k
+        shard.episodes_not_due = 99
+        shard.add_time("apply", 1.5)
+        shard.place("shards", [node])
+        shard.failures.append(
+            ChunkFailure(
+                conversation_id=node, chunk_id=uuid4(), episodes=1, quarantined=False, reason="x"
+            )
+        )
+        run.merge(shard)
+    assert (run.shards, run.conversations, run.facts_inserted) == (2, 30, 3)
+    assert run.episodes_not_due == 4
+    assert run.stage_seconds == {"apply": 3.0}
+    assert run.placement == {"shards": {"a": 1, "b": 1}}
+    assert [f.conversation_id for f in run.failures] == ["a", "b"]
