@@ -14,9 +14,10 @@ stages themselves (summed over shards), which is what grows with the data.
    with the embedder on Ray actors. Goal: the flow within 1.2x of in process.
 2. Throughput with 1, 2, 4 concurrent shards (``--shards``) on ``--compare`` conversations, on
    this machine (threads) and, with ``--cluster``, on a local Ray cluster of two nodes.
-3. Cost per conversation and the driver's peak RSS of the nightly flow at each of ``--sizes``
-   (one shard at a time, so the stages' times add up to the wall time), and where the time of
-   a conversation goes at the largest. Goals: cost flat within 1.2x, RSS within 1.2x.
+3. Cost per conversation and the driver's peak RSS of the nightly flow (embedder on Ray
+   actors, so the driver holds only the run's own work) at each of ``--sizes``, one shard at a
+   time (the stages' times add up to the wall time), and where the time of a conversation
+   goes at the largest. Goals: cost flat within 1.2x, RSS within 1.2x.
 
     python -m benchmarks.orchestration [--compare N] [--repeat R] [--sizes 1000,10000,100000]
                                        [--shards 1,2,4] [--cluster] [--sessions S] [--json]
@@ -29,6 +30,7 @@ import contextlib
 import json
 import os
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -39,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
+from models.processes import stop_process_tree
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
 VARIANTS = {
@@ -184,10 +188,14 @@ def measure(
         with tempfile.TemporaryFile() as out:
             process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
             watched, peak = psutil.Process(process.pid), 0.0
-            while process.poll() is None:
-                with contextlib.suppress(psutil.Error):
-                    peak = max(peak, tree_rss_mb(watched))
-                time.sleep(0.25)
+            try:
+                while process.poll() is None:
+                    with contextlib.suppress(psutil.Error):
+                        peak = max(peak, tree_rss_mb(watched))
+                    time.sleep(0.25)
+            finally:  # interrupted: the child, its server and Ray workers go too, by pid
+                if process.poll() is None:
+                    stop_process_tree(process, timeout_s=60)
             out.seek(0)
             text = out.read().decode(errors="replace")
         server_cpu = prefect_server_cpu_s() - server_cpu
@@ -264,6 +272,7 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)  # so every finally runs
 
     if args.child:
         print(json.dumps(child(args.child, args.conversations, args.sessions, args.data)))
@@ -311,13 +320,18 @@ def main() -> None:
                 f"\nConcurrent shards on a local 2-node Ray cluster, {args.compare} conversations:"
             )
             show(clustered)
-        scaled = [measure("prefect", n, args, api_url) for n in args.sizes]
+        # the embedder on actors: the driver holds only what the run itself needs
+        scaled = [measure("prefect+ray", n, args, api_url) for n in args.sizes]
         if scaled:
-            print("\nNightly flow by size (one shard at a time):")
+            print("\nNightly flow (Prefect + Ray) by size, one shard at a time:")
             show(scaled)
             breakdown(scaled[-1])
     if args.json:
         print(json.dumps(summary_json(compared, concurrent, clustered, scaled)))
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _ints(text: str) -> list[int]:

@@ -104,11 +104,17 @@ def shard_task(
     progress: Callable[[int], None] | None = None,
 ) -> RunSummary:
     """Claim the shard's conversations and consolidate them as chains
-    (``tasks.consolidate.run_shard``), on connections of its own. A retry after a transient
-    failure goes on where the failed attempt stopped (the shard keeps its claim and counts)."""
-    with Database(settings) as db:
-        policy = RunPolicy.of(settings, model)
-        summary = run_shard(db, shard, model, embedder, policy, after_step=progress)
+    (``tasks.consolidate.run_shard``), on connections of its own. A Prefect retry after a
+    transient failure goes on where the failed attempt stopped (the shard keeps its claim and
+    counts); Ray itself never re-runs a shard (``flows.runners.spread``)."""
+    try:
+        with Database(settings) as db:
+            policy = RunPolicy.of(settings, model)
+            summary = run_shard(db, shard, model, embedder, policy, after_step=progress)
+    except Exception as exc:
+        # what the shard did before it failed travels with the error (from a Ray worker too)
+        exc.shard_summary = shard.summary  # type: ignore[attr-defined]
+        raise
     summary.placement.pop("shards", None)  # a retry counts the shard once
     summary.place("shards", [current_node()])
     return summary
@@ -126,6 +132,12 @@ class Progress:
     _shown: float = field(default=0.0, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
+    def finish(self) -> None:
+        """Every planned conversation is settled (claimed and done, or taken by no shard)."""
+        with self._lock:
+            self.done = self.total
+        update_progress_artifact(self.artifact, 100.0)
+
     def __call__(self, finished: int) -> None:
         with self._lock:
             self.done += finished
@@ -133,7 +145,7 @@ class Progress:
             if self.done < self.total and now - self._shown < self.interval_s:
                 return
             self._shown = now
-            share = 100.0 * min(self.done, self.total) / max(self.total, 1)
+            share = 100.0 * min(self.done, self.total) / self.total if self.total else 100.0
         update_progress_artifact(self.artifact, share)
 
 
@@ -193,7 +205,7 @@ def consolidate_run(
                 embedder = embedder or load_embedder(settings)
                 summary.place("embedding", actor_nodes(embedder))
                 summary.place("llm", actor_nodes(model))
-                check_shareable(settings, model, embedder)
+                check_shareable(settings, db.url, model, embedder)
                 scope = Scope.of(summary, conversations)
                 specs = plan_task(db, summary, policy, scope, settings.shard_conversations)
                 due = sum(s.max_conversations for s in specs)
@@ -250,15 +262,16 @@ def run_shards(
                 result = done.result()
             except BaseException as exc:
                 failure = failure or exc
-                if shard.summary is not None:  # on threads: what the shard did before failing
-                    summary.merge(shard.summary)
+                done_before = getattr(exc, "shard_summary", None) or shard.summary
+                if done_before is not None:  # what the shard did before it failed
+                    summary.merge(done_before)
                 continue
             summary.merge(result)
             if not local:
                 progress(result.conversations)
-    progress(0)
     if failure is not None:
         raise failure
+    progress.finish()
 
 
 def final_state(summary: RunSummary, **extra: Any) -> State:

@@ -5,16 +5,19 @@ own state and retries in the UI."""
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
+import cloudpickle
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from models.llm.base import RuntimeNotAvailable
 from models.settings import Settings
-from models.workers.cluster import acquire_ray, release_ray
+from models.workers.cluster import acquire_ray, node_addresses, release_ray
+
+LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 @contextmanager
@@ -38,21 +41,37 @@ def shard_runner(settings: Settings) -> Iterator[TaskRunner[Any]]:
 
 
 def spread(settings: Settings) -> Any:
-    """Around a submit: shards spread over the cluster's nodes (Ray), nothing on threads."""
+    """Around a submit: shards spread over the cluster's nodes (Ray), nothing on threads.
+    Ray never re-runs a shard whose worker died (``max_retries=0``): a fresh attempt would
+    have lost its counts and could claim past the run's cap; the run fails and releases."""
     if not settings.ray_address:
         return nullcontext()
     from prefect_ray.context import remote_options
 
-    return remote_options(scheduling_strategy="SPREAD")
+    return remote_options(scheduling_strategy="SPREAD", max_retries=0)
 
 
-def check_shareable(settings: Settings, *runtimes: object) -> None:
-    """Shards on Ray workers get the runtimes by value (pools by their actors' names): refuse,
-    in one line and before anything is claimed, a runtime that cannot travel."""
+def check_shareable(settings: Settings, database_url: str, *runtimes: object) -> None:
+    """Shards on Ray workers get the runtimes by value (pools by their actors' names) and the
+    run's database address: refuse, in one line and before anything is claimed, a runtime
+    that cannot travel, or a database only this machine reaches on a cluster of several."""
     if not settings.ray_address:
         return
     for runtime in runtimes:
         try:
-            pickle.dumps(runtime)
+            cloudpickle.dumps(runtime)
         except Exception as exc:
             raise RuntimeNotAvailable(f"cannot run shards on Ray: {exc}") from None
+    if machine_local(database_url) and len(set(node_addresses())) > 1:
+        raise RuntimeNotAvailable(
+            "cannot run shards on a Ray cluster of several machines against a database only "
+            "this one reaches (the embedded server, or localhost): set DATABASE_URL to a "
+            "Postgres every node can reach"
+        )
+
+
+def machine_local(url: str) -> bool:
+    """A libpq URL that reaches a server on this machine only (a unix socket, loopback)."""
+    host = (urlsplit(url).hostname or "") if "://" in url else ""
+    query = parse_qs(urlsplit(url).query).get("host", [""])[0] if "://" in url else ""
+    return (not host and (not query or query.startswith("/"))) or host in LOOPBACK

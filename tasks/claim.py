@@ -192,11 +192,13 @@ def count_due(
 
 @dataclass(frozen=True)
 class LeftPending:
-    """Pending episodes a claim did not take, by reason."""
+    """Pending episodes a run's shards did not take, by reason."""
 
     held: int  # under another run's live lease
     not_due: int  # their conversation is not due yet
-    over_cap: int  # due, beyond the run's claim_max_conversations
+    # due, but not taken: beyond the run's claim_max_conversations, or due only after the run
+    # planned its shards
+    over_cap: int
 
 
 def left_pending(
@@ -207,7 +209,8 @@ def left_pending(
     conversations: Sequence[str] | None = None,
     everything: bool = False,
 ) -> LeftPending:
-    """What the claim of ``run_id`` left pending, counted by the same rule that claimed."""
+    """What ``run_id`` left pending once its shards are done, counted by the rule that
+    claimed."""
     row = conn.execute(
         sql.statement("claim_left_pending"), _params(run_id, policy, conversations, everything)
     ).fetchone()

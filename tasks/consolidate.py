@@ -414,8 +414,9 @@ def run_shard(
 
 
 def count_left_pending(db: Database, summary: RunSummary, policy: RunPolicy, scope: Scope) -> None:
-    """Count, by reason, what the run leaves pending (once its shards are done)."""
-    with timed(summary, "claim"), db.connection() as conn:
+    """Count, by reason, what the run leaves pending (once its shards are done); timed with
+    the plan, the other count of a run."""
+    with timed(summary, "plan"), db.connection() as conn:
         left = left_pending(
             conn, scope.run_id, policy.claim, conversations=scope.named, everything=scope.everything
         )

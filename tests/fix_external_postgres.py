@@ -72,10 +72,11 @@ def external_postgres() -> Iterator[ExternalPostgres]:
         check=True, capture_output=True, **run_as,  # type: ignore[call-overload]
     )  # fmt: skip
     port = free_port()
+    log = (root / "log").open("wb")
     postmaster = subprocess.Popen(
         [str(bin_dir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(sockets),
          "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=60"],
-        stdout=subprocess.DEVNULL, stderr=(root / "log").open("wb"), start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=log, start_new_session=True,
         **run_as,  # type: ignore[call-overload]
     )  # fmt: skip
     server = ExternalPostgres(port, sockets)
@@ -101,4 +102,5 @@ def external_postgres() -> Iterator[ExternalPostgres]:
         except subprocess.TimeoutExpired:
             postmaster.kill()
             postmaster.wait(timeout=10)
+        log.close()
         shutil.rmtree(root, ignore_errors=True)

@@ -16,7 +16,6 @@ from sql.db import Database
 from tasks.ingest.transcripts import IngestPolicy, ingest
 
 
-
 def test_the_nightly_flow_on_a_two_node_ray_cluster_runs_shards_and_actors_on_both_nodes(
     prefect_api: None,
     ray_cluster: str,

@@ -10,7 +10,6 @@ from tests.fix_external_postgres import ExternalPostgres
 from tests.fix_processes import run_cli
 
 
-
 def test_migrate_backfill_and_search_run_on_an_external_postgres_as_a_role_that_is_no_superuser(
     external_postgres: ExternalPostgres, tmp_path: Path, locomo_path: Path
 ) -> None:

@@ -139,3 +139,38 @@ def test_an_endpoint_that_stays_unavailable_is_transient_not_a_failed_chunk(
         busy.result()
     model.close()
     assert is_transient(raised.value) and "sk-secret" not in str(raised.value)
+
+
+def test_two_shards_first_calls_at_the_same_moment_share_one_client_loop(
+    endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    import models.llm.openai as runtime
+
+    made: list[object] = []
+    real = runtime.BackgroundLoop
+
+    def slow_to_start(name: str) -> object:  # widens the window two first calls share
+        time.sleep(0.2)
+        loop = real(name)
+        made.append(loop)
+        return loop
+
+    monkeypatch.setattr(runtime, "BackgroundLoop", slow_to_start)
+    model = OpenAICompatibleModel(endpoint, "m", max_retries=4, concurrency=2)
+    start = threading.Barrier(2)
+    answers: list[object] = []
+
+    def shard(name: str) -> None:
+        start.wait()
+        answers.extend(model.generate([_request(name)]))
+
+    threads = [threading.Thread(target=shard, args=(f"s{i}",)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    model.close()
+    assert len(made) == 1, "one event loop (and one HTTP client) per model"
+    assert [getattr(a, "error", "?") for a in answers] == [None, None]

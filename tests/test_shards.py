@@ -36,3 +36,13 @@ def test_a_run_adds_up_its_shards_counts_times_failures_and_placement() -> None:
     assert run.stage_seconds == {"apply": 3.0}
     assert run.placement == {"shards": {"a": 1, "b": 1}}
     assert [f.conversation_id for f in run.failures] == ["a", "b"]
+
+
+def test_a_database_only_this_machine_reaches_is_told_apart_from_one_a_cluster_reaches() -> None:
+    from flows.runners import machine_local
+
+    assert machine_local("postgresql://postgres:@/postgres?host=/tmp/pgdata")
+    assert machine_local("postgresql://app:pw@127.0.0.1:5432/slowwave")
+    assert machine_local("postgresql://app:pw@localhost/slowwave")
+    assert not machine_local("postgresql://app:pw@db.internal:5432/slowwave")
+    assert not machine_local("postgresql://app:pw@10.0.0.5/slowwave")

@@ -71,7 +71,8 @@ class SentenceTransformerEmbedder:
     def __reduce__(self) -> tuple[Any, ...]:
         """Sent to another process (a shard on a Ray worker), it is loaded there again from
         the installed model, not shipped as tensors."""
-        return (_load, (self.name, self._options))
+        local = Path(self.name).expanduser().is_dir()  # else a package, found the same there
+        return (_load, (self.name, str(self.path) if local else self.name, self._options))
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         if not texts:
@@ -89,5 +90,10 @@ class SentenceTransformerEmbedder:
         return None
 
 
-def _load(reference: str, options: dict[str, Any]) -> SentenceTransformerEmbedder:
-    return SentenceTransformerEmbedder(reference, **options)
+def _load(reference: str, path: str, options: dict[str, Any]) -> SentenceTransformerEmbedder:
+    """The embedder again, under its configured name: from the resolved directory when it was
+    a path (one relative to the sender's working directory would not resolve on a worker),
+    from the installed package when it was one."""
+    embedder = SentenceTransformerEmbedder(path, **options)
+    embedder.name = reference
+    return embedder

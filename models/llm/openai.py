@@ -13,6 +13,7 @@ logged.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any, Literal
@@ -81,6 +82,7 @@ class OpenAICompatibleModel:
         self._loop: BackgroundLoop | None = None  # started on first use: the model pickles
         self._client: httpx.AsyncClient | None = None
         self._limit: asyncio.Semaphore | None = None
+        self._starting = threading.Lock()  # shards on threads may make their first call at once
 
     def __repr__(self) -> str:  # never show the key
         return f"OpenAICompatibleModel(base_url={self.base_url!r}, model={self.model!r})"
@@ -113,7 +115,12 @@ class OpenAICompatibleModel:
     def __getstate__(self) -> dict[str, Any]:
         """Sent to another process (a shard on a Ray worker): the settings travel, the loop
         and the HTTP client are made again there on first use."""
-        return {**self.__dict__, "_loop": None, "_client": None, "_limit": None}
+        state = {**self.__dict__, "_loop": None, "_client": None, "_limit": None}
+        del state["_starting"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _starting=threading.Lock())
 
     def count_tokens(self, text: str, /) -> int:
         """The endpoint's tokenizer is out of reach: a conservative estimate."""
@@ -121,9 +128,11 @@ class OpenAICompatibleModel:
 
     def submit(self, requests: Sequence[GenerationRequest]) -> list[Future[ModelAnswer]]:
         """Each request in flight at once (at most ``concurrency``), answered as it returns."""
-        if self._loop is None:
-            self._loop = BackgroundLoop("openai-client")
-        return [self._loop.submit(self._limited(r)) for r in requests]
+        with self._starting:
+            if self._loop is None:
+                self._loop = BackgroundLoop("openai-client")
+            loop = self._loop
+        return [loop.submit(self._limited(r)) for r in requests]
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[ModelAnswer]:
         return [f.result() for f in self.submit(requests)]

@@ -142,3 +142,8 @@ def current_node() -> str:
     if "ray" in sys.modules and ray_module().is_initialized():
         return str(ray_module().get_runtime_context().get_node_id())
     return socket.gethostname()
+
+
+def node_addresses() -> list[str]:
+    """The addresses of the cluster's alive nodes (Ray must be initialised)."""
+    return [str(n["NodeManagerAddress"]) for n in ray_module().nodes() if n.get("Alive")]

@@ -1,6 +1,7 @@
--- After a claim: the pending episodes the run did not take, and why (counted per reason).
--- held: under another run's live lease; not_due: their conversation is not due
--- (slowwave_due); over_cap: due, but beyond the run's %(max_conversations)s.
+-- After a run's shards: the pending episodes the run did not take, and why (counted per
+-- reason). held: under another run's live lease; not_due: their conversation is not due
+-- (slowwave_due); over_cap: due, but beyond the run's %(max_conversations)s (or due only after
+-- the run planned its shards).
 WITH pending AS (
     SELECT conversation_id,
            count(*) AS episodes,
