@@ -255,7 +255,9 @@ def show(rows: list[dict[str, Any]]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--compare", type=int, default=1_000, help="conversations, side by side")
+    parser.add_argument(
+        "--compare", type=int, default=1_000, help="conversations, side by side (0: skip)"
+    )
     parser.add_argument("--repeat", type=int, default=1, help="side-by-side rounds, rotated")
     parser.add_argument(
         "--sizes", type=_ints, default=[1_000, 10_000], help="conversations, comma-separated"
@@ -285,7 +287,7 @@ def main() -> None:
         api_url = str(PREFECT_API_URL.value())
         print(f"Prefect server {api_url}; {os.cpu_count()} CPUs; replay model, MiniLM embedder")
         compared = []
-        for n in range(args.repeat):
+        for n in range(args.repeat if args.compare else 0):
             order = list(VARIANTS)[n % len(VARIANTS) :] + list(VARIANTS)[: n % len(VARIANTS)]
             compared += [measure(v, args.compare, args, api_url) for v in order]
         if compared:
@@ -299,13 +301,14 @@ def main() -> None:
                     f"{ratio:.2f}x in process  ({VARIANTS[variant]})"
                 )
         concurrent = [
-            measure("prefect", args.compare, args, api_url, concurrency=k) for k in args.shards
+            measure("prefect", args.compare, args, api_url, concurrency=k)
+            for k in (args.shards if args.compare else [])
         ]
         if concurrent:
             print(f"\nConcurrent shards on this machine, {args.compare} conversations:")
             show(concurrent)
         clustered = []
-        if args.cluster:
+        if args.cluster and args.compare:
             from benchmarks.local_cluster import local_ray_cluster, shared_token_env
 
             os.environ.update(shared_token_env())

@@ -154,6 +154,13 @@ def summary_table(summary: RunSummary) -> list[dict[str, Any]]:
         {"measure": label.strip(), "value": value} for label, value in summary.counter_rows()
     ]
     rows += [{"measure": f"seconds in {k}", "value": v} for k, v in summary.stage_seconds.items()]
+    rows += [
+        {
+            "measure": f"similarity to the nearest fact, {action} decisions (count, mean)",
+            "value": f"{h.count}, {h.total / h.count:.3f}" if h.count else "0",
+        }
+        for action, h in sorted(summary.similarity.items())
+    ]
     return rows
 
 

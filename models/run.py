@@ -7,6 +7,18 @@ from uuid import UUID
 
 from pydantic import BaseModel, Field
 
+# Upper bounds of the decision-similarity histograms (cosine similarity of a decision's fact
+# to its nearest active fact); the last bucket is +Inf.
+SIMILARITY_BOUNDS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0)
+
+
+class SimilarityHistogram(BaseModel):
+    """A run's similarities for one decision action, cumulative over ``SIMILARITY_BOUNDS``."""
+
+    buckets: list[int] = Field(description="Decisions at or below each bound, in order.")
+    total: float = Field(description="Sum of the similarities.")
+    count: int
+
 
 class ChunkFailure(BaseModel):
     conversation_id: str
@@ -74,6 +86,11 @@ class RunSummary(BaseModel):
     )
     failures: list[ChunkFailure] = Field(default_factory=list)
     shards: int = Field(default=0, description="Shards that ran (each a Prefect task).")
+    similarity: dict[str, SimilarityHistogram] = Field(
+        default_factory=dict,
+        description="Per decision action, the similarities its decisions carried (read from "
+        "the decision log when the run ends).",
+    )
     placement: dict[str, dict[str, int]] = Field(
         default_factory=dict,
         description="Where the run's work ran: for `shards` and each actor pool (`embedding`, "

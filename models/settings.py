@@ -155,6 +155,12 @@ class Settings(BaseSettings):
         default="UTC",
         description="Time zone of the nightly deployment's cron schedule (`slowwave deploy`).",
     )
+    metrics_port: int = Field(
+        default=9464,
+        ge=1,
+        le=65535,
+        description="Port of `slowwave metrics --serve` (Prometheus text format on 127.0.0.1).",
+    )
     prefect_port: int = Field(
         default=4200, ge=1, le=65535, description="Port of `slowwave server` (Prefect UI + API)."
     )

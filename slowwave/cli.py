@@ -45,6 +45,7 @@ from models.llm.weights import ModelNotPrepared
 from models.run import RunSummary
 from models.settings import Settings, describe_invalid, get_settings
 from slowwave.memory import Memory
+from slowwave.metrics import metrics_text, serve_metrics
 from slowwave.settings_doc import settings_markdown, sync_readme
 from sql.db import Database, DatabaseUnavailable, MigrationError, migrate
 from sql.db.embedded import EmbeddedPostgresError, stop_embedded
@@ -844,6 +845,33 @@ def _prefect(*args: str, settings: Settings, check: bool = True) -> int:
     return subprocess.run(
         command, env=prefect_env(settings), cwd=PROJECT_DIR, check=check
     ).returncode
+
+
+@app.command("metrics")
+@one_line_errors
+def metrics_command(
+    serve: Annotated[
+        bool, typer.Option("--serve", help="Serve them on 127.0.0.1 for a scraper until stopped.")
+    ] = False,
+    port: Annotated[
+        int | None, typer.Option("--port", help="With --serve (default SLOWWAVE_METRICS_PORT).")
+    ] = None,
+) -> None:
+    """Decision metrics of every finished run, in the Prometheus text format."""
+    with open_database() as db:
+        ensure_migrated(db)
+        if not serve:
+            typer.echo(metrics_text(db), nl=False)
+            return
+        port = port or db.settings.metrics_port
+        server, thread = serve_metrics(db, port)
+        console.print(f"metrics on http://127.0.0.1:{port}/metrics (Ctrl-C stops)")
+        try:
+            while thread.is_alive():
+                thread.join(1.0)
+        finally:
+            server.shutdown()
+            server.server_close()
 
 
 @app.command("server")

@@ -18,7 +18,7 @@ from psycopg.types.json import Jsonb
 
 import sql
 from models.ids import new_id
-from models.run import RunSummary
+from models.run import SIMILARITY_BOUNDS, RunSummary, SimilarityHistogram
 from models.settings import Settings
 from tasks.claim import release, renew
 
@@ -98,6 +98,7 @@ def finish_run(conn: psycopg.Connection, summary: RunSummary, error: str | None 
         summary.status = "completed_with_failures"
     else:
         summary.status = "completed"
+    summary.similarity = decision_similarity(conn, summary.run_id)
     with conn.transaction():
         conn.execute(
             sql.statement("run_finish"),
@@ -107,6 +108,18 @@ def finish_run(conn: psycopg.Connection, summary: RunSummary, error: str | None 
                 "error": error,
             },
         )
+
+
+def decision_similarity(conn: psycopg.Connection, run_id: UUID) -> dict[str, SimilarityHistogram]:
+    """The run's decision similarities per action, as histograms over ``SIMILARITY_BOUNDS``."""
+    rows = conn.execute(
+        sql.statement("decision_similarity"),
+        {"run_id": run_id, "bounds": list(SIMILARITY_BOUNDS)},
+    ).fetchall()
+    return {
+        action: SimilarityHistogram(buckets=list(buckets), total=float(total), count=int(count))
+        for action, buckets, total, count in rows
+    }
 
 
 class LeaseRenewal:

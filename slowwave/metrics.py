@@ -1,0 +1,117 @@
+"""Decision metrics in the Prometheus text format: printed by `slowwave metrics`, served on
+127.0.0.1 for a scraper by `slowwave metrics --serve`. Each scrape reads the runs' summaries
+(``tasks.metrics``), so the figures are the database's, whichever process ran the flows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest, start_http_server
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from models.run import SIMILARITY_BOUNDS
+from sql.db import Database
+from tasks.metrics import DecisionMetrics, read_metrics
+
+# counters of a run's summary, by metric and label value
+ACTIONS = {
+    "facts_inserted": "new",
+    "facts_reinforced": "reinforce",
+    "facts_updated": "update",
+    "facts_invalidated": "invalidate",
+    "dedupe_merges": "merge",
+    "actions_rejected": "rejected",
+}
+EPISODES = {
+    "episodes_consolidated": "consolidated",
+    "episodes_skipped": "skipped_by_gate",
+    "episodes_quarantined": "quarantined",
+    "episodes_deferred": "deferred",
+    "episodes_conflicted": "conflicted",
+}
+CHUNKS = {"chunks": "all", "chunks_failed": "failed", "chunks_conflicted": "conflicted"}
+TOKENS = {"prompt_tokens": "prompt", "completion_tokens": "completion"}
+
+
+def families(m: DecisionMetrics) -> Iterator[Metric]:
+    """The metric families of ``m``."""
+
+    def labelled(name: str, doc: str, label: str, keys: dict[str, str]) -> Metric:
+        family = CounterMetricFamily(name, doc, labels=[label])
+        for key, value in keys.items():
+            family.add_metric([value], m.counters.get(key, 0.0))
+        return family
+
+    runs = CounterMetricFamily("slowwave_runs", "Finished runs.", labels=["kind", "status"])
+    seconds = CounterMetricFamily(
+        "slowwave_run_seconds", "Wall time of finished runs.", labels=["kind", "status"]
+    )
+    for (kind, status), value in sorted(m.runs.items()):
+        runs.add_metric([kind, status], value)
+        seconds.add_metric([kind, status], m.run_seconds.get((kind, status), 0.0))
+    yield runs
+    yield seconds
+    yield labelled("slowwave_actions", "Decisions applied, by action.", "action", ACTIONS)
+    yield labelled("slowwave_episodes", "Episodes by outcome.", "outcome", EPISODES)
+    yield labelled("slowwave_chunks", "Chunks by outcome.", "outcome", CHUNKS)
+    yield labelled("slowwave_tokens", "Model tokens.", "kind", TOKENS)
+    calls = CounterMetricFamily("slowwave_model_calls", "Prompts sent to the model.")
+    calls.add_metric([], m.counters.get("model_calls", 0.0))
+    yield calls
+    cut = CounterMetricFamily(
+        "slowwave_answers_cut_off", "Answers that reached max_tokens (whole items kept)."
+    )
+    cut.add_metric([], m.counters.get("answers_cut_off", 0.0))
+    yield cut
+    stages = CounterMetricFamily(
+        "slowwave_stage_seconds",
+        "Seconds spent in each stage, summed over shards.",
+        labels=["stage"],
+    )
+    for stage, value in sorted(m.stage_seconds.items()):
+        stages.add_metric([stage], value)
+    yield stages
+    similarity = HistogramMetricFamily(
+        "slowwave_decision_similarity",
+        "Cosine similarity of a decision's fact to its nearest active fact (dedupe merges, "
+        "new facts).",
+        labels=["action"],
+    )
+    for action, totals in sorted(m.similarity.items()):
+        buckets: list[tuple[str, float]] = [
+            (str(bound), n) for bound, n in zip(SIMILARITY_BOUNDS, totals.buckets, strict=True)
+        ]
+        buckets.append(("+Inf", totals.count))
+        similarity.add_metric([action], buckets, sum_value=totals.total)
+    yield similarity
+
+
+class DecisionCollector(Collector):
+    """Reads the metrics from the database at each collection."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def collect(self) -> Iterator[Metric]:
+        with self.db.connection() as conn:
+            metrics = read_metrics(conn)
+        yield from families(metrics)
+
+
+def registry_for(db: Database) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(DecisionCollector(db))
+    return registry
+
+
+def metrics_text(db: Database) -> str:
+    """The metrics now, in the Prometheus text format."""
+    return generate_latest(registry_for(db)).decode()
+
+
+def serve_metrics(db: Database, port: int) -> Any:
+    """Serve the metrics on http://127.0.0.1:``port``/metrics from a thread; returns the
+    server (``shutdown()`` it) and its thread."""
+    return start_http_server(port, addr="127.0.0.1", registry=registry_for(db))

@@ -1,0 +1,79 @@
+"""Decision metrics in the Prometheus text format: what a scraper reads matches the database."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import psycopg
+from prometheus_client.parser import text_string_to_metric_families
+
+from models.embedding.base import Embedder
+from models.llm.replay import LoCoMoReplayModel
+from models.processes import free_port
+from models.settings import Settings
+from slowwave.metrics import metrics_text, serve_metrics
+from sql.db import Database
+from tasks.consolidate import consolidate
+from tasks.ingest.transcripts import IngestPolicy, ingest
+from tests.fix_processes import run_cli
+
+
+def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of a Prometheus exposition, by name and labels (parsing fails on bad
+    syntax)."""
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_a_scraper_reads_the_runs_decisions_tokens_and_similarities_as_the_database_has_them(
+    db: Database,
+    conn: psycopg.Connection,
+    settings: Settings,
+    embedder: Embedder,
+    locomo_path: Path,
+) -> None:
+    ingest(db, locomo_path, IngestPolicy.of(settings))
+    run = consolidate(
+        db, LoCoMoReplayModel(locomo_path), embedder, settings, conversations=["conv-30"]
+    )
+    port = free_port()
+    server, thread = serve_metrics(db, port)
+    try:
+        scraped = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+    assert scraped == metrics_text(db)
+    samples = _samples(scraped)
+    assert samples[("slowwave_runs_total", (("kind", "manual"), ("status", "completed")))] == 1
+    new = samples[("slowwave_actions_total", (("action", "new"),))]
+    assert new == run.facts_inserted > 0
+    (in_log,) = conn.execute(
+        "SELECT count(*) FROM decision_log WHERE action = 'new'"
+    ).fetchone()  # type: ignore[misc]
+    assert new == in_log
+    assert samples[("slowwave_episodes_total", (("outcome", "consolidated"),))] == 19
+    assert samples[("slowwave_tokens_total", (("kind", "prompt"),))] == run.prompt_tokens
+    assert samples[("slowwave_stage_seconds_total", (("stage", "apply"),))] > 0
+    similar = conn.execute(
+        "SELECT action, count(*), count(*) FILTER (WHERE similarity <= 0.5) "
+        "FROM decision_log WHERE similarity IS NOT NULL GROUP BY action"
+    ).fetchall()
+    assert similar, "the replay run recorded similarities"
+    for action, count, at_most_half in similar:
+        assert samples[("slowwave_decision_similarity_count", (("action", action),))] == count
+        bucket = (("action", action), ("le", "0.5"))
+        assert samples[("slowwave_decision_similarity_bucket", bucket)] == at_most_half
+
+
+def test_slowwave_metrics_prints_the_prometheus_text_format(tmp_path: Path) -> None:
+    result = run_cli(tmp_path, "metrics")
+    assert result.returncode == 0, result.stderr
+    samples = _samples(result.stdout)
+    assert samples[("slowwave_actions_total", (("action", "new"),))] == 0
+    assert "# TYPE slowwave_decision_similarity histogram" in result.stdout
