@@ -53,9 +53,7 @@ def test_a_scraper_reads_the_runs_decisions_tokens_and_similarities_as_the_datab
     assert samples[("slowwave_runs_total", (("kind", "manual"), ("status", "completed")))] == 1
     new = samples[("slowwave_actions_total", (("action", "new"),))]
     assert new == run.facts_inserted > 0
-    (in_log,) = conn.execute(
-        "SELECT count(*) FROM decision_log WHERE action = 'new'"
-    ).fetchone()  # type: ignore[misc]
+    (in_log,) = conn.execute("SELECT count(*) FROM decision_log WHERE action = 'new'").fetchone()  # type: ignore[misc]
     assert new == in_log
     assert samples[("slowwave_episodes_total", (("outcome", "consolidated"),))] == 19
     assert samples[("slowwave_tokens_total", (("kind", "prompt"),))] == run.prompt_tokens
