@@ -53,6 +53,7 @@ class ApplyResult:
     updated: int = 0
     invalidated: int = 0
     rejected: int = 0
+    evicted: int = 0  # active facts retired over the conversation's cap
     error: str | None = None
     quarantined: bool = False
     conflict: bool = False  # another run holds the episodes: not a failure

@@ -73,6 +73,9 @@ class RunSummary(BaseModel):
     facts_invalidated: int = 0
     dedupe_merges: int = 0
     actions_rejected: int = 0
+    facts_evicted: int = Field(
+        default=0, description="Active facts retired over a conversation's cap (evicted)."
+    )
     answers_cut_off: int = Field(
         default=0,
         description="Answers that reached max_tokens: the items written whole were kept.",
@@ -138,6 +141,7 @@ class RunSummary(BaseModel):
             ("facts updated", self.facts_updated),
             ("facts invalidated", self.facts_invalidated),
             ("actions rejected by the guard", self.actions_rejected),
+            ("facts evicted over the cap", self.facts_evicted),
             ("answers cut off at max_tokens (whole items kept)", self.answers_cut_off),
             ("tokens in / out", f"{self.prompt_tokens} / {self.completion_tokens}"),
         ]

@@ -116,6 +116,13 @@ class Settings(BaseSettings):
     claim_max_conversations: int = Field(
         default=10000, ge=1, description="Most conversations one run claims."
     )
+    max_active_facts: int = Field(
+        default=0,
+        ge=0,
+        description="Most active facts a conversation keeps (0: no cap). Over it, apply retires "
+        "the never or least recently retrieved, least corroborated ones: invalidated with the "
+        "reason `evicted` in the decision log, never deleted.",
+    )
     max_attempts: int = Field(
         default=3,
         ge=1,

@@ -31,6 +31,7 @@ from tasks.search import (
     SearchPolicy,
     context,
     has_facts,
+    record_retrieval,
     render_markdown,
     render_split,
     search,
@@ -61,9 +62,10 @@ class Memory:
         as_of: datetime | None = None,
         ranker: Ranker = "hybrid",
     ) -> list[SearchHit]:
-        """Top ``k`` facts; active ones, or those valid at ``as_of`` (event time)."""
+        """Top ``k`` facts; active ones, or those valid at ``as_of`` (event time). The facts served
+        are recorded as retrieved (``SLOWWAVE_MAX_ACTIVE_FACTS`` keeps the recently used)."""
         with self._db.open().connection() as conn:
-            return search(
+            hits = search(
                 conn,
                 self.embedder,
                 query,
@@ -74,6 +76,8 @@ class Memory:
                 ranker=ranker,
                 policy=SearchPolicy.of(self.settings),
             )
+            record_retrieval(conn, [h.id for h in hits])  # what a capacity cap keeps
+        return hits
 
     def ensure_schema(self) -> None:
         """Migrate when needed (a fresh database has no tables, and no vector type yet)."""

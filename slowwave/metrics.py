@@ -23,6 +23,7 @@ ACTIONS = {
     "facts_invalidated": "invalidate",
     "dedupe_merges": "merge",
     "actions_rejected": "rejected",
+    "facts_evicted": "evict",
 }
 EPISODES = {
     "episodes_consolidated": "consolidated",

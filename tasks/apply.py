@@ -23,6 +23,7 @@ its first try's ids) before anything is applied or charged again.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from uuid import UUID
@@ -97,10 +98,16 @@ class ApplyPolicy:
     dedupe_threshold: float
     dedupe_candidates: int
     max_attempts: int
+    max_active_facts: int = 0  # 0: no cap
 
     @classmethod
     def of(cls, settings: Settings) -> ApplyPolicy:
-        return cls(settings.dedupe_threshold, settings.dedupe_candidates, settings.max_attempts)
+        return cls(
+            settings.dedupe_threshold,
+            settings.dedupe_candidates,
+            settings.max_attempts,
+            settings.max_active_facts,
+        )
 
 
 @dataclass(frozen=True)
@@ -281,14 +288,21 @@ def _apply(
         )
     with around("write_log", conn):
         _write_log(conn, plans, writes, run_id)
+    evicted: Counter[UUID] = Counter()
+    if policy.max_active_facts:
+        with around("evict", conn):
+            evicted = _evict(conn, plans, run_id, policy.max_active_facts)
     with around("mark_consolidated", conn):
         _mark_consolidated(conn, plans, run_id)
-    applied = {c.plan.chunk_id: _applied(c.plan, w) for c, w in zip(live, writes, strict=True)}
+    applied = {
+        c.plan.chunk_id: _applied(c.plan, w, evicted[c.plan.chunk_id])
+        for c, w in zip(live, writes, strict=True)
+    }
     refused = {c.plan.chunk_id: _conflict_result(c.plan, why) for c, why in conflicts}
     return [applied.get(c.plan.chunk_id) or refused[c.plan.chunk_id] for c in chunks]
 
 
-def _applied(plan: Plan, writes: Writes) -> ApplyResult:
+def _applied(plan: Plan, writes: Writes, evicted: int) -> ApplyResult:
     return ApplyResult(
         chunk_id=plan.chunk_id,
         conversation_id=plan.conversation_id,
@@ -302,6 +316,7 @@ def _applied(plan: Plan, writes: Writes) -> ApplyResult:
         updated=writes.count(Decision.update),
         invalidated=writes.count(Decision.invalidate),
         rejected=writes.count(Decision.rejected),
+        evicted=evicted,
         fact_ids=[f.id for f in writes.inserts],
     )
 
@@ -545,6 +560,23 @@ def _write_log(
     ]
     if rows:
         copy_rows(conn, "decision_log", LOG_COLUMNS, rows)
+
+
+def _evict(
+    conn: psycopg.Connection, plans: Sequence[Plan], run_id: UUID, cap: int
+) -> Counter[UUID]:
+    """Retire what the plans' conversations hold over ``cap`` active facts; count per chunk."""
+    rows = conn.execute(
+        sql.statement("apply_evict"),
+        {
+            "conversations": [p.conversation_id for p in plans],
+            "chunk_ids": [p.chunk_id for p in plans],
+            "times": [p.event_time for p in plans],
+            "cap": cap,
+            "run_id": run_id,
+        },
+    ).fetchall()
+    return Counter(row[0] for row in rows)
 
 
 def _mark_consolidated(conn: psycopg.Connection, plans: Sequence[Plan], run_id: UUID) -> None:

@@ -301,6 +301,7 @@ def count(summary: RunSummary, plan: Plan, result: ApplyResult) -> None:
     summary.facts_invalidated += result.invalidated
     summary.dedupe_merges += result.merged
     summary.actions_rejected += result.rejected
+    summary.facts_evicted += result.evicted
 
 
 @dataclass(frozen=True)

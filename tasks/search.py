@@ -121,6 +121,13 @@ def search(
     return [SearchHit.model_validate(r) for r in rows]
 
 
+def record_retrieval(conn: psycopg.Connection, ids: Sequence[UUID]) -> None:
+    """Remember that these facts were served (a capacity cap retires the unused first)."""
+    if ids:
+        with conn.transaction():
+            conn.execute(sql.statement("record_retrieval"), {"ids": list(ids)})
+
+
 def _sources(hit: SearchHit) -> str:
     noun = "conversation" if hit.sources == 1 else "conversations"
     return f"(sources: {hit.sources} {noun})"

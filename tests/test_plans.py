@@ -239,6 +239,22 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
             {"conversations": ["conv-0"] * 3, "fact_ids": facts, "times": [T0] * 3},
             {"Index Scan on semantic_memory_pkey"},
         ),
+        "apply_evict": (
+            {
+                "conversations": ["conv-0", "conv-1"],
+                "chunk_ids": [uuid.uuid4(), uuid.uuid4()],
+                "times": [T0, T0],
+                "cap": 3,
+                "run_id": uuid.uuid4(),
+            },
+            {active},
+        ),
+        "record_retrieval": ({"ids": facts}, {"Index Scan on semantic_memory_pkey"}),
+        # the fixture's log holds one run: a run's rows are all of it (as for the reverts)
+        "decision_similarity": (
+            {"run_id": uuid.uuid4(), "bounds": [0.5, 0.9, 1.0]},
+            {"Seq Scan on decision_log"},
+        ),
         "apply_reinforce": (
             {"conversations": ["conv-0"] * 3, "fact_ids": facts, "episode_ids": episodes},
             {"Index Scan on semantic_memory_pkey"},
@@ -368,6 +384,8 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
         ),
         # one row per run, read at a run's start; each running run's lease probed by index
         "runs_running": ({}, {"Seq Scan on consolidation_runs", claimed}),
+        # one row per run, every run: the metrics read them all, never the decision log
+        "metrics_runs": ({}, {"Seq Scan on consolidation_runs"}),
         # only after a crash, once per crashed run: what it recorded is counted by scanning
         # (an index per run on the three tables would cost every insert for a rare repair)
         "runs_mark_crashed": (

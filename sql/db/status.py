@@ -16,6 +16,8 @@ COUNTS = (
     "episodes_quarantined",
     "facts_active",
     "facts_invalidated",
+    "facts_active_chars",
+    "facts_active_tokens",
 )
 
 
@@ -26,6 +28,10 @@ class ConversationStatus(BaseModel):
     episodes_quarantined: int = 0
     facts_active: int = 0
     facts_invalidated: int = 0
+    facts_active_chars: int = Field(default=0, description="Characters of the active facts.")
+    facts_active_tokens: int = Field(
+        default=0, description="Estimated tokens of the active facts (four characters a token)."
+    )
 
 
 class DatabaseStatus(BaseModel):

@@ -1,0 +1,6 @@
+-- Search served these facts: remember when (at most once a minute per fact, so a hot fact
+-- does not turn every search into a write).
+UPDATE semantic_memory
+SET last_retrieved_at = now()
+WHERE id = ANY(%(ids)s::uuid[])
+  AND (last_retrieved_at IS NULL OR last_retrieved_at < now() - interval '1 minute')
