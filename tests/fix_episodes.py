@@ -87,3 +87,16 @@ def episodes_state(conn: psycopg.Connection) -> dict[str, dict[str, Any]]:
 def decisions(conn: psycopg.Connection) -> list[dict[str, Any]]:
     with conn.cursor(row_factory=dict_row) as cur:
         return cur.execute("SELECT * FROM decision_log ORDER BY id").fetchall()
+
+
+def consolidated_once(conn: psycopg.Connection) -> tuple[int, int]:
+    """(episodes still pending, episodes applied by more than one chunk): (0, 0) when every
+    episode was consolidated exactly once."""
+    row = conn.execute(
+        "SELECT (SELECT count(*) FROM episodic_memory WHERE consolidated_at IS NULL), "
+        "(SELECT count(*) FROM (SELECT episode_id FROM consolidation_chunks c, "
+        "unnest(c.episode_ids) AS episode_id WHERE status = 'applied' "
+        "GROUP BY episode_id HAVING count(*) > 1) twice)"
+    ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])

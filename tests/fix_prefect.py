@@ -32,3 +32,16 @@ def flow_settings(
     get_settings.cache_clear()
     yield get_settings()
     get_settings.cache_clear()
+
+
+def completed_tasks(flow_run_id: object) -> set[str]:
+    """The names of the flow run's task runs that completed."""
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs()
+    return {
+        r.name
+        for r in runs
+        if r.flow_run_id == flow_run_id and r.state is not None and r.state.is_completed()
+    }

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from prefect.client.orchestration import get_client
 from prefect.settings import PREFECT_API_URL
 
 from benchmarks.local_cluster import alive_nodes
 from models.settings import Settings, get_settings
 from sql.db import Database
 from tasks.ingest.transcripts import IngestPolicy, ingest
+from tests.fix_episodes import consolidated_once
+from tests.fix_prefect import completed_tasks
 
 
 def test_the_nightly_flow_on_a_two_node_ray_cluster_runs_shards_and_actors_on_both_nodes(
@@ -45,18 +46,6 @@ def test_the_nightly_flow_on_a_two_node_ray_cluster_runs_shards_and_actors_on_bo
     assert set(shards) == nodes and sum(shards.values()) == 4, shards
     assert set(embedding) == nodes, embedding
     assert summary["episodes_consolidated"] == episodes and summary["chunks_failed"] == 0
-    (pending, applied_twice) = conn.execute(
-        "SELECT (SELECT count(*) FROM episodic_memory WHERE consolidated_at IS NULL), "
-        "(SELECT count(*) FROM (SELECT episode_id FROM consolidation_chunks c, "
-        "unnest(c.episode_ids) AS episode_id WHERE status = 'applied' "
-        "GROUP BY episode_id HAVING count(*) > 1) twice)"
-    ).fetchone()  # type: ignore[misc]
-    assert pending == 0 and applied_twice == 0, "every episode consolidated once"
-    with get_client(sync_client=True) as client:
-        runs = client.read_task_runs()
-    done = {
-        r.name
-        for r in runs
-        if r.flow_run_id == state.state_details.flow_run_id and r.state and r.state.is_completed()
-    }
+    assert consolidated_once(conn) == (0, 0), "every episode consolidated once"
+    done = completed_tasks(state.state_details.flow_run_id)
     assert {f"consolidate shard {k}" for k in range(4)} <= done, done

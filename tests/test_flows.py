@@ -15,6 +15,8 @@ from prefect.client.schemas.sorting import ArtifactSort
 from models.settings import Settings
 from sql.db import Database
 from tasks.ingest.transcripts import IngestPolicy, ingest
+from tests.fix_episodes import consolidated_once
+from tests.fix_prefect import completed_tasks
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "transcripts"
 
@@ -171,15 +173,7 @@ def test_the_nightly_flow_runs_its_shards_at_once_each_claiming_its_own_conversa
     summary = state.result()
     assert summary["conversations"] == 7 and summary["shards"] == 4
     assert sum(summary["placement"]["shards"].values()) == 4
-    (pending, applied_twice) = conn.execute(
-        "SELECT (SELECT count(*) FROM episodic_memory WHERE consolidated_at IS NULL), "
-        "(SELECT count(*) FROM (SELECT episode_id FROM consolidation_chunks c, "
-        "unnest(c.episode_ids) AS episode_id WHERE status = 'applied' "
-        "GROUP BY episode_id HAVING count(*) > 1) twice)"
-    ).fetchone()  # type: ignore[misc]
-    assert pending == 0 and applied_twice == 0
-    with get_client(sync_client=True) as client:
-        runs = client.read_task_runs()
-    names = {r.name for r in runs if r.flow_run_id == state.state_details.flow_run_id}
+    assert consolidated_once(conn) == (0, 0)
+    names = completed_tasks(state.state_details.flow_run_id)
     assert {"plan", *(f"consolidate shard {k}" for k in range(4))} <= names
     assert _artifact("slowwave-progress") == 100.0
