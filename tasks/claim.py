@@ -135,7 +135,8 @@ def _claim_rows(
     A conversation the statement locked may have been claimed by a run that committed after
     the statement's snapshot: it comes back empty, and the room it took under the cap would
     be lost for this run. Another round, with a fresh snapshot, claims the next due ones
-    instead; each round commits what it claimed."""
+    instead; each round commits what it claimed. A conversation the round took only in part
+    (``give_back_split``) is given back in the same transaction, and counts as lost."""
     rows: list[dict[str, Any]] = []
     taken: list[str] = []
     for _ in range(CLAIM_ROUNDS):
@@ -146,14 +147,35 @@ def _claim_rows(
         with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
             faultpoints.reached("claim.before", conn)
             got = cur.execute(sql.statement("claim"), params).fetchall()
+            claimed = [r for r in got if r["id"] is not None]
+            split = give_back_split(
+                conn, run_id, shard, sorted({r["conversation_id"] for r in claimed})
+            )
         locked = int(got[0]["locked"])
-        claimed = [r for r in got if r["id"] is not None]
+        claimed = [r for r in claimed if r["conversation_id"] not in split]
         won = {r["conversation_id"] for r in claimed}
         rows += claimed
         taken += sorted(won)
         if len(won) == locked or len(taken) >= cap:
             break
     return rows
+
+
+def give_back_split(
+    conn: psycopg.Connection, run_id: UUID, shard: int, conversations: Sequence[str]
+) -> set[str]:
+    """Give back, within the caller's transaction, the conversations of ``conversations`` that
+    another claimer holds in part (committed after this claim's snapshot); return them."""
+    if not conversations:
+        return set()
+    rows = conn.execute(
+        sql.statement("claim_give_back_split"),
+        {"conversations": list(conversations), "run_id": run_id, "shard": shard},
+    ).fetchall()
+    given_back = {row[0] for row in rows}
+    if given_back:
+        logger.warning("gave back %d conversation(s) another claimer holds", len(given_back))
+    return given_back
 
 
 def quarantine(conn: psycopg.Connection, run_id: UUID, reasons: dict[UUID, str]) -> None:

@@ -17,7 +17,14 @@ from models.ids import new_id
 from models.run import RunSummary
 from models.settings import Settings
 from sql.db import Database
-from tasks.claim import ClaimPolicy, ConversationWork, claim, count_due, release
+from tasks.claim import (
+    ClaimPolicy,
+    ConversationWork,
+    claim,
+    count_due,
+    give_back_split,
+    release,
+)
 from tasks.consolidate import consolidate
 from tests.fix_episodes import add, at, episodes_state, facts, make_episode, with_settings
 from tests.fix_models import ScriptedModel, fact
@@ -474,3 +481,35 @@ def test_a_run_plans_its_shards_from_a_count_and_claims_nothing_up_front(
         "SELECT count(*) FROM episodic_memory WHERE claimed_by IS NOT NULL"
     ).fetchone()  # type: ignore[misc]
     assert claimed == 0
+
+
+def test_a_conversation_claimed_in_part_while_another_claimer_committed_is_given_back_whole(
+    db: Database, conn: psycopg.Connection, settings: Settings
+) -> None:
+    """The race a claim can lose: another claimer commits its claim on a conversation between
+    this claim's snapshot and its lock, and an episode ingested meanwhile is all this claim
+    takes of it. Checked again on a fresh snapshot before the claim commits, such a
+    conversation is given back, and the other claimer keeps it whole."""
+    _seed(conn, conversations=2, per=2)
+    mine, other = new_id(), new_id()
+    with conn.transaction():  # the state the race leaves: conv000 split, conv001 whole
+        conn.execute(
+            "UPDATE episodic_memory SET claimed_by = %s, claim_shard = 0, "
+            "claimed_until = now() + interval '1 hour' WHERE external_key = 'k0-0'",
+            (other,),
+        )
+        conn.execute(
+            "UPDATE episodic_memory SET claimed_by = %s, claim_shard = 1, "
+            "claimed_until = now() + interval '1 hour' "
+            "WHERE external_key IN ('k0-1', 'k1-0', 'k1-1')",
+            (mine,),
+        )
+    with conn.transaction():
+        given_back = give_back_split(conn, mine, 1, ["conv000", "conv001"])
+    assert given_back == {"conv000"}
+    held = dict(
+        conn.execute(
+            "SELECT external_key, claimed_by FROM episodic_memory ORDER BY external_key"
+        ).fetchall()
+    )
+    assert held == {"k0-0": other, "k0-1": None, "k1-0": mine, "k1-1": mine}

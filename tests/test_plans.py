@@ -202,6 +202,10 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
         "claim": (params(), {pending}),
         "claim_left_pending": (params(), {pending}),
         "due_count": (params(), {pending}),
+        "claim_give_back_split": (
+            {"conversations": ["conv-0", "conv-1"], "run_id": uuid.uuid4(), "shard": 0},
+            {"Bitmap Index Scan on episodic_memory_pending_idx"},
+        ),
         "renew_leases": (params(), {claimed}),
         "release": ({"run_ids": [uuid.uuid4(), uuid.uuid4()]}, {claimed}),
         "record_failure": (
