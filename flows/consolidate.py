@@ -212,7 +212,7 @@ def consolidate_run(
                 embedder = embedder or load_embedder(settings)
                 summary.place("embedding", actor_nodes(embedder))
                 summary.place("llm", actor_nodes(model))
-                check_shareable(settings, db.url, model, embedder)
+                check_shareable(settings, model, embedder)
                 scope = Scope.of(summary, conversations)
                 specs = plan_task(db, summary, policy, scope, settings.shard_conversations)
                 due = sum(s.max_conversations for s in specs)

@@ -22,7 +22,7 @@ LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 
 @contextmanager
 def shard_runner(settings: Settings) -> Iterator[TaskRunner[Any]]:
-    """A started task runner for the run's shards."""
+    """A started task runner for the run's shards (``settings.database_url``: the run's)."""
     if not settings.ray_address:
         threads: ThreadPoolTaskRunner[Any] = ThreadPoolTaskRunner(
             max_workers=settings.shard_concurrency
@@ -34,6 +34,7 @@ def shard_runner(settings: Settings) -> Iterator[TaskRunner[Any]]:
 
     acquire_ray(settings)  # slowwave's own init (workers' environment); the runner joins it
     try:
+        check_reachable(settings)  # nothing is claimed yet: shards claim when they start
         with RayTaskRunner(address=settings.ray_address) as runner:
             yield runner
     finally:
@@ -51,10 +52,9 @@ def spread(settings: Settings) -> Any:
     return remote_options(scheduling_strategy="SPREAD", max_retries=0)
 
 
-def check_shareable(settings: Settings, database_url: str, *runtimes: object) -> None:
-    """Shards on Ray workers get the runtimes by value (pools by their actors' names) and the
-    run's database address: refuse, in one line and before anything is claimed, a runtime
-    that cannot travel, or a database only this machine reaches on a cluster of several."""
+def check_shareable(settings: Settings, *runtimes: object) -> None:
+    """Shards on Ray workers get the runtimes by value (pools by their actors' names): refuse,
+    in one line and before anything is claimed, a runtime that cannot travel."""
     if not settings.ray_address:
         return
     for runtime in runtimes:
@@ -62,7 +62,13 @@ def check_shareable(settings: Settings, database_url: str, *runtimes: object) ->
             cloudpickle.dumps(runtime)
         except Exception as exc:
             raise RuntimeNotAvailable(f"cannot run shards on Ray: {exc}") from None
-    if machine_local(database_url) and len(set(node_addresses())) > 1:
+
+
+def check_reachable(settings: Settings) -> None:
+    """On a cluster of several machines (Ray joined), refuse a database only this machine
+    reaches: the shards on other nodes could not connect."""
+    url = settings.database_url.get_secret_value() if settings.database_url else ""
+    if machine_local(url) and len(set(node_addresses())) > 1:
         raise RuntimeNotAvailable(
             "cannot run shards on a Ray cluster of several machines against a database only "
             "this one reaches (the embedded server, or localhost): set DATABASE_URL to a "

@@ -46,3 +46,13 @@ def test_a_database_only_this_machine_reaches_is_told_apart_from_one_a_cluster_r
     assert machine_local("postgresql://app:pw@localhost/slowwave")
     assert not machine_local("postgresql://app:pw@db.internal:5432/slowwave")
     assert not machine_local("postgresql://app:pw@10.0.0.5/slowwave")
+
+
+def test_runtimes_are_checked_for_ray_before_ray_is_started() -> None:
+    """With a cluster address but no runtime on Ray yet (the replay model, an in-process
+    embedder), the check before claiming needs no Ray connection."""
+    from flows.runners import check_shareable
+    from models.settings import Settings
+
+    settings = Settings(ray_address="127.0.0.1:1", _env_file=None)  # type: ignore[call-arg]
+    check_shareable(settings, {"a": "runtime"})
