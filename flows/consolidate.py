@@ -49,6 +49,7 @@ from models.settings import Settings, get_settings
 from models.workers.cluster import current_node
 from models.workers.pool import actor_nodes
 from sql.db import Database, migrate
+from tasks.claim import Due
 from tasks.consolidate import (
     RunPolicy,
     Scope,
@@ -81,7 +82,7 @@ def _transient(task: Any, task_run: Any, state: State) -> bool:
 )
 def plan_task(
     db: Database, summary: RunSummary, policy: RunPolicy, scope: Scope, shard_conversations: int
-) -> list[ShardSpec]:
+) -> tuple[list[ShardSpec], Due]:
     """Count what is due (nothing claimed or read) and cut it into shards."""
     return plan_run(db, summary, policy, scope, shard_conversations)
 
@@ -214,13 +215,19 @@ def consolidate_run(
                 summary.place("llm", actor_nodes(model))
                 check_shareable(settings, model, embedder)
                 scope = Scope.of(summary, conversations)
-                specs = plan_task(db, summary, policy, scope, settings.shard_conversations)
-                due = sum(s.max_conversations for s in specs)
-                progress = Progress(total=due)
+                specs, due = plan_task(db, summary, policy, scope, settings.shard_conversations)
+                progress = Progress(total=due.conversations)
                 progress.artifact = create_progress_artifact(
-                    0.0, key="slowwave-progress", description=f"{due} conversations"
+                    0.0,
+                    key="slowwave-progress",
+                    description=f"{due.conversations} conversations, {due.episodes} episodes",
                 )
-                logger.info("%d conversations due, in %d shard(s)", due, len(specs))
+                logger.info(
+                    "%d conversations due (%d episodes), in %d shard(s)",
+                    due.conversations,
+                    due.episodes,
+                    len(specs),
+                )
                 # shards use connections of their own, to the server this run uses
                 shard_settings = settings.model_copy(update={"database_url": SecretStr(db.url)})
                 run_shards(shard_settings, specs, scope, model, embedder, summary, progress)

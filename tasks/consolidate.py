@@ -39,7 +39,7 @@ from tasks.apply import ApplyPolicy, ChunkToApply, apply_plans, read_back, recor
 from tasks.calibrate import build_request, calibration_of
 from tasks.chains import Backlog, Stages, run_chains
 from tasks.chunking import ChunkBudget, fit_facts, run_budget
-from tasks.claim import ClaimPolicy, claim, count_due, left_pending
+from tasks.claim import ClaimPolicy, Due, claim, count_due, left_pending
 from tasks.embed import embed_plans, embed_uncited
 from tasks.evidence import attribute_evidence
 from tasks.gate import GatePolicy
@@ -345,8 +345,8 @@ def shard_specs(due: int, shard_conversations: int) -> list[ShardSpec]:
 
 def plan_run(
     db: Database, summary: RunSummary, policy: RunPolicy, scope: Scope, shard_conversations: int
-) -> list[ShardSpec]:
-    """The run's shards, from a count of its due conversations (nothing claimed or read):
+) -> tuple[list[ShardSpec], Due]:
+    """The run's shards, from a count of what is due (nothing claimed or read), and the count:
     each shard claims its own when it starts, so the run never holds its whole backlog."""
     with timed(summary, "plan"), db.connection() as conn:
         due = count_due(
@@ -356,7 +356,7 @@ def plan_run(
             conversations=scope.named,
             everything=scope.everything,
         )
-    return shard_specs(due.conversations, shard_conversations)
+    return shard_specs(due.conversations, shard_conversations), due
 
 
 @dataclass
@@ -486,7 +486,8 @@ def consolidate(
     ) as summary:
         policy = RunPolicy.of(settings, model)  # inside: a budget that cannot work is recorded
         scope = Scope.of(summary, conversations)
-        for spec in plan_run(db, summary, policy, scope, settings.shard_conversations):
+        specs, _ = plan_run(db, summary, policy, scope, settings.shard_conversations)
+        for spec in specs:
             shard = ShardWork(spec, scope)
             try:
                 run_shard(db, shard, model, embedder, policy)

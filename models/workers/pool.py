@@ -28,7 +28,13 @@ from typing import Any, TypeVar
 
 from models.llm.base import RuntimeUnreachable
 from models.settings import Settings
-from models.workers.cluster import acquire_ray, cluster_shape, ray_module, release_ray
+from models.workers.cluster import (
+    acquire_ray,
+    cluster_shape,
+    current_node,
+    ray_module,
+    release_ray,
+)
 
 T = TypeVar("T")
 RESTARTS = 2  # an actor that crashes more often than this is broken, not unlucky
@@ -38,11 +44,6 @@ DOWN_S = 30.0  # how long an actor that went away is passed over (a restart take
 NAMESPACE = "slowwave"
 
 
-def _node() -> str:
-    """The Ray node this actor runs on."""
-    return str(ray_module().get_runtime_context().get_node_id())
-
-
 class _Host:
     """What runs inside each actor: one runtime object and a generic call."""
 
@@ -50,7 +51,7 @@ class _Host:
         self.runtime = factory()
 
     def node(self) -> str:
-        return _node()
+        return current_node()
 
     def call(self, method: str, *args: Any) -> Any:
         return getattr(self.runtime, method)(*args)
@@ -82,7 +83,7 @@ class _StreamingHost:
         return getattr(self.runtime, name)
 
     async def node(self) -> str:
-        return _node()
+        return current_node()
 
     async def close(self) -> None:
         self.runtime.close()
