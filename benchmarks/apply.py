@@ -508,6 +508,7 @@ def way_copy(url: str, plans: Sequence[Plan], vectors: Sequence[Vectors], run_id
             vector,
             None,
             run_id,
+            None,
         )
         for plan, vecs in zip(plans, vectors, strict=True)
         for action, vector in zip(plan.actions, vecs, strict=True)

@@ -26,6 +26,21 @@ MAX_FACT_CHARS = 300
 MIN_FACT_CHARS = 8
 MAX_KEYWORDS = 5
 MAX_KEYWORD_CHARS = 40
+MAX_SLOT_CHARS = 60
+
+# Single-valued attributes (seed 002's keys, seed 003's deterministic profile keys): a person
+# has one of each at a time, so a new value in a filled slot replaces the old one. A fixed
+# vocabulary, so that two answers name the same slot the same way.
+SLOT_ATTRIBUTES = (
+    "identity:name",
+    "identity:pronouns",
+    "identity:age",
+    "identity:location",
+    "identity:occupation",
+    "identity:employer",
+    "relationship:partner",
+    "relationship:marital_status",
+)
 
 
 class FactAction(StrEnum):
@@ -52,7 +67,15 @@ class ConsolidatedFact(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
-            "required": ["fact", "category", "keywords", "episodes", "action", "existing_fact_id"]
+            "required": [
+                "fact",
+                "category",
+                "keywords",
+                "slot",
+                "episodes",
+                "action",
+                "existing_fact_id",
+            ]
         },
     )
 
@@ -72,6 +95,13 @@ class ConsolidatedFact(BaseModel):
             "items": {"type": "string", "minLength": 1, "maxLength": MAX_KEYWORD_CHARS},
         },
     )
+    slot: str | None = Field(
+        default=None,
+        description="For a fact a person has only one of at a time: the attribute, a colon "
+        "and the person's speaker name as the transcript shows it (identity:location:ana); "
+        "null for anything else.",
+        json_schema_extra={"maxLength": MAX_SLOT_CHARS},
+    )
     episodes: list[ShortId] = Field(
         default_factory=list,
         description="Ids of the episodes (E1, E2, ...) that evidence this item: at least one; "
@@ -90,6 +120,20 @@ class ConsolidatedFact(BaseModel):
         "existing fact as shown (F1, F2, ...), or a fact written earlier in this answer "
         "(N1 = the fact written by the answer's first item, N2 by its second, ...). Null for new.",
     )
+
+
+def normalize_slot(slot: str | None) -> str | None:
+    """The slot key an answer means (``identity:location`` or ``identity:location:ana``),
+    lower-cased and without spaces; None for no slot or an attribute outside the vocabulary
+    (the fact is kept, only without a slot)."""
+    if not slot:
+        return None
+    parts = [" ".join(p.split()).replace(" ", "_") for p in slot.lower().split(":")]
+    parts = [p for p in parts if p]
+    attribute = ":".join(parts[:2])
+    if attribute not in SLOT_ATTRIBUTES or len(parts) > 3:
+        return None
+    return ":".join(parts)
 
 
 class ConsolidationOutput(BaseModel):
@@ -115,10 +159,16 @@ def _category_lines() -> str:
 # The answer shown in the prompt: the schema itself is never shown (a grammar enforces it), so
 # a small model learns the shape from this. Its facts are about no one in any transcript, and
 # the guard refuses a fact copied from it, its name swapped or not (``copied_from_example``).
-EXAMPLE_FACTS = (
-    ("Priya keeps three tortoises named after planets.", "preference", ["Priya", "tortoises"]),
-    ("Priya's brother Rafael is learning to sail.", "relationship", ["Priya", "Rafael"]),
-    ("Priya wants to walk the Camino de Santiago in 2026.", "goal", ["Priya", "Camino"]),
+EXAMPLE_FACTS: tuple[tuple[str, str, list[str], str | None], ...] = (
+    (
+        "Priya keeps three tortoises named after planets.",
+        "preference",
+        ["Priya", "tortoises"],
+        None,
+    ),
+    ("Priya's brother Rafael is learning to sail.", "relationship", ["Priya", "Rafael"], None),
+    ("Priya moved to Porto in March.", "identity", ["Priya", "Porto"], "identity:location:priya"),
+    ("Priya wants to walk the Camino de Santiago in 2026.", "goal", ["Priya", "Camino"], None),
 )
 EXAMPLE_ANSWER = json.dumps(
     {
@@ -127,11 +177,12 @@ EXAMPLE_ANSWER = json.dumps(
                 "fact": fact,
                 "category": category,
                 "keywords": keywords,
+                "slot": slot,
                 "episodes": [f"E{i // 2 + 1}"],
                 "action": "new",
                 "existing_fact_id": None,
             }
-            for i, (fact, category, keywords) in enumerate(EXAMPLE_FACTS)
+            for i, (fact, category, keywords, slot) in enumerate(EXAMPLE_FACTS)
         ]
     },
     ensure_ascii=False,
@@ -141,7 +192,7 @@ EXAMPLE_ANSWER = json.dumps(
 def copied_from_example(fact: str) -> bool:
     """The fact is one of the example's, with its first word (the name) swapped or not."""
     tail = _after_name(fact)
-    return any(tail == _after_name(example) for example, _, _ in EXAMPLE_FACTS)
+    return any(tail == _after_name(example) for example, *_ in EXAMPLE_FACTS)
 
 
 def _after_name(fact: str) -> str:
@@ -178,6 +229,8 @@ A change within these episodes keeps its history: write the earlier state as new
 it by its answer id (N1 is the fact your first item writes, N2 your second, ...).
 Use only the ids shown (F1, F2, ...) or N-ids of your earlier items; never invent ids.
 Cite the episodes (E1, E2, ...) that state each fact. Keywords: 1 to 5 names and nouns.
+Slot: only for what a person has one of at a time, {", ".join(SLOT_ATTRIBUTES)}: the
+attribute, a colon and their speaker name (identity:location:ana); otherwise null.
 
 Answer with JSON only, shaped like this example about someone else:
 {EXAMPLE_ANSWER}

@@ -43,6 +43,11 @@ class PlannedAction(BaseModel):
     category: Category | None = None
     fact: str | None = None
     keywords: list[str] = Field(default_factory=list)
+    slot: str | None = Field(
+        default=None,
+        description="The single-valued attribute the fact fills (``identity:location:ana``): "
+        "at most one active fact of a conversation holds a slot.",
+    )
     episode_ids: list[UUID] = Field(description="The episodes that evidence this action.")
     cited: bool = Field(
         default=True,

@@ -123,6 +123,12 @@ class Settings(BaseSettings):
         "the never or least recently retrieved, least corroborated ones: invalidated with the "
         "reason `evicted` in the decision log, never deleted.",
     )
+    slots: bool = Field(
+        default=True,
+        description="Keep one active fact per conversation and slot (a single-valued attribute "
+        "the model names: identity:location:ana): a new value in a filled slot updates the "
+        "fact that held it even when the model answered `new`. Off: slots are ignored.",
+    )
     max_attempts: int = Field(
         default=3,
         ge=1,

@@ -74,6 +74,7 @@ FACT_COLUMNS = (
     ("embedding", "vector"),
     ("supersedes_id", "uuid"),
     ("created_by_run_id", "uuid"),
+    ("slot", "text"),
 )
 LOG_COLUMNS = (
     ("run_id", "uuid"),
@@ -99,6 +100,7 @@ class ApplyPolicy:
     dedupe_candidates: int
     max_attempts: int
     max_active_facts: int = 0  # 0: no cap
+    slots: bool = True
 
     @classmethod
     def of(cls, settings: Settings) -> ApplyPolicy:
@@ -107,6 +109,7 @@ class ApplyPolicy:
             settings.dedupe_candidates,
             settings.max_attempts,
             settings.max_active_facts,
+            settings.slots,
         )
 
 
@@ -266,10 +269,18 @@ def _apply(
         live, conflicts = _lock_episodes(conn, chunks, run_id)
     with around("lock_targets", conn):
         known = _lock_targets(conn, [c.plan for c in live])
+        holders = _lock_slot_holders(conn, [c.plan for c in live], known) if policy.slots else {}
     with around("dedupe", conn):
         nearest = _nearest_duplicates(conn, live, policy, known)
     writes = [
-        decide(c.plan, c.vectors, known, nearest[i], policy.dedupe_threshold)
+        decide(
+            c.plan,
+            c.vectors,
+            known,
+            nearest[i],
+            policy.dedupe_threshold,
+            slots=holders.get(c.plan.conversation_id, {}) if policy.slots else None,
+        )
         for i, c in enumerate(live)
     ]
     plans = [c.plan for c in live]
@@ -390,6 +401,27 @@ def _lock_targets(conn: psycopg.Connection, plans: Sequence[Plan]) -> dict[UUID,
     return known
 
 
+def _lock_slot_holders(
+    conn: psycopg.Connection, plans: Sequence[Plan], known: dict[UUID, Known]
+) -> dict[str, dict[str, UUID]]:
+    """conversation → slot → the active fact holding it, for the slots the plans fill,
+    locked; each holder is added to ``known`` (a new value in its slot may update it)."""
+    wanted = sorted(
+        {(p.conversation_id, a.slot) for p in plans for a in p.actions if a.writes_fact and a.slot}
+    )
+    if not wanted:
+        return {}
+    rows = conn.execute(
+        sql.statement("apply_slot_holders"),
+        {"conversations": [c for c, _ in wanted], "slots": [s for _, s in wanted]},
+    ).fetchall()
+    holders: dict[str, dict[str, UUID]] = {}
+    for fact_id, conversation, slot, valid_at, vector in rows:
+        holders.setdefault(conversation, {})[slot] = fact_id
+        known.setdefault(fact_id, Known(valid_at=valid_at, vector=vector.to_numpy()))
+    return holders
+
+
 def _nearest_duplicates(
     conn: psycopg.Connection,
     chunks: Sequence[ChunkToApply],
@@ -466,6 +498,7 @@ def _insert_facts(
             f.embedding,
             f.supersedes_id,
             run_id,
+            f.slot,
         )
         for plan, w in zip(plans, writes, strict=True)
         for f in w.inserts

@@ -18,6 +18,10 @@ Rules, in answer order:
   (N-ids), so a change inside one chunk keeps its history in event time: Beijing from E1 until
   E3, then Tokyo.
 - ``invalidate`` ends its target; ``reinforce`` adds the evidence to it.
+- With slots on, a fact written into a slot (a single-valued attribute: where a person lives)
+  that an active fact holds updates that holder, whatever the model answered: ``new`` becomes
+  an update of it (a reinforcement when it restates it), and an update of some other fact
+  ends the holder too. A conversation keeps one active fact per slot.
 - Last, a plan that contradicts itself is refused where it does: a fact it writes that is
   still active and valid since before the plan ended a duplicate of it is rejected, with the
   reason in the decision log; when it was an update's new version, the fact it was to
@@ -60,6 +64,7 @@ class NewFact:
     invalid_at: datetime | None
     embedding: np.ndarray
     supersedes_id: UUID | None
+    slot: str | None = None
 
 
 @dataclass
@@ -118,6 +123,8 @@ def decide(
     known: dict[UUID, Known],
     nearest: dict[int, tuple[UUID, float]],
     threshold: float,
+    *,
+    slots: dict[str, UUID] | None = None,
 ) -> Writes:
     """The writes of ``plan``.
 
@@ -125,12 +132,14 @@ def decide(
     :param known: the existing facts the plan targets, locked.
     :param nearest: action index → its nearest active duplicate in the conversation (at or
         above ``threshold``), among facts the plan does not end.
+    :param slots: slot → the active fact holding it (locked, in ``known``), for the slots the
+        plan fills; None: slots are off, and the plan's slots are ignored.
     """
     vector_of = writing_vectors(plan, vectors)
     position = {index: k for k, index in enumerate(plan.writing)}
     # every pair of the plan's own facts at once (unit vectors: the dot product is the cosine)
     similarities = vectors @ vectors.T if len(vectors) else np.zeros((0, 0), dtype=np.float32)
-    return _Decider(plan, vector_of, position, similarities, known, nearest, threshold).run()
+    return _Decider(plan, vector_of, position, similarities, known, nearest, threshold, slots).run()
 
 
 @dataclass
@@ -142,6 +151,7 @@ class _Decider:
     known: dict[UUID, Known]
     nearest: dict[int, tuple[UUID, float]]
     threshold: float
+    slots: dict[str, UUID] | None
     writes: Writes = field(default_factory=Writes)
     rows: dict[UUID, NewFact] = field(default_factory=dict)
     row_of: dict[UUID, int] = field(default_factory=dict)  # new fact → the action that wrote it
@@ -211,6 +221,20 @@ class _Decider:
     def _write(self, index: int, action: PlannedAction, target: UUID | None) -> UUID:
         vector = self.vector_of[index]
         previous = target if action.action is FactAction.update else None
+        slot = action.slot if self.slots is not None else None
+        reason = None
+        holder = self._holder(slot, previous) if slot else None
+        if holder is not None and previous is None:
+            previous = holder
+            reason = f"slot {slot} is held: {action.action.value} taken as an update of it"
+        elif holder is not None:
+            self._end(holder, action.event_time)
+            self._log(
+                action,
+                Decision.invalidate,
+                holder,
+                reason=f"slot {slot} holds one value: ended by the update that fills it",
+            )
         if previous is not None:
             similarity = cosine(vector, self._vector(previous))
             if similarity >= self.threshold:  # the "new" sentence says what the fact says
@@ -220,7 +244,8 @@ class _Decider:
                     Decision.reinforce,
                     previous,
                     similarity=similarity,
-                    reason="update restates the fact it names: reinforced",
+                    reason=(reason + "; " if reason else "")
+                    + "update restates the fact it names: reinforced",
                 )
                 return previous
             self._end(previous, action.event_time)
@@ -233,7 +258,9 @@ class _Decider:
             if previous is not None and row is not None and row.supersedes_id is None:
                 row.supersedes_id = previous  # the plan's own fact takes the lineage
             decision = Decision.update if previous is not None else Decision.merge
-            self._log(action, decision, fact_id, previous=previous, similarity=similarity)
+            self._log(
+                action, decision, fact_id, previous=previous, similarity=similarity, reason=reason
+            )
             return fact_id
 
         valid_at = action.event_time
@@ -249,12 +276,23 @@ class _Decider:
             invalid_at=None,
             embedding=vector,
             supersedes_id=previous,
+            slot=slot,
         )
         self.rows[row.id] = row
         self.row_of[row.id] = index
         decision = Decision.update if previous is not None else Decision.new
-        self._log(action, decision, row.id, previous=previous)
+        self._log(action, decision, row.id, previous=previous, reason=reason)
         return row.id
+
+    def _holder(self, slot: str, previous: UUID | None) -> UUID | None:
+        """The active fact holding ``slot`` other than ``previous``: the plan's own latest,
+        else the conversation's unless the plan ended it."""
+        assert self.slots is not None
+        own = [r.id for r in self.rows.values() if r.slot == slot and r.invalid_at is None]
+        holder = own[-1] if own else self.slots.get(slot)
+        if holder is None or holder == previous or holder in self.writes.endings:
+            return None
+        return holder
 
     def _duplicate(self, index: int) -> tuple[UUID, float] | None:
         """The plan's own active fact this one duplicates, else the conversation's."""

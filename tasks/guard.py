@@ -34,6 +34,7 @@ from models.consolidation import (
     copied_from_example,
     episode_short_id,
     fact_short_id,
+    normalize_slot,
 )
 from models.episode import Episode
 from models.fact import Fact
@@ -176,6 +177,7 @@ def guard(
                 continue
             planned.category = Category(item.category)
             planned.keywords = clean_keywords(item.keywords)
+            planned.slot = normalize_slot(item.slot)
             writer_of[position + 1] = len(actions)
         actions.append(planned)
 

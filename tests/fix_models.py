@@ -58,6 +58,7 @@ def fact(
     existing: str | None = None,
     keywords: Sequence[str] = ("User",),
     episodes: Sequence[str] = (),
+    slot: str | None = None,
 ) -> ConsolidatedFact:
     return ConsolidatedFact(
         action=action,
@@ -66,6 +67,7 @@ def fact(
         fact=text,
         keywords=list(keywords),
         episodes=list(episodes),
+        slot=slot,
     )
 
 

@@ -110,6 +110,7 @@ def _fill(conn: psycopg.Connection) -> None:
                     vectors[f],
                     None,  # supersedes_id
                     run,
+                    None,  # slot
                 )
             )
     copy_rows(conn, "semantic_memory", FACT_COLUMNS, rows)  # apply's own COPY
@@ -228,6 +229,10 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
         "apply_lock_targets": (
             {"ids": facts, "conversations": ["conv-0"] * 3},
             {"Index Scan on semantic_memory_pkey"},
+        ),
+        "apply_slot_holders": (
+            {"conversations": ["conv-0", "conv-1"], "slots": ["identity:location:user"] * 2},
+            {"Index Scan on semantic_memory_one_active_per_slot"},
         ),
         "apply_dedupe": (
             {
