@@ -59,6 +59,7 @@ from tasks.consolidate import (
     plan_run,
     run_shard,
 )
+from tasks.profile import profile_run
 from tasks.runs import recorded_run
 from tasks.transient import is_transient
 
@@ -232,6 +233,7 @@ def consolidate_run(
                 shard_settings = settings.model_copy(update={"database_url": SecretStr(db.url)})
                 run_shards(shard_settings, specs, scope, model, embedder, summary, progress)
                 count_left_pending(db, summary, policy, scope)
+                profile_run(db, model, summary, policy.profile)
         finally:
             if own_model:
                 model.close()

@@ -48,6 +48,16 @@ class PlannedAction(BaseModel):
         description="The single-valued attribute the fact fills (``identity:location:ana``): "
         "at most one active fact of a conversation holds a slot.",
     )
+    proposed_fact: str | None = Field(
+        default=None,
+        description="The model's own sentence, when the fact written is another (a gray-zone "
+        "merge writes the merged sentence): what the decision log records as proposed.",
+    )
+    gray_zone: float | None = Field(
+        default=None,
+        description="A gray-zone merge: the cosine of the new fact and the known fact it was "
+        "judged the same as (the action updates that fact with the merged sentence).",
+    )
     episode_ids: list[UUID] = Field(description="The episodes that evidence this action.")
     cited: bool = Field(
         default=True,

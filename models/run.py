@@ -73,6 +73,21 @@ class RunSummary(BaseModel):
     facts_invalidated: int = 0
     dedupe_merges: int = 0
     actions_rejected: int = 0
+    gray_zone_pairs: int = Field(
+        default=0, description="New facts near a known one, not duplicates: asked the model."
+    )
+    gray_zone_merges: int = Field(
+        default=0, description="Gray-zone pairs judged the same and merged faithfully."
+    )
+    gray_zone_unfaithful: int = Field(
+        default=0, description="Gray-zone merges refused: the merged sentence drifted."
+    )
+    profiles_written: int = Field(
+        default=0, description="Conversation profiles written after the run."
+    )
+    profiles_failed: int = Field(
+        default=0, description="Profiles whose answer failed: the old one kept, marked stale."
+    )
     facts_evicted: int = Field(
         default=0, description="Active facts retired over a conversation's cap (evicted)."
     )
@@ -137,6 +152,11 @@ class RunSummary(BaseModel):
             ("left pending: over the claim cap", self.episodes_over_cap),
             ("facts new", self.facts_inserted),
             ("facts merged by dedupe", self.dedupe_merges),
+            ("profiles written (failed)", f"{self.profiles_written} ({self.profiles_failed})"),
+            (
+                "gray zone: pairs asked, merged, refused as unfaithful",
+                f"{self.gray_zone_pairs}, {self.gray_zone_merges}, {self.gray_zone_unfaithful}",
+            ),
             ("facts reinforced", self.facts_reinforced),
             ("facts updated", self.facts_updated),
             ("facts invalidated", self.facts_invalidated),

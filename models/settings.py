@@ -97,6 +97,25 @@ class Settings(BaseSettings):
         le=1,
         description="Cosine similarity at or above which a new fact merges into an existing one.",
     )
+    gray_zone_merge: bool = Field(
+        default=False,
+        description="Ask the model whether a new fact whose nearest active fact is close but "
+        "not a duplicate (cosine from `gray_zone_lower` to `dedupe_threshold`) says the same, "
+        "one request per chunk; a faithful merged sentence updates the known fact.",
+    )
+    gray_zone_lower: float = Field(
+        default=0.2,
+        ge=0,
+        le=1,
+        description="Gray zone: below this cosine a new fact is never a merge candidate.",
+    )
+    merge_faithfulness: float = Field(
+        default=0.7,
+        ge=0,
+        le=1,
+        description="Gray zone: a merged sentence is kept only if its cosine to each of the two "
+        "facts it merges is at least this.",
+    )
     dedupe_candidates: int = Field(
         default=5, ge=1, description="Nearest active facts checked for a duplicate."
     )
@@ -128,6 +147,21 @@ class Settings(BaseSettings):
         description="Keep one active fact per conversation and slot (a single-valued attribute "
         "the model names: identity:location:ana): a new value in a filled slot updates the "
         "fact that held it even when the model answered `new`. Off: slots are ignored.",
+    )
+    profiles: bool = Field(
+        default=False,
+        description="After each run, have the model write a profile of every conversation whose "
+        "active facts the run changed (`slowwave profile`, `Memory.profile`): one request per "
+        "conversation, all in one call.",
+    )
+    profile_max_tokens: int = Field(
+        default=300, ge=16, description="Longest profile, in estimated tokens."
+    )
+    profile_input_tokens: int = Field(
+        default=3000,
+        ge=64,
+        description="Facts shown to the model for a profile, in estimated tokens: the best "
+        "corroborated first.",
     )
     max_attempts: int = Field(
         default=3,

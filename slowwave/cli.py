@@ -58,7 +58,7 @@ from tasks.ingest.transcripts import Format, IngestPolicy, IngestReport, ingest
 from tasks.quarantine import list_quarantined, release
 from tasks.revert import check_revertable, list_runs
 from tasks.runs import mark_crashed
-from tasks.search import SearchError
+from tasks.search import SearchError, has_facts
 
 app = typer.Typer(
     name="slowwave",
@@ -679,6 +679,50 @@ def context_command(
     """Guidelines and top identity / preference facts for a system prompt."""
     with Memory(get_settings()) as memory:
         typer.echo(memory.context(conversation, budget))
+
+
+@app.command("profile")
+@one_line_errors
+def profile_command(
+    conversation: Annotated[str, typer.Option("--conversation", "-c", help="Conversation id.")],
+    refresh: Annotated[
+        bool, typer.Option("--refresh", help="Write it now with the configured model.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="The stored row as JSON.")] = False,
+) -> None:
+    """The model-written profile of a conversation's active facts."""
+    settings = get_settings()
+    if refresh:
+        from models.llm import load_model
+        from tasks.profile import ProfilePolicy, refresh_profiles
+
+        with open_database(settings) as db, db.connection() as conn:
+            if not has_facts(conn, conversation):
+                raise HistoryError(f"conversation {conversation!r} has no facts")
+            model = load_model(settings)
+            try:
+                report = refresh_profiles(conn, model, [conversation], ProfilePolicy.of(settings))
+            finally:
+                model.close()
+        if report.failed:
+            raise HistoryError(f"the model did not write a profile of {conversation!r}")
+    with Memory(settings) as memory:
+        profile = memory.profile(conversation)
+    if profile is None or profile.profile is None:
+        raise HistoryError(
+            f"no profile of {conversation!r} yet: set SLOWWAVE_PROFILES=true for runs to write "
+            "them, or run `slowwave profile --refresh`"
+        )
+    if as_json:
+        typer.echo(profile.model_dump_json())
+        return
+    state = "stale: its facts changed since" if profile.stale else "current"
+    typer.echo(profile.profile)
+    typer.echo(
+        f"({profile.facts} facts, ~{profile.tokens} tokens, by {profile.model}, "
+        f"{profile.updated_at:%Y-%m-%d %H:%M} UTC, {state})",
+        err=True,
+    )
 
 
 class Engine(StrEnum):

@@ -6,6 +6,7 @@ with Memory() as memory:
     hits = memory.search("where does Caroline live?", conversation_id="conv-26", k=5)
     print(memory.markdown(hits))
     print(memory.context("conv-26", budget_tokens=400))
+    print(memory.profile("conv-26"))  # with SLOWWAVE_PROFILES on: the model-written profile
     for version in memory.history(hits[0].id):
         print(version.version, version.fact, version.valid_at, version.invalid_at)
 """
@@ -25,6 +26,7 @@ from models.history import FactVersion
 from models.settings import Settings, get_settings
 from sql.db import Database, migrate
 from tasks.history import fact_history, get_version, list_facts
+from tasks.profile import Profile, read_profile
 from tasks.search import (
     Ranker,
     SearchHit,
@@ -94,6 +96,13 @@ class Memory:
         """Guidelines and the top identity / preference facts, packed into a token budget."""
         with self._db.open().connection() as conn:
             return context(conn, conversation_id, budget_tokens, as_of=as_of)
+
+    def profile(self, conversation_id: str) -> Profile | None:
+        """The conversation's stored profile (written after runs with ``SLOWWAVE_PROFILES`` on,
+        or by ``slowwave profile --refresh``); None if it has none. ``stale``: its facts changed
+        since it was written."""
+        with self._db.open().connection() as conn:
+            return read_profile(conn, conversation_id)
 
     def facts(
         self, conversation_id: str, *, as_of: datetime | None = None, everything: bool = False

@@ -32,6 +32,11 @@ EPISODES = {
     "episodes_deferred": "deferred",
     "episodes_conflicted": "conflicted",
 }
+GRAY_ZONE = {
+    "gray_zone_pairs": "asked",
+    "gray_zone_merges": "merged",
+    "gray_zone_unfaithful": "unfaithful",
+}
 CHUNKS = {"chunks": "all", "chunks_failed": "failed", "chunks_conflicted": "conflicted"}
 TOKENS = {"prompt_tokens": "prompt", "completion_tokens": "completion"}
 
@@ -58,6 +63,12 @@ def families(m: DecisionMetrics) -> Iterator[Metric]:
     yield labelled("slowwave_episodes", "Episodes by outcome.", "outcome", EPISODES)
     yield labelled("slowwave_chunks", "Chunks by outcome.", "outcome", CHUNKS)
     yield labelled("slowwave_tokens", "Model tokens.", "kind", TOKENS)
+    yield labelled(
+        "slowwave_gray_zone_pairs",
+        "Gray-zone pairs: asked of the model, merged, refused as unfaithful.",
+        "outcome",
+        GRAY_ZONE,
+    )
     calls = CounterMetricFamily("slowwave_model_calls", "Prompts sent to the model.")
     calls.add_metric([], m.counters.get("model_calls", 0.0))
     yield calls

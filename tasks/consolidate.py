@@ -43,8 +43,10 @@ from tasks.claim import ClaimPolicy, Due, claim, count_due, left_pending
 from tasks.embed import embed_plans, embed_uncited
 from tasks.evidence import attribute_evidence
 from tasks.gate import GatePolicy
+from tasks.gray_zone import GrayZonePolicy, judge_gray_zone
 from tasks.guard import HoldPolicy, guard, hold_reason, latest_end
 from tasks.predict import episode_vectors, nearest_facts, related_facts
+from tasks.profile import ProfilePolicy, profile_run
 from tasks.runs import recorded_run
 from tasks.surprise import score_surprise
 
@@ -60,6 +62,8 @@ class RunPolicy:
     apply: ApplyPolicy
     budget: ChunkBudget
     hold: HoldPolicy
+    gray_zone: GrayZonePolicy
+    profile: ProfilePolicy
     related_facts_limit: int
     flashbulb_surprise: float
     lease_s: int
@@ -73,6 +77,8 @@ class RunPolicy:
             apply=ApplyPolicy.of(settings),
             budget=run_budget(model, settings),
             hold=HoldPolicy.of(settings),
+            gray_zone=GrayZonePolicy.of(settings),
+            profile=ProfilePolicy.of(settings),
             related_facts_limit=settings.related_facts_limit,
             flashbulb_surprise=settings.flashbulb_surprise,
             lease_s=settings.claim_lease_s,
@@ -174,6 +180,21 @@ def finish_chunks(
         PreparedChunk(plan, vectors.get(i, empty), errors.get(i), held.get(i))
         for i, plan in enumerate(plans)
     ]
+
+
+def judge_chunks(
+    db: Database,
+    model: StructuredModel,
+    embedder: Embedder,
+    prepared: list[PreparedChunk],
+    policy: GrayZonePolicy,
+    summary: RunSummary,
+) -> list[PreparedChunk]:
+    """The gray zone (``tasks.gray_zone``), when it is on: one model call for the step."""
+    if policy.enabled:
+        with timed(summary, "gray_zone"), db.connection() as conn:
+            judge_gray_zone(conn, model, embedder, prepared, policy, summary)
+    return prepared
 
 
 # Chunks applied in one transaction at most: a chain step can hold thousands, and a
@@ -442,7 +463,14 @@ def stages_for(
     """The batch stages around the model call, bound to one run."""
     return Stages(
         open=lambda chunks: open_chunks(db, chunks, embedder, policy, summary),
-        finish=lambda answered: finish_chunks(answered, embedder, summary, policy.hold),
+        finish=lambda answered: judge_chunks(
+            db,
+            model,
+            embedder,
+            finish_chunks(answered, embedder, summary, policy.hold),
+            policy.gray_zone,
+            summary,
+        ),
         apply=lambda prepared, settle: apply_chunks(
             db, prepared, policy.apply, summary, model.name, settle
         ),
@@ -495,4 +523,5 @@ def consolidate(
                 if shard.summary is not None:
                     summary.merge(shard.summary)
         count_left_pending(db, summary, policy, scope)
+        profile_run(db, model, summary, policy.profile)
     return summary

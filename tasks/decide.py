@@ -244,8 +244,15 @@ class _Decider:
                     Decision.reinforce,
                     previous,
                     similarity=similarity,
-                    reason=(reason + "; " if reason else "")
-                    + "update restates the fact it names: reinforced",
+                    reason="; ".join(
+                        r
+                        for r in (
+                            reason,
+                            action.reason if action.gray_zone is not None else None,
+                            "update restates the fact it names: reinforced",
+                        )
+                        if r
+                    ),
                 )
                 return previous
             self._end(previous, action.event_time)
@@ -281,7 +288,11 @@ class _Decider:
         self.rows[row.id] = row
         self.row_of[row.id] = index
         decision = Decision.update if previous is not None else Decision.new
-        self._log(action, decision, row.id, previous=previous, reason=reason)
+        if action.gray_zone is not None:  # the known fact restated with the new one's detail
+            decision = Decision.merge
+        self._log(
+            action, decision, row.id, previous=previous, similarity=action.gray_zone, reason=reason
+        )
         return row.id
 
     def _holder(self, slot: str, previous: UUID | None) -> UUID | None:
@@ -364,6 +375,6 @@ class _Decider:
                 episode_ids=list(action.episode_ids),
                 event_time=action.event_time,
                 reason=reason or action.reason,
-                proposed_fact=action.fact,
+                proposed_fact=action.proposed_fact or action.fact,
             )
         )

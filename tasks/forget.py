@@ -37,6 +37,7 @@ PURGED = (
     "decision_log",
     "consolidation_chunks",
     "consolidation_runs",
+    "conversation_profiles",
 )
 
 

@@ -41,6 +41,7 @@ class RevertReport:
     decisions_removed: int = 0
     chunks_removed: int = 0
     run_rows_kept: int = 0
+    profiles_stale: int = 0
 
 
 def list_runs(conn: psycopg.Connection, limit: int = 20) -> list[dict[str, object]]:
@@ -109,6 +110,7 @@ def revert_run(
 def _revert_one(conn: psycopg.Connection, run_id: UUID, report: RevertReport) -> None:
     params = {"run_id": run_id}
     report.runs.append(run_id)
+    report.profiles_stale += _count(conn, "revert_profiles_stale", params)
     report.facts_restored += _count(conn, "revert_restore_ended", params)
     report.facts_evidence_removed += _count(conn, "revert_provenance", params)
     removed, kept = conn.execute(sql.statement("revert_facts"), params).fetchone() or (0, 0)

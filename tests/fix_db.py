@@ -15,7 +15,7 @@ from sql.db import Database, migrate
 
 TABLES = (
     "decision_log, consolidation_chunks, semantic_memory, episodic_memory, consolidation_runs, "
-    "history_operations"
+    "history_operations, conversation_profiles"
 )
 
 

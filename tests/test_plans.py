@@ -133,6 +133,11 @@ def _fill(conn: psycopg.Connection) -> None:
         "FROM consolidation_chunks c, generate_series(1, 8)",
         (run, fact_ids[0]),
     )
+    conn.execute(  # a profile per conversation, and as many of conversations seen long ago
+        "INSERT INTO conversation_profiles (conversation_id, profile, facts, tokens, stale) "
+        "SELECT 'conv-' || g, repeat('A profile sentence. ', 20), 10, 100, g % 500 = 0 "
+        "FROM generate_series(0, 20000) g"
+    )
 
 
 def plan_of(conn: psycopg.Connection, statement: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -243,6 +248,25 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
                 "threshold": 0.95,
             },
             {active},
+        ),
+        "gray_zone_nearest": (
+            {
+                "vectors": [VECTOR, VECTOR],
+                "conversations": ["conv-3", "conv-4"],
+                "excluded": [],
+                "lower": 0.2,
+                "upper": 0.95,
+            },
+            {active},
+        ),
+        "profile_changed": (
+            {"run_id": uuid.uuid4()},
+            {"Seq Scan on decision_log", "Index Only Scan on conversation_profiles_stale_idx"},
+        ),
+        "profile_facts": ({"conversations": ["conv-3", "conv-4"]}, {active}),
+        "revert_profiles_stale": (
+            {"run_id": uuid.uuid4()},
+            {"Seq Scan on decision_log", "Index Scan on conversation_profiles_pkey"},
         ),
         "apply_invalidate": (
             {"conversations": ["conv-0"] * 3, "fact_ids": facts, "times": [T0] * 3},
@@ -421,6 +445,8 @@ NOT_PLANNED = {
     "ingest_segment",
     "ingest_duplicates",
     "load_insert",
+    "profile_read",  # by primary key
+    "profile_write",  # an upsert of the run's profiles by primary key
 }
 
 

@@ -20,6 +20,10 @@ WITH RECURSIVE target AS (
     FROM target t
     WHERE s.id = t.id
     RETURNING s.id, s.conversation_id, s.source_episodic_ids, s.fact
+), profiled AS (  -- the conversation's profile no longer says what holds
+    UPDATE conversation_profiles p SET stale = true
+    FROM target t WHERE p.conversation_id = t.conversation_id
+    RETURNING 1
 ), logged AS (
     INSERT INTO decision_log (conversation_id, proposed_action, action, fact_id,
                               previous_fact_id, episode_ids, event_time, reason, proposed_fact)

@@ -1,5 +1,6 @@
 -- Forget a conversation (a privacy request): every row that holds its text or was derived from
--- it goes, in one statement: decisions, chunk records, facts, ingested message ids, episodes;
+-- it goes, in one statement: decisions, chunk records, facts, its profile, ingested message
+-- ids, episodes;
 -- the runs' summaries lose its failure entries (their reasons may quote it). Returns the rows
 -- removed per table, for the tombstone. Rare: the decision log and chunks are scanned.
 WITH decisions AS (
@@ -8,6 +9,8 @@ WITH decisions AS (
     DELETE FROM consolidation_chunks WHERE conversation_id = %(conversation_id)s RETURNING 1
 ), facts AS (
     DELETE FROM semantic_memory WHERE conversation_id = %(conversation_id)s RETURNING 1
+), profiles AS (
+    DELETE FROM conversation_profiles WHERE conversation_id = %(conversation_id)s RETURNING 1
 ), messages AS (
     DELETE FROM ingested_messages WHERE conversation_id = %(conversation_id)s RETURNING 1
 ), episodes AS (
@@ -25,6 +28,7 @@ WITH decisions AS (
 SELECT (SELECT count(*) FROM episodes) AS episodes,
        (SELECT count(*) FROM messages) AS ingested_messages,
        (SELECT count(*) FROM facts) AS facts,
+       (SELECT count(*) FROM profiles) AS profiles,
        (SELECT count(*) FROM decisions) AS decisions,
        (SELECT count(*) FROM chunks) AS chunks,
        (SELECT count(*) FROM summaries) AS run_summaries
