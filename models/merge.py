@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from models.consolidation import MAX_FACT_CHARS, MIN_FACT_CHARS
 
@@ -32,11 +32,21 @@ class PairJudgement(BaseModel):
         description="True only when both sentences state the same fact about the same person; "
         "a different value (another city, another name, another time) is not the same."
     )
-    merged: str | None = Field(
+    # the bounds sit on the string branch, where a grammar applies them; parsing is lenient
+    merged: Annotated[
+        str | None,
+        WithJsonSchema(
+            {
+                "anyOf": [
+                    {"type": "string", "minLength": MIN_FACT_CHARS, "maxLength": MAX_FACT_CHARS},
+                    {"type": "null"},
+                ]
+            }
+        ),
+    ] = Field(
         default=None,
         description="When the same: one sentence that says everything both say and nothing "
         "more. Null otherwise.",
-        json_schema_extra={"minLength": MIN_FACT_CHARS, "maxLength": MAX_FACT_CHARS},
     )
 
 
@@ -51,8 +61,15 @@ class MergeJudgement(BaseModel):
     )
 
     @classmethod
-    def response_schema(cls) -> dict[str, Any]:
-        return cls.model_json_schema()
+    def response_schema(cls, pairs: int = MAX_PAIRS_PER_REQUEST) -> dict[str, Any]:
+        """The schema for a request showing ``pairs`` pairs: exactly that many judgements,
+        each naming one of them, so a decoder cannot run on inventing more."""
+        schema = cls.model_json_schema()
+        listed = schema["properties"]["pairs"]
+        listed["minItems"] = listed["maxItems"] = pairs
+        pair = schema["$defs"]["PairJudgement"]["properties"]["pair"]
+        pair["enum"] = [f"P{i + 1}" for i in range(pairs)]
+        return schema
 
 
 EXAMPLE = json.dumps(

@@ -29,8 +29,11 @@ class ConversationProfile(BaseModel):
     )
 
     @classmethod
-    def response_schema(cls) -> dict[str, Any]:
-        return cls.model_json_schema()
+    def response_schema(cls, max_chars: int = MAX_PROFILE_CHARS) -> dict[str, Any]:
+        """The schema with the profile bounded to ``max_chars``: a decoder stops there."""
+        schema = cls.model_json_schema()
+        schema["properties"]["profile"]["maxLength"] = min(max_chars, MAX_PROFILE_CHARS)
+        return schema
 
 
 PROFILE_SYSTEM_PROMPT = """You write the profile a conversational agent reads before it talks

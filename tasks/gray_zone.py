@@ -95,7 +95,6 @@ def judge_gray_zone(
     for pair in pairs:
         if len(by_chunk.setdefault(pair.chunk, [])) < MAX_PAIRS_PER_REQUEST:
             by_chunk[pair.chunk].append(pair)
-    schema = MergeJudgement.response_schema()
     chunks = list(by_chunk)
     requests = [
         GenerationRequest(
@@ -105,7 +104,7 @@ def judge_gray_zone(
             user=render_merge_prompt(
                 [(prepared[c].plan.actions[p.index].fact or "", p.known_fact) for p in by_chunk[c]]
             ),
-            json_schema=schema,
+            json_schema=MergeJudgement.response_schema(len(by_chunk[c])),
         )
         for c in chunks
     ]

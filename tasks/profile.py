@@ -100,7 +100,8 @@ def refresh_profiles(
             purpose=Purpose.profile,
             system=PROFILE_SYSTEM_PROMPT,
             user=render_profile_prompt(_fit(facts[c], policy.input_tokens), words),
-            json_schema=ConversationProfile.response_schema(),
+            # a little room over the limit: ``within`` cuts at a sentence
+            json_schema=ConversationProfile.response_schema(policy.max_tokens * 5),
         )
         for c in asked
     ]
