@@ -214,12 +214,46 @@ class Settings(BaseSettings):
 
     # ── retrieval ────────────────────────────────────────────────────────────
     rrf_k: int = Field(
-        default=60,
+        default=10,
         ge=1,
         description="Reciprocal rank fusion constant: score = sum of 1 / (rrf_k + rank).",
     )
     search_candidates: int = Field(
         default=100, ge=1, description="Candidates each ranker contributes before fusion."
+    )
+    search_diversity: float = Field(
+        default=0.7,
+        gt=0,
+        le=1,
+        description="Search: the n-th best fact (n from 0) of one source episode has its fused "
+        "score multiplied by this to the power n, so one episode's facts do not crowd the "
+        "others out of the top k (1: no diversification).",
+    )
+    search_temporal_weight: float = Field(
+        default=2.0,
+        ge=0,
+        description="Search: weight of the temporal channel in the fusion: when the query names "
+        "a date or a month with its year, the facts valid from within that window, nearest "
+        "the query first (0: off).",
+    )
+    search_temporal_before_days: int = Field(
+        default=1,
+        ge=0,
+        description="Search: the temporal channel's window starts this many days before the "
+        "date the query names.",
+    )
+    search_temporal_after_days: int = Field(
+        default=14,
+        ge=0,
+        description="Search: the temporal channel's window ends this many days after the date "
+        "the query names (an event is often told of days later).",
+    )
+    search_episode_weight: float = Field(
+        default=1.0,
+        ge=0,
+        description="Search: weight of the episode channel in the fusion: facts ranked by how "
+        "well their source episode's transcript matches the query's words (BM25), then by "
+        "similarity (0: off).",
     )
 
     # ── ingestion ────────────────────────────────────────────────────────────

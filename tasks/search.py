@@ -1,7 +1,9 @@
 """search: what an agent gets back out of semantic memory.
 
-Hybrid retrieval (full text + exact vector, fused by reciprocal rank fusion) over one
-conversation's facts: the active ones, or those valid at a point in event time (``as_of``).
+Hybrid retrieval (full text + exact vector, and a temporal channel when the query names a
+date or a month, fused by reciprocal rank fusion, then diversified across source episodes)
+over one conversation's facts: the active ones, or those valid at a point in event time
+(``as_of``).
 Renders seed 001's markdown, seed 000's Known Facts / Behavioral Guidelines split, or JSON
 with both ranks and the fused score; ``context`` packs the facts an agent should always have
 into a token budget.
@@ -9,10 +11,12 @@ into a token budget.
 
 from __future__ import annotations
 
+import calendar
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 from uuid import UUID
 
@@ -41,7 +45,18 @@ class SearchHit(BaseModel):
     invalid_at: datetime | None
     fulltext_rank: int | None = Field(description="Rank among full-text candidates, if any.")
     vector_rank: int | None = Field(description="Rank among vector candidates, if any.")
-    score: float = Field(description="Reciprocal rank fusion score.")
+    temporal_rank: int | None = Field(
+        default=None,
+        description="Rank among the facts valid from within the date the query names, if any.",
+    )
+    episode_rank: int | None = Field(
+        default=None,
+        description="Rank by how well the fact's source episode's transcript matches, if any.",
+    )
+    score: float = Field(
+        description="Reciprocal rank fusion score, lowered for later facts of an episode "
+        "already represented (diversity)."
+    )
 
     @property
     def sources(self) -> int:
@@ -63,14 +78,81 @@ def has_facts(conn: psycopg.Connection, conversation_id: str) -> bool:
 
 @dataclass(frozen=True)
 class SearchPolicy:
-    """How the rankers are fused: ``candidates`` per ranker, reciprocal rank fusion ``rrf_k``."""
+    """How the rankers are fused: ``candidates`` per ranker, reciprocal rank fusion ``rrf_k``,
+    the temporal channel's weight and window, and the per-episode ``diversity`` factor."""
 
     candidates: int = Settings.model_fields["search_candidates"].default
     rrf_k: int = Settings.model_fields["rrf_k"].default
+    diversity: float = Settings.model_fields["search_diversity"].default
+    temporal_weight: float = Settings.model_fields["search_temporal_weight"].default
+    temporal_before_days: int = Settings.model_fields["search_temporal_before_days"].default
+    temporal_after_days: int = Settings.model_fields["search_temporal_after_days"].default
+    episode_weight: float = Settings.model_fields["search_episode_weight"].default
 
     @classmethod
     def of(cls, settings: Settings) -> SearchPolicy:
-        return cls(settings.search_candidates, settings.rrf_k)
+        return cls(
+            settings.search_candidates,
+            settings.rrf_k,
+            settings.search_diversity,
+            settings.search_temporal_weight,
+            settings.search_temporal_before_days,
+            settings.search_temporal_after_days,
+            settings.search_episode_weight,
+        )
+
+
+_MONTH = (
+    r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+)
+_ORDINAL = r"(\d{1,2})(?:st|nd|rd|th)?"
+_ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+_DAY_MONTH_YEAR = re.compile(rf"\b{_ORDINAL}\s+(?:of\s+)?{_MONTH},?\s*(\d{{4}})\b", re.I)
+_MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH}\s+{_ORDINAL},?\s*(\d{{4}})\b", re.I)
+_MONTH_YEAR = re.compile(rf"\b{_MONTH},?\s+(\d{{4}})\b", re.I)
+
+
+def _month(name: str) -> int:
+    return [m.lower() for m in calendar.month_abbr].index(name[:3].lower())
+
+
+def named_dates(query: str) -> tuple[date, date] | None:
+    """The first and last day of the date or month (with its year) the query names, if any:
+    "on 3 June, 2023", "October 13, 2023", "2023-06-03", "in April 2022"."""
+    try:
+        if match := _ISO_DATE.search(query):
+            day = date(int(match[1]), int(match[2]), int(match[3]))
+            return day, day
+        if match := _DAY_MONTH_YEAR.search(query):
+            day = date(int(match[3]), _month(match[2]), int(match[1]))
+            return day, day
+        if match := _MONTH_DAY_YEAR.search(query):
+            day = date(int(match[3]), _month(match[1]), int(match[2]))
+            return day, day
+        if match := _MONTH_YEAR.search(query):
+            year, month = int(match[2]), _month(match[1])
+            return date(year, month, 1), date(year, month, calendar.monthrange(year, month)[1])
+    except ValueError:  # "February 30, 2023": no such day
+        return None
+    return None
+
+
+def temporal_window(
+    query: str, policy: SearchPolicy
+) -> tuple[datetime, datetime] | tuple[None, None]:
+    """When facts about what the query's date names were recorded: from ``before`` days ahead
+    of it to ``after`` days past it (an event is often told of days later), in UTC."""
+    named = named_dates(query)
+    if named is None:
+        return None, None
+    first, last = named
+    start = datetime(first.year, first.month, first.day, tzinfo=UTC)
+    end = datetime(last.year, last.month, last.day, tzinfo=UTC) + timedelta(days=1)
+    return (
+        start - timedelta(days=policy.temporal_before_days),
+        end + timedelta(days=policy.temporal_after_days),
+    )
 
 
 def search(
@@ -102,6 +184,11 @@ def search(
         if ranker != "fulltext"
         else np.zeros(embedder.dim, dtype=np.float32)
     )
+    time_from, time_to = (
+        temporal_window(query, policy)
+        if ranker == "hybrid" and policy.temporal_weight > 0
+        else (None, None)
+    )
     with conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(
             sql.statement("search"),
@@ -115,6 +202,11 @@ def search(
                 "use_vector": ranker != "fulltext",
                 "candidates": policy.candidates,
                 "rrf_k": policy.rrf_k,
+                "time_from": time_from,
+                "time_to": time_to,
+                "temporal_weight": policy.temporal_weight if time_from is not None else 0.0,
+                "diversity": policy.diversity,
+                "episode_weight": policy.episode_weight if ranker == "hybrid" else 0.0,
                 "k": k,
             },
         ).fetchall()

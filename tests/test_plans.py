@@ -199,6 +199,11 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
         "use_vector": True,
         "candidates": 100,
         "rrf_k": 60,
+        "time_from": None,
+        "time_to": None,
+        "temporal_weight": 0.0,
+        "diversity": 0.3,
+        "episode_weight": 0.0,
         "k": 10,
     }
     pending = "Bitmap Index Scan on episodic_memory_pending_idx"
@@ -311,6 +316,17 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
         "search as of a time": (
             {**search, "as_of": T0 + timedelta(days=30)},
             {"Bitmap Index Scan on semantic_memory_validity_idx"},
+        ),
+        # the temporal channel and the transcripts of the scope's episodes (by primary key)
+        "search as of now, with the temporal and episode channels": (
+            {
+                **search,
+                "time_from": T0,
+                "time_to": T0 + timedelta(days=30),
+                "temporal_weight": 2.0,
+                "episode_weight": 1.0,
+            },
+            {active, "Index Scan on episodic_memory_pkey"},
         ),
         "context": (
             {"conversation_id": "conv-3", "categories": ["guideline", "identity"], "as_of": None},

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 import numpy as np
 import psycopg
@@ -14,11 +14,20 @@ from models.embedding.base import Embedder
 from models.fact import embedding_text
 from models.settings import Settings
 from slowwave.memory import Memory
+from sql.copy import copy_rows
 from sql.db import Database
 from tasks.consolidate import consolidate
-from tasks.search import SearchPolicy, context, render_markdown, render_split, search
+from tasks.search import (
+    SearchPolicy,
+    context,
+    named_dates,
+    render_markdown,
+    render_split,
+    search,
+    temporal_window,
+)
 from tests.fix_episodes import add, at, make_episode, with_settings
-from tests.fix_facts import copy_facts
+from tests.fix_facts import COLUMNS, copy_facts
 from tests.fix_models import ScriptedModel, fact, shown_facts
 
 NOW = datetime(2024, 1, 1, tzinfo=UTC)
@@ -240,3 +249,73 @@ def test_the_python_api_searches_and_builds_context(
             "## Semantic Memory\n- [relationship] Priya's brother"
         )
         assert "## Behavioral Guidelines" in memory.context("priya", 200)
+
+
+def test_named_dates_reads_a_day_or_a_month_with_its_year() -> None:
+    june_3 = (date(2023, 6, 3), date(2023, 6, 3))
+    assert named_dates("What did Maria start, as mentioned on 3 June, 2023?") == june_3
+    assert named_dates("what happened on June 3rd, 2023") == june_3
+    assert named_dates("notes from 2023-06-03") == june_3
+    assert named_dates("the photo shared on December 1,2023") == (
+        date(2023, 12, 1),
+        date(2023, 12, 1),
+    )
+    assert named_dates("What did Nate do in April 2022?") == (date(2022, 4, 1), date(2022, 4, 30))
+    for none in ("What did Maria say in March?", "Where does Priya work?", "February 30, 2023"):
+        assert named_dates(none) is None
+    start, end = temporal_window("on 3 June, 2023", SearchPolicy(temporal_before_days=1))
+    assert (start, end) == (
+        datetime(2023, 6, 2, tzinfo=UTC),
+        datetime(2023, 6, 4 + SearchPolicy().temporal_after_days, tzinfo=UTC),
+    )
+
+
+def test_the_temporal_channel_prefers_facts_from_the_date_the_query_names(
+    conn: psycopg.Connection, embedder: Embedder
+) -> None:
+    row = [("experience", "Sam went hiking in the hills", ["hiking"])]
+    vector = embedder.embed([row[0][1]])
+    (january,) = copy_facts(conn, "sam", row, vector, datetime(2023, 1, 10, tzinfo=UTC))
+    (june,) = copy_facts(conn, "sam", row, vector, datetime(2023, 6, 5, tzinfo=UTC))
+    query = "What did Sam do on 3 June, 2023?"
+    first, second = search(conn, embedder, query, "sam", 2, policy=SearchPolicy())
+    assert (first.id, first.temporal_rank) == (june, 1)
+    assert (second.id, second.temporal_rank) == (january, None)
+    off = search(conn, embedder, query, "sam", 2, policy=SearchPolicy(temporal_weight=0))
+    assert {h.temporal_rank for h in off} == {None}
+
+
+def test_diversity_lets_another_episode_into_the_top_k(
+    conn: psycopg.Connection, embedder: Embedder
+) -> None:
+    question = "What does Sam do on weekends?"
+    query = embedder.embed([question])[0]
+    rng = np.random.default_rng(7)
+    vectors = []
+    for similarity in (0.99, 0.98, 0.97, 0.9):  # three facts of one episode, then another's
+        other = rng.standard_normal(query.shape[0]).astype(np.float32)
+        other -= (other @ query) * query
+        other /= np.linalg.norm(other)
+        vectors.append(similarity * query + np.sqrt(1 - similarity**2) * other)
+    one, two = uuid.uuid4(), uuid.uuid4()
+    ids = [uuid.uuid4() for _ in vectors]
+    with conn.transaction():
+        copy_rows(
+            conn,
+            "semantic_memory",
+            COLUMNS,
+            [
+                (i, "sam", "interest", f"Sam fact {n}", [], [episode], NOW, vector)
+                for n, (i, episode, vector) in enumerate(
+                    zip(ids, (one, one, one, two), vectors, strict=True)
+                )
+            ],
+        )
+
+    def top(diversity: float) -> list[uuid.UUID]:
+        policy = SearchPolicy(diversity=diversity)
+        hits = search(conn, embedder, question, "sam", 3, ranker="vector", policy=policy)
+        return [h.id for h in hits]
+
+    assert top(1.0) == ids[:3]
+    assert top(0.3) == [ids[0], ids[3], ids[1]]

@@ -7,9 +7,19 @@
 --              scope's stored tsvectors (the scope is found through semantic_memory_active_idx,
 --              or semantic_memory_validity_idx as of a time: tests/test_plans.py);
 --   vector:    exact cosine distance over the scoped rows (cosine_distance(), not <=>, so the
---              planner cannot swap in an approximate, post-filtered HNSW scan).
+--              planner cannot swap in an approximate, post-filtered HNSW scan);
+--   temporal:  when the query names a date or a month (%(time_from)s .. %(time_to)s, found by
+--              tasks/search.py), the facts valid from within that window, nearest the query
+--              vector first; weighted by %(temporal_weight)s in the fusion;
+--   episode:   BM25 over the transcripts of the scope's source episodes (document frequencies
+--              among them); a fact ranks by its first source episode's score, then by the
+--              query vector; weighted by %(episode_weight)s (0 skips the transcripts); the
+--              words are episodic_memory.search_tsv, stored when an episode is written.
+-- Fused score: sum of weight / (%(rrf_k)s + rank). Diversity: the n-th best fact (n from 0) of
+-- one source episode has its score multiplied by %(diversity)s ^ n, so one episode's facts do
+-- not crowd the others out of the top k (1 leaves the order as fused).
 WITH scope AS MATERIALIZED (
-    SELECT id, embedding, search_tsv
+    SELECT id, embedding, search_tsv, valid_at, source_episodic_ids[1] AS episode
     FROM semantic_memory
     WHERE conversation_id = %(conversation_id)s
       AND (%(category)s::text IS NULL OR category = %(category)s::text)
@@ -56,21 +66,73 @@ WITH scope AS MATERIALIZED (
     GROUP BY p.id
     ORDER BY r
     LIMIT %(candidates)s
-), semantic AS (
-    SELECT id, row_number() OVER (ORDER BY cosine_distance(embedding, %(vector)s::vector), id) AS r
+), distances AS MATERIALIZED (
+    SELECT id, valid_at, cosine_distance(embedding, %(vector)s::vector) AS d
     FROM scope
     WHERE %(use_vector)s
+), semantic AS (
+    SELECT id, row_number() OVER (ORDER BY d, id) AS r
+    FROM distances
+    ORDER BY r
+    LIMIT %(candidates)s
+), temporal AS (
+    SELECT id, row_number() OVER (ORDER BY d, id) AS r
+    FROM distances
+    WHERE %(temporal_weight)s::float8 > 0
+      AND valid_at >= %(time_from)s::timestamptz AND valid_at < %(time_to)s::timestamptz
+    ORDER BY r
+    LIMIT %(candidates)s
+), episode_docs AS MATERIALIZED (
+    -- the transcripts' words (stored) of the scope's source episodes
+    SELECT e.id AS episode, e.search_tsv AS tsv
+    FROM episodic_memory e
+    WHERE %(episode_weight)s::float8 > 0
+      AND e.id IN (SELECT DISTINCT episode FROM scope)
+), episode_postings AS (
+    SELECT d.episode, u.lexeme AS term, cardinality(u.positions) AS tf, length(d.tsv) AS dl
+    FROM episode_docs d
+    CROSS JOIN query q
+    CROSS JOIN LATERAL unnest(d.tsv) AS u
+    WHERE q.tsq IS NOT NULL AND d.tsv @@ q.tsq AND u.lexeme = ANY(q.lexemes)
+), episode_sizes AS (
+    SELECT count(*) AS docs, coalesce(avg(length(tsv)), 1) AS avgdl FROM episode_docs
+), episode_scores AS (
+    SELECT p.episode,
+           sum(ln(1 + (z.docs - df.n + 0.5) / (df.n + 0.5))
+               * p.tf * 2.2 / (p.tf + 1.2 * (0.25 + 0.75 * p.dl / z.avgdl))) AS bm25
+    FROM episode_postings p
+    JOIN (SELECT term, count(*) AS n FROM episode_postings GROUP BY term) df USING (term)
+    CROSS JOIN episode_sizes z
+    WHERE z.docs < 4 OR df.n <= z.docs / 2.0
+    GROUP BY p.episode
+), episodic AS (
+    SELECT s.id, row_number() OVER (ORDER BY e.bm25 DESC, d.d, s.id) AS r
+    FROM scope s
+    JOIN episode_scores e USING (episode)
+    LEFT JOIN distances d USING (id)
     ORDER BY r
     LIMIT %(candidates)s
 ), fused AS (
-    SELECT id, f.r AS fulltext_rank, v.r AS vector_rank,
-           coalesce(1.0 / (%(rrf_k)s + f.r), 0) + coalesce(1.0 / (%(rrf_k)s + v.r), 0) AS score
+    SELECT id, f.r AS fulltext_rank, v.r AS vector_rank, t.r AS temporal_rank,
+           e.r AS episode_rank,
+           coalesce(1.0 / (%(rrf_k)s + f.r), 0) + coalesce(1.0 / (%(rrf_k)s + v.r), 0)
+           + coalesce(%(temporal_weight)s::float8 / (%(rrf_k)s + t.r), 0)
+           + coalesce(%(episode_weight)s::float8 / (%(rrf_k)s + e.r), 0) AS fused
     FROM fulltext f
     FULL JOIN semantic v USING (id)
+    FULL JOIN temporal t USING (id)
+    FULL JOIN episodic e USING (id)
+), diversified AS (
+    SELECT fused.*,
+           fused.fused * power(%(diversity)s::float8, (row_number() OVER (
+               PARTITION BY s.episode ORDER BY fused.fused DESC, fused.id) - 1)::int) AS score
+    FROM fused
+    JOIN scope s USING (id)
 )
 SELECT m.id, m.category, m.fact, m.keywords, m.source_episodic_ids, m.valid_at, m.invalid_at,
-       fused.fulltext_rank, fused.vector_rank, fused.score::float8 AS score
-FROM fused
+       d.fulltext_rank, d.vector_rank, d.temporal_rank, d.episode_rank,
+       d.score::float8 AS score
+FROM diversified d
 JOIN semantic_memory m USING (id)
-ORDER BY fused.score DESC, m.id
+ORDER BY d.score DESC, m.id
 LIMIT %(k)s
