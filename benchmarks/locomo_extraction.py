@@ -48,7 +48,14 @@ from uuid import UUID
 
 import numpy as np
 
-from benchmarks.locomo_recall import DEFAULT_DATA, KS, fact_sessions, session_of, session_recall
+from benchmarks.locomo_recall import (
+    DEFAULT_DATA,
+    KS,
+    fact_sessions,
+    session_of,
+    session_recall,
+    setting,
+)
 from benchmarks.locomo_recall import turns as evidence_turns
 from benchmarks.report import print_figures
 from models.embedding import Embedder, load_embedder
@@ -198,7 +205,7 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument(
         "--set",
-        type=_setting,
+        type=setting,
         action="append",
         default=[],
         metavar="NAME=VALUE",
@@ -212,15 +219,6 @@ def parse_args() -> argparse.Namespace:
     if args.summaries and args.engine == "replay":
         parser.error("--summaries needs a model: the replay runtime writes no summaries")
     return args
-
-
-def _setting(text: str) -> tuple[str, str]:
-    name, sep, value = text.partition("=")
-    if not sep or name not in Settings.model_fields:
-        raise argparse.ArgumentTypeError(f"not NAME=VALUE with a setting's name: {text!r}")
-    if name in {"llm_model", "llm_runtime", "replay_data"}:
-        raise argparse.ArgumentTypeError(f"{name} has its own flag (--model, --engine, --data)")
-    return name, value
 
 
 def model_name(settings: Settings) -> str:

@@ -15,7 +15,10 @@ quality: every session is replayed a second time with its facts lightly reworded
 rule; the share merged into their originals and the share of distinct facts falsely merged
 are reported.
 
-    python -m benchmarks.locomo_recall [--data PATH] [--json]
+With ``--set max_active_facts=N`` (any setting, repeatable) the same is measured under it: a
+capacity cap, a search setting.
+
+    python -m benchmarks.locomo_recall [--data PATH] [--set NAME=VALUE ...] [--json]
 """
 
 from __future__ import annotations
@@ -53,6 +56,18 @@ def reword(sentence: str) -> str:
     return text
 
 
+def setting(text: str) -> tuple[str, str]:
+    """``NAME=VALUE`` for a setting of this run (``--set``)."""
+    from models.settings import Settings
+
+    name, sep, value = text.partition("=")
+    if not sep or name not in Settings.model_fields:
+        raise argparse.ArgumentTypeError(f"not NAME=VALUE with a setting's name: {text!r}")
+    if name in {"llm_model", "llm_runtime", "replay_data"}:
+        raise argparse.ArgumentTypeError(f"{name} has its own flag (--model, --engine, --data)")
+    return name, value
+
+
 def normalize(sentence: str) -> str:
     return " ".join(sentence.lower().rstrip(". ").split())
 
@@ -77,6 +92,14 @@ def session_of(turn: str) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument(
+        "--set",
+        type=setting,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for this run, e.g. max_active_facts=150 (repeatable)",
+    )
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     args = parser.parse_args()
 
@@ -100,7 +123,9 @@ def main() -> None:
 
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="slowwave-recall-") as home:
-        settings = Settings(home=Path(home), replay_data=args.data, _env_file=None)
+        settings = Settings(
+            **dict(args.set), home=Path(home), replay_data=args.data, _env_file=None
+        )
         embedder = load_embedder(settings)
         with Database(settings) as db:
             migrate(db)

@@ -13,8 +13,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-MAX_PROFILE_CHARS = 8000
-
 
 class ConversationProfile(BaseModel):
     """The model's profile of one conversation."""
@@ -25,15 +23,15 @@ class ConversationProfile(BaseModel):
         description="A profile of each person in the facts: who they are, where they live and "
         "work, family and friends, what they like and plan, how they want to be treated. "
         "Only what the facts say; the most important first; plain sentences.",
-        json_schema_extra={"minLength": 1, "maxLength": MAX_PROFILE_CHARS},
+        json_schema_extra={"minLength": 1},
     )
 
+    # No maxLength: llama.cpp's server expands one into a grammar rule per character and drops
+    # the connection at a profile's length (1,500 characters). The prompt's word limit asks for
+    # the length, ``llm_max_tokens`` bounds the answer, and ``tasks.profile.within`` cuts it.
     @classmethod
-    def response_schema(cls, max_chars: int = MAX_PROFILE_CHARS) -> dict[str, Any]:
-        """The schema with the profile bounded to ``max_chars``: a decoder stops there."""
-        schema = cls.model_json_schema()
-        schema["properties"]["profile"]["maxLength"] = min(max_chars, MAX_PROFILE_CHARS)
-        return schema
+    def response_schema(cls) -> dict[str, Any]:
+        return cls.model_json_schema()
 
 
 PROFILE_SYSTEM_PROMPT = """You write the profile a conversational agent reads before it talks

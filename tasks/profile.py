@@ -100,8 +100,7 @@ def refresh_profiles(
             purpose=Purpose.profile,
             system=PROFILE_SYSTEM_PROMPT,
             user=render_profile_prompt(_fit(facts[c], policy.input_tokens), words),
-            # a little room over the limit: ``within`` cuts at a sentence
-            json_schema=ConversationProfile.response_schema(policy.max_tokens * 5),
+            json_schema=ConversationProfile.response_schema(),
         )
         for c in asked
     ]

@@ -43,17 +43,16 @@ def test_the_summary_schema_sent_to_strict_endpoints_breaks_no_strict_rule() -> 
 
 def test_the_gray_zone_and_profile_schemas_sent_to_strict_endpoints_break_no_strict_rule() -> None:
     assert strict_violations(strict_subset(MergeJudgement.response_schema(3))) == []
-    assert strict_violations(strict_subset(ConversationProfile.response_schema(400))) == []
+    assert strict_violations(strict_subset(ConversationProfile.response_schema())) == []
 
 
-def test_a_judgement_is_bounded_to_the_pairs_shown_and_a_profile_to_its_length() -> None:
+def test_a_judgement_is_bounded_to_the_pairs_shown() -> None:
     schema = MergeJudgement.response_schema(3)
     assert schema["properties"]["pairs"]["minItems"] == schema["properties"]["pairs"]["maxItems"]
     assert schema["properties"]["pairs"]["maxItems"] == 3
     assert schema["$defs"]["PairJudgement"]["properties"]["pair"]["enum"] == ["P1", "P2", "P3"]
     merged = schema["$defs"]["PairJudgement"]["properties"]["merged"]["anyOf"][0]
     assert merged["maxLength"] == 300  # on the string branch, where a grammar applies it
-    assert ConversationProfile.response_schema(400)["properties"]["profile"]["maxLength"] == 400
 
 
 def test_the_answer_schema_requires_every_property_and_forbids_others() -> None:
