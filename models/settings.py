@@ -110,7 +110,7 @@ class Settings(BaseSettings):
         description="Gray zone: below this cosine a new fact is never a merge candidate.",
     )
     merge_faithfulness: float = Field(
-        default=0.7,
+        default=0.8,
         ge=0,
         le=1,
         description="Gray zone: a merged sentence is kept only if its cosine to each of the two "
