@@ -51,10 +51,10 @@ import numpy as np
 from benchmarks.locomo_recall import (
     DEFAULT_DATA,
     KS,
+    add_set_option,
     fact_sessions,
     session_of,
     session_recall,
-    setting,
 )
 from benchmarks.locomo_recall import turns as evidence_turns
 from benchmarks.report import print_figures
@@ -203,14 +203,7 @@ def parse_args() -> argparse.Namespace:
         default=False,
         help="have the runtime write episode summaries first, as backfill does",
     )
-    parser.add_argument(
-        "--set",
-        type=setting,
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a setting for this run, e.g. chunk_size=4 or gate_max_surprise=0.4 (repeatable)",
-    )
+    add_set_option(parser, "chunk_size=4 or gate_max_surprise=0.4")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     args = parser.parse_args()

@@ -68,6 +68,18 @@ def setting(text: str) -> tuple[str, str]:
     return name, value
 
 
+def add_set_option(parser: argparse.ArgumentParser, example: str) -> None:
+    """``--set NAME=VALUE`` (repeatable): any setting for this run, parsed by ``setting``."""
+    parser.add_argument(
+        "--set",
+        type=setting,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help=f"a setting for this run, e.g. {example} (repeatable)",
+    )
+
+
 def normalize(sentence: str) -> str:
     return " ".join(sentence.lower().rstrip(". ").split())
 
@@ -92,14 +104,7 @@ def session_of(turn: str) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument(
-        "--set",
-        type=setting,
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a setting for this run, e.g. max_active_facts=150 (repeatable)",
-    )
+    add_set_option(parser, "max_active_facts=150")
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     args = parser.parse_args()
 
