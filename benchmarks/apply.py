@@ -65,6 +65,7 @@ from models.ids import chunk_id, new_id
 from models.llm.replay import categorize, keywords_of
 from models.locomo import locomo_key
 from models.plan import Plan, PlannedAction
+from models.processes import unwind_on_sigterm
 from models.settings import Settings
 from sql.copy import copy_rows
 from sql.db import Database, migrate
@@ -657,6 +658,7 @@ def server_settings(admin: psycopg.Connection[TupleRow]) -> dict[str, str]:
 
 
 def main() -> None:
+    unwind_on_sigterm()  # a stopped benchmark stops the servers it started
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--conversations", type=int, default=10_000)

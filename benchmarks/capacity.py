@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from models.processes import unwind_on_sigterm
+
 # vLLM's offline throughput for Llama 3 8B on one H100, 256 input + 256 output tokens per
 # request: 24.32 requests/s, 12,453 tokens/s (vLLM main, August 2024).
 PUBLISHED_GPU = {
@@ -187,6 +189,7 @@ def render(inputs: Inputs, figures: dict[str, Any], args: argparse.Namespace) ->
 
 
 def main() -> None:
+    unwind_on_sigterm()  # a stopped benchmark stops the servers it started
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--orchestration", type=Path, required=True)
     parser.add_argument("--extraction", type=Path, required=True)

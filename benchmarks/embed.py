@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from benchmarks.report import print_figures
+from models.processes import unwind_on_sigterm
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
 
@@ -33,6 +34,7 @@ def sentences(path: Path, count: int) -> list[str]:
 
 
 def main() -> None:
+    unwind_on_sigterm()  # a stopped benchmark stops the servers it started
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--texts", type=int, default=2000)
     parser.add_argument("--actors", type=int, default=0, help="Ray embedding actors per node")

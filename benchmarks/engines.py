@@ -23,11 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.report import print_figures
+from models.processes import unwind_on_sigterm
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
 
 
 def main() -> None:
+    unwind_on_sigterm()  # a stopped benchmark stops the servers it started
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="qwen2.5-coder-0.5b-instruct")
     parser.add_argument("--engines", default="llamacpp,vllm")

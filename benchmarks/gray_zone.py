@@ -35,6 +35,7 @@ from models.ids import new_id
 from models.llm import StructuredModel, load_model
 from models.llm.base import GenerationRequest, ModelAnswer, Purpose
 from models.llm.replay import LoCoMoReplayModel
+from models.processes import unwind_on_sigterm
 from models.settings import Settings
 from tasks.consolidate import consolidate
 from tasks.ingest.load import load_episodes
@@ -143,6 +144,7 @@ def measure(
 
 
 def main() -> None:
+    unwind_on_sigterm()  # a stopped benchmark stops the servers it started
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--conversations", nargs="*", default=["conv-26"])

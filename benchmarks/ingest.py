@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from benchmarks.report import print_figures
+from models.processes import unwind_on_sigterm
 
 
 def write_transcript(path: Path, messages: int, conversations: int) -> None:
@@ -42,6 +43,7 @@ def write_transcript(path: Path, messages: int, conversations: int) -> None:
 
 
 def main() -> None:
+    unwind_on_sigterm()  # a stopped benchmark stops the servers it started
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--conversations", type=int, default=2_000)

@@ -15,11 +15,13 @@ import time
 from pathlib import Path
 
 from benchmarks.report import print_figures
+from models.processes import unwind_on_sigterm
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
 
 
 def main() -> None:
+    unwind_on_sigterm()  # a stopped benchmark stops the servers it started
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--chunk-size", type=int, default=8)

@@ -64,6 +64,7 @@ from models.llm import RuntimeNotAvailable, StructuredModel, check_runtime, load
 from models.llm.base import prompt_limits
 from models.llm.replay import LoCoMoReplayModel
 from models.llm.tokens import TokenCounter
+from models.processes import unwind_on_sigterm
 from models.run import RunSummary
 from models.settings import LLMRuntimeName, Settings
 from sql.db import Database, migrate
@@ -138,6 +139,7 @@ class ModelRun:
 
 
 def main() -> None:
+    unwind_on_sigterm()  # a stopped benchmark stops the servers it started
     args = parse_args()
     started = time.perf_counter()
     settings = Settings(

@@ -33,6 +33,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from models.processes import unwind_on_sigterm
+
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
 KS = (5, 10, 20)
 RANKERS = ("hybrid", "vector", "fulltext")
@@ -102,6 +104,7 @@ def session_of(turn: str) -> int:
 
 
 def main() -> None:
+    unwind_on_sigterm()  # a stopped benchmark stops the servers it started
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     add_set_option(parser, "max_active_facts=150")

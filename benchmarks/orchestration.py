@@ -30,7 +30,6 @@ import contextlib
 import json
 import os
 import resource
-import signal
 import statistics
 import subprocess
 import sys
@@ -42,7 +41,7 @@ from typing import Any
 
 import psutil
 
-from models.processes import stop_process_tree
+from models.processes import stop_process_tree, unwind_on_sigterm
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
 VARIANTS = {
@@ -274,7 +273,7 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)  # so every finally runs
+    unwind_on_sigterm()
 
     if args.child:
         print(json.dumps(child(args.child, args.conversations, args.sessions, args.data)))
@@ -331,10 +330,6 @@ def main() -> None:
             breakdown(scaled[-1])
     if args.json:
         print(json.dumps(summary_json(compared, concurrent, clustered, scaled)))
-
-
-def _exit_on_sigterm(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
 
 
 def _ints(text: str) -> list[int]:

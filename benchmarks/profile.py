@@ -28,6 +28,7 @@ from benchmarks.locomo_recall import DEFAULT_DATA
 from models.embedding import load_embedder
 from models.llm import load_model
 from models.llm.replay import LoCoMoReplayModel
+from models.processes import unwind_on_sigterm
 from models.settings import Settings
 from tasks.consolidate import consolidate
 from tasks.ingest.load import load_episodes
@@ -39,6 +40,7 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
 def main() -> None:
+    unwind_on_sigterm()  # a stopped benchmark stops the servers it started
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--conversations", nargs="*", default=["conv-26", "conv-30"])

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.report import print_figures
+from models.processes import unwind_on_sigterm
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
 TABLES = (
@@ -54,6 +55,7 @@ class Scenario:
 
 
 def main() -> None:
+    unwind_on_sigterm()  # a stopped benchmark stops the servers it started
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, no flow scenario")
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")

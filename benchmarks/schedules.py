@@ -39,6 +39,8 @@ from typing import Any
 
 import httpx
 
+from models.processes import unwind_on_sigterm
+
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
 _GAUGE = re.compile(r"^vllm:num_requests_(running|waiting)\{[^}]*\}\s+([0-9.eE+-]+)$", re.M)
 
@@ -290,6 +292,7 @@ def compare_through_server(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 def main() -> None:
+    unwind_on_sigterm()  # a stopped benchmark stops the servers it started
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--through", choices=("server", "consolidate"), default="consolidate")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)

