@@ -59,7 +59,7 @@ from tasks.consolidate import (
     plan_run,
     run_shard,
 )
-from tasks.profile import profile_run
+from tasks.profile import ProfilePolicy, profile_run
 from tasks.runs import recorded_run
 from tasks.transient import is_transient
 
@@ -120,6 +120,16 @@ def shard_task(
     summary.placement.pop("shards", None)  # a retry counts the shard once
     summary.place("shards", [current_node()])
     return summary
+
+
+@task(name="profile", task_run_name="profile", cache_policy=NONE)
+def profile_task(
+    db: Database, model: StructuredModel, summary: RunSummary, policy: ProfilePolicy
+) -> None:
+    """Rewrite the profiles of the conversations the run changed, one model call for all.
+    No retries: a failed answer leaves the profile stale for the next run, never fails this
+    one."""
+    profile_run(db, model, summary, policy)
 
 
 @dataclass
@@ -233,7 +243,8 @@ def consolidate_run(
                 shard_settings = settings.model_copy(update={"database_url": SecretStr(db.url)})
                 run_shards(shard_settings, specs, scope, model, embedder, summary, progress)
                 count_left_pending(db, summary, policy, scope)
-                profile_run(db, model, summary, policy.profile)
+                if policy.profile.enabled:
+                    profile_task(db, model, summary, policy.profile)
         finally:
             if own_model:
                 model.close()

@@ -177,3 +177,28 @@ def test_the_nightly_flow_runs_its_shards_at_once_each_claiming_its_own_conversa
     names = completed_tasks(state.state_details.flow_run_id)
     assert {"plan", *(f"consolidate shard {k}" for k in range(4))} <= names
     assert _artifact("slowwave-progress") == 100.0
+
+
+def test_the_nightly_flow_writes_profiles_as_a_task_of_its_own_after_the_shards(
+    prefect_api: None,
+    db: Database,
+    conn: psycopg.Connection,
+    flow_settings: Settings,
+    locomo_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seen in the UI as its own task run; the replay model writes no profile, so the
+    conversation's row is kept stale for the next run to retry, and the run still completes."""
+    from flows.consolidate import nightly
+    from models.settings import get_settings
+
+    monkeypatch.setenv("SLOWWAVE_PROFILES", "true")
+    get_settings.cache_clear()
+    ingest(db, locomo_path, IngestPolicy.of(flow_settings))
+    state = nightly(conversations=["conv-30"], return_state=True)
+    assert state.is_completed(), state.message
+    summary = state.result()
+    assert summary["profiles_written"] == 0 and summary["profiles_failed"] == 1
+    assert "profile" in completed_tasks(state.state_details.flow_run_id)
+    rows = conn.execute("SELECT conversation_id, stale FROM conversation_profiles").fetchall()
+    assert rows == [("conv-30", True)]
