@@ -4,7 +4,12 @@ Writes a JSONL transcript of N messages (default 1,000,000) across many conversa
 it into a fresh embedded database, and prints messages/s and the ingesting process's peak RSS
 (the goal: under 1 GiB whatever the file's size, because reading is streamed).
 
-    python -m benchmarks.ingest [--messages N] [--conversations C] [--json]
+With ``--episode-words`` the same file is then ingested into a second fresh database whose
+``episodic_memory`` lacks the stored transcript words (``search_tsv``, migration 0017, parsed
+by Postgres as each episode is written, for search's episode channel), and the ratio of the two
+rates says what parsing them costs.
+
+    python -m benchmarks.ingest [--messages N] [--conversations C] [--episode-words] [--json]
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from benchmarks.report import print_figures
 from models.processes import unwind_on_sigterm
@@ -47,6 +53,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--conversations", type=int, default=2_000)
+    parser.add_argument(
+        "--episode-words",
+        action="store_true",
+        help="also ingest without the stored transcript words, and print the ratio",
+    )
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     args = parser.parse_args()
 
@@ -54,18 +65,27 @@ def main() -> None:
     from sql.db import Database, migrate
     from tasks.ingest.transcripts import IngestPolicy, ingest
 
+    def timed_ingest(home: Path, source: Path, *, words: bool) -> tuple[Any, float]:
+        settings = Settings(home=home, _env_file=None)  # type: ignore[call-arg]
+        with Database(settings) as db:
+            migrate(db)
+            if not words:
+                with db.connection() as conn:
+                    conn.execute("ALTER TABLE episodic_memory DROP COLUMN search_tsv")
+            start = time.perf_counter()
+            report = ingest(db, source, IngestPolicy.of(settings))
+            return report, time.perf_counter() - start
+
     with tempfile.TemporaryDirectory(prefix="slowwave-ingest-") as tmp:
         source = Path(tmp) / "transcript.jsonl"
         write_transcript(source, args.messages, args.conversations)
         size_mb = source.stat().st_size / 2**20
-        settings = Settings(home=Path(tmp) / "home", _env_file=None)  # type: ignore[call-arg]
-        with Database(settings) as db:
-            migrate(db)
-            baseline_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-            start = time.perf_counter()
-            report = ingest(db, source, IngestPolicy.of(settings))
-            seconds = time.perf_counter() - start
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        baseline_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        report, seconds = timed_ingest(Path(tmp) / "home", source, words=True)
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        bare_seconds = (
+            timed_ingest(Path(tmp) / "bare", source, words=False)[1] if args.episode_words else None
+        )
     figures = {
         "messages": args.messages,
         "file_mb": round(size_mb, 1),
@@ -78,6 +98,9 @@ def main() -> None:
         "rss_before_ingest_mb": round(baseline_mb),
         "goal_peak_under_1gib": peak_mb < 1024,
     }
+    if bare_seconds is not None:
+        figures["seconds_without_episode_words"] = round(bare_seconds, 1)
+        figures["episode_words_time_ratio"] = round(seconds / bare_seconds, 2)
     print_figures(figures, as_json=args.json)
 
 
