@@ -9,7 +9,7 @@ guard can tell a hallucinated id from a real one by looking it up in what was sh
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any
@@ -122,18 +122,42 @@ class ConsolidatedFact(BaseModel):
     )
 
 
-def normalize_slot(slot: str | None) -> str | None:
+def normalize_slot(slot: str | None, speakers: Iterable[str] | None = None) -> str | None:
     """The slot key an answer means (``identity:location`` or ``identity:location:ana``),
     lower-cased and without spaces; None for no slot or an attribute outside the vocabulary
-    (the fact is kept, only without a slot)."""
+    (the fact is kept, only without a slot).
+
+    With the chunk's ``speakers``, a person part must name one of them, by full name or by a
+    first name only one of them has, and is written as that speaker's full name; any other
+    person (``i``, a pet, someone only mentioned) drops the slot: a wrong person would end
+    another's fact, a missing slot only leaves the model's action as it was."""
     if not slot:
         return None
-    parts = [" ".join(p.split()).replace(" ", "_") for p in slot.lower().split(":")]
+    parts = [_slot_part(p) for p in slot.split(":")]
     parts = [p for p in parts if p]
     attribute = ":".join(parts[:2])
     if attribute not in SLOT_ATTRIBUTES or len(parts) > 3:
         return None
+    if len(parts) == 3 and speakers is not None:
+        person = _speaker_named(parts[2], speakers)
+        if person is None:
+            return None
+        parts[2] = person
     return ":".join(parts)
+
+
+def _slot_part(text: str) -> str:
+    return "_".join(text.lower().split())
+
+
+def _speaker_named(person: str, speakers: Iterable[str]) -> str | None:
+    """The speaker (as a slot part) that ``person`` names: the full name, else the only one
+    whose first name it is."""
+    names = {_slot_part(s) for s in speakers} - {""}
+    if person in names:
+        return person
+    by_first = [n for n in names if n.split("_")[0] == person]
+    return by_first[0] if len(by_first) == 1 else None
 
 
 class ConsolidationOutput(BaseModel):

@@ -125,6 +125,7 @@ def guard(
     actions: list[PlannedAction] = []
     rejections: list[Rejection] = []
     writer_of: dict[int, int] = {}  # answer item number (N-id) → index in ``actions``
+    speakers = {m.speaker for e in episodes for m in e.messages}  # whom a slot may name
 
     for position, item in enumerate(output.facts):
         proposed = item.action
@@ -177,7 +178,7 @@ def guard(
                 continue
             planned.category = Category(item.category)
             planned.keywords = clean_keywords(item.keywords)
-            planned.slot = normalize_slot(item.slot)
+            planned.slot = normalize_slot(item.slot, speakers)
             writer_of[position + 1] = len(actions)
         actions.append(planned)
 

@@ -168,3 +168,40 @@ def test_slot_keys_are_normalized_and_outside_the_vocabulary_dropped(
     given: str | None, key: str | None
 ) -> None:
     assert normalize_slot(given) == key
+
+
+@pytest.mark.parametrize(
+    ("given", "speakers", "key"),
+    [
+        ("identity:location:ana", ["Ana Lee", "Bo"], "identity:location:ana_lee"),
+        ("identity:location:Ana Lee", ["Ana Lee", "Bo"], "identity:location:ana_lee"),
+        ("identity:location:user", ["user", "assistant"], "identity:location:user"),
+        ("identity:location:max", ["Ana Lee", "Bo"], None),  # the cat Max, not a speaker
+        ("identity:location:i", ["user", "assistant"], None),
+        ("identity:location:ana", ["Ana Lee", "Ana Ruiz"], None),  # which Ana?
+        ("identity:location", ["Ana Lee", "Bo"], "identity:location"),
+    ],
+)
+def test_a_slot_names_one_of_the_chunk_speakers_or_is_dropped(
+    given: str, speakers: list[str], key: str | None
+) -> None:
+    assert normalize_slot(given, speakers) == key
+
+
+def test_a_slot_whose_person_is_no_speaker_updates_nothing(
+    db: Database, conn: psycopg.Connection, settings: Settings, embedder: Embedder
+) -> None:
+    """A small model's `i` for the person would otherwise make Bo's home end Ana's."""
+    model = ScriptedModel(
+        {
+            "who-1": _new("Ana lives in Lima", "identity:location:i", "Lima"),
+            "who-2": _new("Bo lives in Quito", "identity:location:i", "Quito"),
+        }
+    )
+    add(conn, make_episode("who", "who-1", "Ana: Lima is home.", at(2025, 4, 1), speaker="Ana"))
+    consolidate(db, model, embedder, settings, kind="backfill")
+    add(conn, make_episode("who", "who-2", "Bo: Quito is home.", at(2025, 4, 2), speaker="Bo"))
+    consolidate(db, model, embedder, settings, kind="backfill")
+    assert set(active(conn, "who")) == {"Ana lives in Lima", "Bo lives in Quito"}
+    slots = conn.execute("SELECT DISTINCT slot FROM semantic_memory WHERE conversation_id = 'who'")
+    assert slots.fetchall() == [(None,)]
