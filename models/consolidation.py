@@ -128,9 +128,11 @@ def normalize_slot(slot: str | None, speakers: Iterable[str] | None = None) -> s
     (the fact is kept, only without a slot).
 
     With the chunk's ``speakers``, a person part must name one of them, by full name or by a
-    first name only one of them has, and is written as that speaker's full name; any other
-    person (``i``, a pet, someone only mentioned) drops the slot: a wrong person would end
-    another's fact, a missing slot only leaves the model's action as it was."""
+    first name only one of them has, and is written as that speaker's full name; ``i`` (or
+    ``me``, ``user``) stands for the only speaker who is not an agent's role, when there is
+    one. Any other person (a pet, someone only mentioned, ``i`` between two people) drops the
+    slot: a wrong person would end another's fact, a missing slot only leaves the model's
+    action as it was."""
     if not slot:
         return None
     parts = [_slot_part(p) for p in slot.split(":")]
@@ -146,6 +148,12 @@ def normalize_slot(slot: str | None, speakers: Iterable[str] | None = None) -> s
     return ":".join(parts)
 
 
+# How a model names the person speaking when it does not use their name, and the speaker
+# roles of an agent rather than a person.
+_FIRST_PERSON = frozenset({"i", "me", "my", "myself", "user", "the_user", "speaker"})
+_AGENT_ROLES = frozenset({"assistant", "agent", "ai", "bot", "system", "tool"})
+
+
 def _slot_part(text: str) -> str:
     return "_".join(text.lower().split())
 
@@ -156,8 +164,11 @@ def _speaker_named(person: str, speakers: Iterable[str]) -> str | None:
     names = {_slot_part(s) for s in speakers} - {""}
     if person in names:
         return person
-    by_first = [n for n in names if n.split("_")[0] == person]
-    return by_first[0] if len(by_first) == 1 else None
+    if person in _FIRST_PERSON:
+        candidates = [n for n in names if n not in _AGENT_ROLES]
+    else:
+        candidates = [n for n in names if n.split("_")[0] == person]
+    return candidates[0] if len(candidates) == 1 else None
 
 
 class ConsolidationOutput(BaseModel):

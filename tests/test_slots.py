@@ -12,6 +12,7 @@ import pytest
 
 from models.consolidation import ConsolidationOutput, normalize_slot
 from models.embedding.base import Embedder
+from models.episode import Message
 from models.settings import Settings
 from sql.db import Database
 from tasks.consolidate import consolidate
@@ -177,7 +178,9 @@ def test_slot_keys_are_normalized_and_outside_the_vocabulary_dropped(
         ("identity:location:Ana Lee", ["Ana Lee", "Bo"], "identity:location:ana_lee"),
         ("identity:location:user", ["user", "assistant"], "identity:location:user"),
         ("identity:location:max", ["Ana Lee", "Bo"], None),  # the cat Max, not a speaker
-        ("identity:location:i", ["user", "assistant"], None),
+        ("identity:location:i", ["user", "assistant"], "identity:location:user"),
+        ("identity:location:me", ["Ana Lee", "assistant"], "identity:location:ana_lee"),
+        ("identity:location:i", ["Ana Lee", "Bo"], None),  # which of the two?
         ("identity:location:ana", ["Ana Lee", "Ana Ruiz"], None),  # which Ana?
         ("identity:location", ["Ana Lee", "Bo"], "identity:location"),
     ],
@@ -191,17 +194,18 @@ def test_a_slot_names_one_of_the_chunk_speakers_or_is_dropped(
 def test_a_slot_whose_person_is_no_speaker_updates_nothing(
     db: Database, conn: psycopg.Connection, settings: Settings, embedder: Embedder
 ) -> None:
-    """A small model's `i` for the person would otherwise make Bo's home end Ana's."""
+    """Between two people, a small model's `i` would otherwise make Bo's home end Ana's."""
     model = ScriptedModel(
         {
             "who-1": _new("Ana lives in Lima", "identity:location:i", "Lima"),
             "who-2": _new("Bo lives in Quito", "identity:location:i", "Quito"),
         }
     )
-    add(conn, make_episode("who", "who-1", "Ana: Lima is home.", at(2025, 4, 1), speaker="Ana"))
-    consolidate(db, model, embedder, settings, kind="backfill")
-    add(conn, make_episode("who", "who-2", "Bo: Quito is home.", at(2025, 4, 2), speaker="Bo"))
-    consolidate(db, model, embedder, settings, kind="backfill")
+    for key, text, day in (("who-1", "Lima is home.", 1), ("who-2", "Quito is home.", 2)):
+        episode = make_episode("who", key, text, at(2025, 4, day), speaker="Ana")
+        episode.messages.append(Message(speaker="Bo", text=f"Bo: {text}"))
+        add(conn, episode)
+        consolidate(db, model, embedder, settings, kind="backfill")
     assert set(active(conn, "who")) == {"Ana lives in Lima", "Bo lives in Quito"}
     slots = conn.execute("SELECT DISTINCT slot FROM semantic_memory WHERE conversation_id = 'who'")
     assert slots.fetchall() == [(None,)]
