@@ -115,7 +115,7 @@ def test_a_conversation_consolidates_end_to_end_on_llamacpp_and_its_server_is_st
             "SELECT count(*), max(valid_at) FROM semantic_memory WHERE conversation_id = 'l'"
         ).fetchone()
     assert chunk is not None and facts is not None
-    assert chunk[:2] == ("applied", "llamacpp")
+    assert chunk[:2] == ("applied", f"llamacpp:{GGUF.name}")  # which model, for the audit
     assert chunk[2] > 100 and chunk[3] > 0  # the server's own token counts
     assert facts[0] > 0 and facts[1] <= at(2024, 3, 15)  # dated in event time, not today
 

@@ -115,6 +115,7 @@ def test_the_batch_is_answered_after_backoff_on_429_and_503_with_tokens_counted(
     assert strict_violations(body["response_format"]["json_schema"]["schema"]) == []
     assert set(Endpoint.headers_seen) == {"Bearer sk-secret"}
     assert "sk-secret" not in repr(model)
+    assert model.name == "openai:m"  # what the chunk records say wrote a fact
 
 
 def test_a_chunk_that_keeps_failing_is_an_answer_with_an_error_not_an_exception(

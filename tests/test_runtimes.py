@@ -131,7 +131,7 @@ def test_a_conversation_consolidates_end_to_end_on_cpu_vllm_with_tokens_recorded
             "SELECT count(*) FROM semantic_memory WHERE valid_at >= '2024-03-16'"
         ).fetchone()
     assert chunk is not None and run is not None and decided is not None
-    assert chunk[1] == "vllm" and (chunk[2], chunk[3]) == (run[0], run[1])
+    assert chunk[1] == f"vllm:{MODEL.name}" and (chunk[2], chunk[3]) == (run[0], run[1])
     (answer,) = recorded.answers
     items = parse_answer(answer.text or "").facts  # the guided engine's answer parses
     assert chunk[0] == "applied" and summary.episodes_consolidated == 3

@@ -11,6 +11,7 @@ none, ``licence`` states the upstream model card's, and ``slowwave models list``
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePath
 
 
 @dataclass(frozen=True)
@@ -74,3 +75,10 @@ SMOLLM2_135M = CatalogModel(
 )
 
 CATALOG: dict[str, CatalogModel] = {m.name: m for m in (QWEN_1_5B, QWEN_0_5B, SMOLLM2_135M)}
+
+
+def model_label(runtime: str, reference: str) -> str:
+    """How the run records name the model that answered (``llamacpp:qwen2.5-coder-1.5b-instruct``):
+    the runtime and the model's catalog or served name, or a local path's last part."""
+    named = reference if reference in CATALOG else PurePath(reference).name or reference
+    return f"{runtime}:{named}"

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from models.llm.base import GenerationRequest, ModelAnswer, RuntimeNotAvailable
+from models.llm.catalog import model_label
 from models.llm.openai import OpenAICompatibleModel
 from models.llm.tokens import TokenCounter
 from models.llm.weights import ModelNotPrepared, gguf_path
@@ -105,6 +106,7 @@ class LlamaCppModel:
     name = "llamacpp"
 
     def __init__(self, settings: Settings) -> None:
+        self.name = model_label("llamacpp", settings.llm_model)
         gguf = llamacpp_gguf(settings)
         self.context_tokens = settings.llm_max_model_len
         self.counter: TokenCounter = GGUFTokenCounter(gguf)

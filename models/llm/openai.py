@@ -29,6 +29,7 @@ from tenacity import (
 
 from models.llm.background_loop import BackgroundLoop
 from models.llm.base import GenerationRequest, ModelAnswer, RuntimeUnreachable
+from models.llm.catalog import model_label
 from models.llm.strict_schema import strict_subset
 from models.llm.tokens import estimate_tokens
 
@@ -69,6 +70,7 @@ class OpenAICompatibleModel:
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
+        self.name = model_label("openai", model)
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.concurrency = concurrency

@@ -9,6 +9,7 @@ from functools import partial
 from pathlib import Path
 
 from models.llm.base import GenerationRequest, ModelAnswer, RuntimeNotAvailable
+from models.llm.catalog import model_label
 from models.llm.tokens import model_token_counter
 from models.llm.vllm_engine import VLLMOptions
 from models.llm.weights import ModelNotPrepared, vllm_model_dir
@@ -22,6 +23,8 @@ class VLLMModel:
 
     def __init__(self, settings: Settings) -> None:
         from models.llm.vllm_engine import VLLMEngine
+
+        self.name = model_label("vllm", settings.llm_model)
         from models.workers.pool import ActorPool
 
         options = vllm_options(settings)
