@@ -222,12 +222,28 @@ class Settings(BaseSettings):
         default=100, ge=1, description="Candidates each ranker contributes before fusion."
     )
     search_diversity: float = Field(
-        default=0.7,
+        default=0.55,
         gt=0,
         le=1,
-        description="Search: the n-th best fact (n from 0) of one source episode has its fused "
-        "score multiplied by this to the power n, so one episode's facts do not crowd the "
-        "others out of the top k (1: no diversification).",
+        description="Search: the n-th best fact (n from 0) of one source episode has its score "
+        "multiplied by a factor to the power n, so one episode's facts do not crowd the others "
+        "out of the top k; this is the factor when the best episodes answer the query alike "
+        "(a question whose evidence spans episodes). Both factors 1: no diversification.",
+    )
+    search_diversity_dominant: float = Field(
+        default=0.95,
+        gt=0,
+        le=1,
+        description="Search: the diversity factor when one episode answers the query far "
+        "better than any other, so its facts stay together; between the two, the factor moves "
+        "with the square of the second best episode's summed score over the best one's.",
+    )
+    search_session_weight: float = Field(
+        default=1.0,
+        ge=0,
+        description="Search: weight of the session channel: every source episode's best fact in "
+        "the order of the episodes' summed scores, then their second best, and so on; scaled "
+        "by the second best episode's sum over the best one's (0: off).",
     )
     search_temporal_weight: float = Field(
         default=2.0,

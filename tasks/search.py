@@ -53,6 +53,10 @@ class SearchHit(BaseModel):
         default=None,
         description="Rank by how well the fact's source episode's transcript matches, if any.",
     )
+    session_rank: int | None = Field(
+        default=None,
+        description="Rank in the round robin over source episodes by their summed scores, if any.",
+    )
     score: float = Field(
         description="Reciprocal rank fusion score, lowered for later facts of an episode "
         "already represented (diversity)."
@@ -79,7 +83,8 @@ def has_facts(conn: psycopg.Connection, conversation_id: str) -> bool:
 @dataclass(frozen=True)
 class SearchPolicy:
     """How the rankers are fused: ``candidates`` per ranker, reciprocal rank fusion ``rrf_k``,
-    the temporal channel's weight and window, and the per-episode ``diversity`` factor."""
+    the temporal, episode and session channels' weights, and the per-episode diversity factor
+    (``diversity`` when several episodes answer alike, ``diversity_dominant`` when one does)."""
 
     candidates: int = Settings.model_fields["search_candidates"].default
     rrf_k: int = Settings.model_fields["rrf_k"].default
@@ -88,6 +93,8 @@ class SearchPolicy:
     temporal_before_days: int = Settings.model_fields["search_temporal_before_days"].default
     temporal_after_days: int = Settings.model_fields["search_temporal_after_days"].default
     episode_weight: float = Settings.model_fields["search_episode_weight"].default
+    diversity_dominant: float = Settings.model_fields["search_diversity_dominant"].default
+    session_weight: float = Settings.model_fields["search_session_weight"].default
 
     @classmethod
     def of(cls, settings: Settings) -> SearchPolicy:
@@ -99,6 +106,8 @@ class SearchPolicy:
             settings.search_temporal_before_days,
             settings.search_temporal_after_days,
             settings.search_episode_weight,
+            settings.search_diversity_dominant,
+            settings.search_session_weight,
         )
 
 
@@ -206,7 +215,9 @@ def search(
                 "time_to": time_to,
                 "temporal_weight": policy.temporal_weight if time_from is not None else 0.0,
                 "diversity": policy.diversity,
+                "diversity_dominant": policy.diversity_dominant,
                 "episode_weight": policy.episode_weight if ranker == "hybrid" else 0.0,
+                "session_weight": policy.session_weight if ranker == "hybrid" else 0.0,
                 "k": k,
             },
         ).fetchall()

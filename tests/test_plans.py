@@ -203,7 +203,9 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
         "time_to": None,
         "temporal_weight": 0.0,
         "diversity": 0.3,
+        "diversity_dominant": 0.9,
         "episode_weight": 0.0,
+        "session_weight": 1.0,
         "k": 10,
     }
     pending = "Bitmap Index Scan on episodic_memory_pending_idx"

@@ -114,12 +114,12 @@ def test_hits_carry_both_ranks_and_the_fused_score(
 ) -> None:
     (top, *_) = search(conn, embedder, "Biscuit the greyhound", "priya", 3)
     assert top.id == priya[7]
-    assert top.fulltext_rank == 1 and top.vector_rank == 1
-    assert top.score == pytest.approx(2 / (settings.rrf_k + 1))
-    (top30, *_) = search(
-        conn, embedder, "Biscuit the greyhound", "priya", 3, policy=SearchPolicy(rrf_k=30)
-    )
-    assert top30.score == pytest.approx(2 / 31)
+    assert top.fulltext_rank == 1 and top.vector_rank == 1 and top.session_rank == 1
+    # both rankers' first, and the session channel's first at a weight of at most 1
+    assert 2 / (settings.rrf_k + 1) < top.score <= 3 / (settings.rrf_k + 1)
+    alone = SearchPolicy(rrf_k=30, session_weight=0)
+    (top30, *_) = search(conn, embedder, "Biscuit the greyhound", "priya", 3, policy=alone)
+    assert top30.score == pytest.approx(2 / 31) and top30.session_rank is None
 
 
 def test_the_category_filter_keeps_only_that_category(
@@ -285,20 +285,21 @@ def test_the_temporal_channel_prefers_facts_from_the_date_the_query_names(
     assert {h.temporal_rank for h in off} == {None}
 
 
-def test_diversity_lets_another_episode_into_the_top_k(
-    conn: psycopg.Connection, embedder: Embedder
-) -> None:
-    question = "What does Sam do on weekends?"
+def _facts_at(
+    conn: psycopg.Connection, embedder: Embedder, question: str, episodes: list[uuid.UUID]
+) -> list[uuid.UUID]:
+    """One fact per entry of ``episodes`` (its source episode), each a little less similar to
+    ``question`` than the one before, so the vector ranker ranks them in this order."""
     query = embedder.embed([question])[0]
     rng = np.random.default_rng(7)
     vectors = []
-    for similarity in (0.99, 0.98, 0.97, 0.9):  # three facts of one episode, then another's
+    for n in range(len(episodes)):
+        similarity = 0.99 - 0.01 * n
         other = rng.standard_normal(query.shape[0]).astype(np.float32)
         other -= (other @ query) * query
         other /= np.linalg.norm(other)
         vectors.append(similarity * query + np.sqrt(1 - similarity**2) * other)
-    one, two = uuid.uuid4(), uuid.uuid4()
-    ids = [uuid.uuid4() for _ in vectors]
+    ids = [uuid.uuid4() for _ in episodes]
     with conn.transaction():
         copy_rows(
             conn,
@@ -306,16 +307,49 @@ def test_diversity_lets_another_episode_into_the_top_k(
             COLUMNS,
             [
                 (i, "sam", "interest", f"Sam fact {n}", [], [episode], NOW, vector)
-                for n, (i, episode, vector) in enumerate(
-                    zip(ids, (one, one, one, two), vectors, strict=True)
-                )
+                for n, (i, episode, vector) in enumerate(zip(ids, episodes, vectors, strict=True))
             ],
         )
+    return ids
+
+
+def test_diversity_lets_another_episode_into_the_top_k(
+    conn: psycopg.Connection, embedder: Embedder
+) -> None:
+    question = "What does Sam do on weekends?"
+    one, two = uuid.uuid4(), uuid.uuid4()
+    ids = _facts_at(conn, embedder, question, [one, one, one, two])
 
     def top(diversity: float) -> list[uuid.UUID]:
-        policy = SearchPolicy(diversity=diversity)
+        policy = SearchPolicy(diversity=diversity, diversity_dominant=diversity)
         hits = search(conn, embedder, question, "sam", 3, ranker="vector", policy=policy)
         return [h.id for h in hits]
 
     assert top(1.0) == ids[:3]
     assert top(0.3) == [ids[0], ids[3], ids[1]]
+
+
+def test_one_dominant_episode_keeps_its_facts_together_and_alike_episodes_share_the_top_k(
+    conn: psycopg.Connection, embedder: Embedder
+) -> None:
+    """The session channel and the diversity follow how the episodes' summed scores spread:
+    one episode that answers keeps its second fact in the top 2 (a fixed diversity of 0.7
+    would put the other episode's lone fact there), while two that answer alike both get in
+    (no diversity at all would keep the first one's two facts)."""
+    question = "What does Sam do on weekends?"
+    a, b = uuid.uuid4(), uuid.uuid4()
+    dominant = _facts_at(conn, embedder, question, [a, a, a, b])  # a: ranks 1-3, b: 4
+    assert [h.id for h in search(conn, embedder, question, "sam", 2)] == dominant[:2]
+    fixed = SearchPolicy(diversity=0.7, diversity_dominant=0.7, session_weight=0)
+    assert [h.id for h in search(conn, embedder, question, "sam", 2, policy=fixed)] == [
+        dominant[0],
+        dominant[3],
+    ]
+
+    conn.execute("DELETE FROM semantic_memory WHERE conversation_id = 'sam'")
+    alike = _facts_at(conn, embedder, question, [a, a, b, b])  # a: ranks 1-2, b: 3-4
+    hits = search(conn, embedder, question, "sam", 2)
+    assert [h.id for h in hits] == [alike[0], alike[2]]
+    assert [h.session_rank for h in hits] == [1, 2]
+    unmixed = SearchPolicy(diversity=1.0, diversity_dominant=1.0, session_weight=0)
+    assert [h.id for h in search(conn, embedder, question, "sam", 2, policy=unmixed)] == alike[:2]

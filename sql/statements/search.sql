@@ -15,9 +15,17 @@
 --              among them); a fact ranks by its first source episode's score, then by the
 --              query vector; weighted by %(episode_weight)s (0 skips the transcripts); the
 --              words are episodic_memory.search_tsv, stored when an episode is written.
--- Fused score: sum of weight / (%(rrf_k)s + rank). Diversity: the n-th best fact (n from 0) of
--- one source episode has its score multiplied by %(diversity)s ^ n, so one episode's facts do
--- not crowd the others out of the top k (1 leaves the order as fused).
+-- Fused score: sum of weight / (%(rrf_k)s + rank). Then, over the source episodes:
+--   spread:    rho, the second best episode's summed fused score over the best one's: near 0
+--              when one episode answers the query, near 1 when several answer it alike (a
+--              question whose evidence spans episodes);
+--   session:   the episodes' best facts in the order of their episodes' sums, then their second
+--              best, and so on (a round robin over the episodes); weighted by
+--              %(session_weight)s * rho in a second fusion;
+--   diversity: the n-th best fact (n from 0) of one source episode has its score multiplied by
+--              f ^ n, f = %(diversity_dominant)s - (%(diversity_dominant)s - %(diversity)s) *
+--              rho ^ 2, so one episode's facts do not crowd the others out of the top k when
+--              several answer, and stay together when one does (both 1: the order as fused).
 WITH scope AS MATERIALIZED (
     SELECT id, embedding, search_tsv, valid_at, source_episodic_ids[1] AS episode
     FROM semantic_memory
@@ -112,7 +120,7 @@ WITH scope AS MATERIALIZED (
     LEFT JOIN distances d USING (id)
     ORDER BY r
     LIMIT %(candidates)s
-), fused AS (
+), channels AS (
     SELECT id, f.r AS fulltext_rank, v.r AS vector_rank, t.r AS temporal_rank,
            e.r AS episode_rank,
            coalesce(1.0 / (%(rrf_k)s + f.r), 0) + coalesce(1.0 / (%(rrf_k)s + v.r), 0)
@@ -122,15 +130,38 @@ WITH scope AS MATERIALIZED (
     FULL JOIN semantic v USING (id)
     FULL JOIN temporal t USING (id)
     FULL JOIN episodic e USING (id)
-), diversified AS (
-    SELECT fused.*,
-           fused.fused * power(%(diversity)s::float8, (row_number() OVER (
-               PARTITION BY s.episode ORDER BY fused.fused DESC, fused.id) - 1)::int) AS score
-    FROM fused
+), by_episode AS (
+    SELECT c.id, c.fused, s.episode,
+           row_number() OVER (PARTITION BY s.episode ORDER BY c.fused DESC, c.id) AS n
+    FROM channels c
     JOIN scope s USING (id)
+), episode_sums AS (
+    SELECT episode, sum(fused) AS total FROM by_episode GROUP BY episode
+), spread AS (
+    SELECT coalesce(((array_agg(total ORDER BY total DESC))[2] / nullif(max(total), 0))::float8,
+                    0) AS rho
+    FROM episode_sums
+), session AS (
+    SELECT b.id, row_number() OVER (ORDER BY b.n, t.total DESC, b.fused DESC, b.id) AS r
+    FROM by_episode b
+    JOIN episode_sums t USING (episode)
+    WHERE %(session_weight)s::float8 > 0
+    ORDER BY r
+    LIMIT %(candidates)s
+), diversified AS (
+    SELECT c.id, c.fulltext_rank, c.vector_rank, c.temporal_rank, c.episode_rank,
+           w.r AS session_rank,
+           (c.fused + coalesce(%(session_weight)s::float8 * p.rho / (%(rrf_k)s + w.r), 0))
+           * power(%(diversity_dominant)s::float8
+                   - (%(diversity_dominant)s::float8 - %(diversity)s::float8) * p.rho ^ 2,
+                   b.n - 1) AS score
+    FROM channels c
+    JOIN by_episode b USING (id)
+    LEFT JOIN session w USING (id)
+    CROSS JOIN spread p
 )
 SELECT m.id, m.category, m.fact, m.keywords, m.source_episodic_ids, m.valid_at, m.invalid_at,
-       d.fulltext_rank, d.vector_rank, d.temporal_rank, d.episode_rank,
+       d.fulltext_rank, d.vector_rank, d.temporal_rank, d.episode_rank, d.session_rank,
        d.score::float8 AS score
 FROM diversified d
 JOIN semantic_memory m USING (id)
