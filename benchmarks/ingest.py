@@ -21,7 +21,6 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from benchmarks.report import print_figures
 from models.processes import unwind_on_sigterm
@@ -63,9 +62,9 @@ def main() -> None:
 
     from models.settings import Settings
     from sql.db import Database, migrate
-    from tasks.ingest.transcripts import IngestPolicy, ingest
+    from tasks.ingest.transcripts import IngestPolicy, IngestReport, ingest
 
-    def timed_ingest(home: Path, source: Path, *, words: bool) -> tuple[Any, float]:
+    def timed_ingest(home: Path, source: Path, *, words: bool) -> tuple[IngestReport, float]:
         settings = Settings(home=home, _env_file=None)  # type: ignore[call-arg]
         with Database(settings) as db:
             migrate(db)

@@ -1,12 +1,13 @@
 """search: what an agent gets back out of semantic memory.
 
-Hybrid retrieval (full text + exact vector, and a temporal channel when the query names a
-date or a month, fused by reciprocal rank fusion, then diversified across source episodes)
-over one conversation's facts: the active ones, or those valid at a point in event time
-(``as_of``).
+Hybrid retrieval (full text + exact vector, a temporal channel when the query names a date
+or a month, and the source episodes' transcripts, fused by reciprocal rank fusion; then a
+session channel and a diversity that follow how alike the best source episodes score; see
+``sql/statements/search.sql``) over one conversation's facts: the active ones, or those valid
+at a point in event time (``as_of``).
 Renders seed 001's markdown, seed 000's Known Facts / Behavioral Guidelines split, or JSON
-with both ranks and the fused score; ``context`` packs the facts an agent should always have
-into a token budget.
+with every channel's rank and the fused score; ``context`` packs the facts an agent should
+always have into a token budget.
 """
 
 from __future__ import annotations
@@ -99,15 +100,15 @@ class SearchPolicy:
     @classmethod
     def of(cls, settings: Settings) -> SearchPolicy:
         return cls(
-            settings.search_candidates,
-            settings.rrf_k,
-            settings.search_diversity,
-            settings.search_temporal_weight,
-            settings.search_temporal_before_days,
-            settings.search_temporal_after_days,
-            settings.search_episode_weight,
-            settings.search_diversity_dominant,
-            settings.search_session_weight,
+            candidates=settings.search_candidates,
+            rrf_k=settings.rrf_k,
+            diversity=settings.search_diversity,
+            temporal_weight=settings.search_temporal_weight,
+            temporal_before_days=settings.search_temporal_before_days,
+            temporal_after_days=settings.search_temporal_after_days,
+            episode_weight=settings.search_episode_weight,
+            diversity_dominant=settings.search_diversity_dominant,
+            session_weight=settings.search_session_weight,
         )
 
 
@@ -193,10 +194,9 @@ def search(
         if ranker != "fulltext"
         else np.zeros(embedder.dim, dtype=np.float32)
     )
+    hybrid = ranker == "hybrid"  # the channels beyond the two rankers serve hybrid search only
     time_from, time_to = (
-        temporal_window(query, policy)
-        if ranker == "hybrid" and policy.temporal_weight > 0
-        else (None, None)
+        temporal_window(query, policy) if hybrid and policy.temporal_weight > 0 else (None, None)
     )
     with conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(
@@ -216,8 +216,8 @@ def search(
                 "temporal_weight": policy.temporal_weight if time_from is not None else 0.0,
                 "diversity": policy.diversity,
                 "diversity_dominant": policy.diversity_dominant,
-                "episode_weight": policy.episode_weight if ranker == "hybrid" else 0.0,
-                "session_weight": policy.session_weight if ranker == "hybrid" else 0.0,
+                "episode_weight": policy.episode_weight if hybrid else 0.0,
+                "session_weight": policy.session_weight if hybrid else 0.0,
                 "k": k,
             },
         ).fetchall()
