@@ -8,7 +8,15 @@
   repeated until the fault's chunk is quarantined (``SLOWWAVE_MAX_ATTEMPTS``);
 - injection: a transcript line that makes an obedient model invalidate every fact;
 - database faults: the nightly flow with the connection dropped mid-apply and at COMMIT, and a
-  COMMIT whose confirmation was lost (skipped with ``--quick``: each retry waits its backoff).
+  COMMIT whose confirmation was lost (skipped with ``--quick``: each retry waits its backoff);
+- forget in flight: a run held at each fault point while a forget of one of its conversations
+  arrives: nothing of that conversation may be left (``left_behind``: columns holding its id or
+  its planted marker), the others end as a clean run of them alone ends; ``operation_s_max`` is
+  the longest a forget took once the run went on;
+- revert in flight: a run that has claimed the later days of every conversation, held at each
+  fault point while the run that consolidated their first days is reverted; refused when the
+  held run committed on it first (then reverted with ``--cascade`` once it ended); a rerun must
+  end where a clean run ends.
 
 Per scenario: runs, lost episodes (neither consolidated nor quarantined when every run has
 ended: must be 0), duplicate active facts (must be 0), and how many end states differ from a
@@ -23,6 +31,7 @@ import argparse
 import os
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -36,7 +45,7 @@ from models.processes import unwind_on_sigterm
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
 TABLES = (
     "decision_log, consolidation_chunks, semantic_memory, ingested_messages, episodic_memory, "
-    "consolidation_runs"
+    "consolidation_runs, history_operations, conversation_profiles"
 )
 
 
@@ -51,6 +60,9 @@ class Scenario:
     differ_from_clean: int = 0
     broken_invariants: int = 0
     quarantined_episodes: int = 0  # with their reason: a fault's chunk, a held plan
+    left_behind: int = 0  # places still holding a forgotten conversation (must be 0)
+    operations_refused: int = 0  # reverts refused: the held run had committed on the run first
+    operation_s_max: float = 0.0  # the longest an operation took once the held run went on
     seconds: float = 0.0
 
 
@@ -64,7 +76,15 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     sizes = (
-        {"crash": 3, "runs": 4, "concurrent": 12, "overtaken": 3, "injection": 3, "healthy": 2}
+        {
+            "crash": 3,
+            "runs": 4,
+            "concurrent": 12,
+            "overtaken": 3,
+            "injection": 3,
+            "healthy": 2,
+            "in_flight": 2,
+        }
         if args.quick
         else {
             "crash": 24,
@@ -73,6 +93,7 @@ def main() -> None:
             "overtaken": 24,
             "injection": 24,
             "healthy": 12,
+            "in_flight": 12,
         }
     )
 
@@ -91,6 +112,8 @@ def main() -> None:
                 "overtaken": lambda: overtaken(db, home, sizes["overtaken"]),
                 "model_faults": lambda: model_faults(db, home, sizes["healthy"]),
                 "injection": lambda: injection(db, home, sizes["injection"]),
+                "forget_in_flight": lambda: forget_in_flight(db, home, sizes["in_flight"]),
+                "revert_in_flight": lambda: revert_in_flight(db, home, sizes["in_flight"]),
             }
             if not args.quick:
                 scenarios["database_faults"] = lambda: database_faults(db, home, args.data)
@@ -103,6 +126,7 @@ def main() -> None:
     figures["all_clean"] = all(
         f["lost_episodes"] == f["duplicate_facts"] == f["differ_from_clean"] == 0
         and f["broken_invariants"] == 0
+        and f["left_behind"] == 0
         for f in figures.values()
         if isinstance(f, dict)
     )
@@ -275,6 +299,86 @@ def injection(db: Any, home: Path, conversations: int) -> Scenario:
             "SELECT count(*) FROM semantic_memory WHERE invalid_at IS NOT NULL"
         ).fetchone()
     scenario.differ_from_clean = int(ended)  # a clean outcome here ends nothing
+    return scenario
+
+
+def forget_in_flight(db: Any, home: Path, conversations: int) -> Scenario:
+    """At every fault point: ``conversations`` stories and a secret one, a forget of the secret
+    one while the run is held there."""
+    from models.faultpoints import POINTS
+    from tasks.forget import forget_conversation
+    from tasks.ingest.load import load_episodes
+    from tests.fix_forget import columns_holding
+    from tests.reliability.fix_crash import hit_for
+    from tests.reliability.fix_in_flight import arrive_during
+    from tests.reliability.test_forget_in_flight import secret_conversation
+
+    clean = clean_outcome(db, home, conversations)  # of the stories alone
+    scenario = Scenario()
+    for point in POINTS:
+        marker = f"zqxv{uuid.uuid4().hex}"
+        secret, episodes = secret_conversation(marker)
+        stories(db, conversations)
+        with db.connection() as conn:
+            load_episodes(conn, episodes)
+        arrival = arrive_during(
+            point,
+            hit_for(point),
+            lambda: consolidate_commands(db, home),
+            lambda s=secret: forget_conversation(db, s, home=home, by="bench", reason="erasure"),
+        )
+        scenario.operation_s_max = max(
+            scenario.operation_s_max, round(arrival.seconds_after_release, 2)
+        )
+        with db.connection() as conn:
+            scenario.left_behind += len(columns_holding(conn, marker))
+            scenario.left_behind += len(columns_holding(conn, secret))
+        tally(db, scenario, clean)
+        reset(db)
+    return scenario
+
+
+def revert_in_flight(db: Any, home: Path, conversations: int) -> Scenario:
+    """At every fault point: a run holding the later days of ``conversations`` stories while
+    the run that consolidated their first days is reverted; then a rerun."""
+    from models.faultpoints import POINTS
+    from tasks.ingest.load import load_episodes
+    from tasks.revert import RevertRefused, revert_run
+    from tests.reliability.fix_commands import story_episodes
+    from tests.reliability.fix_crash import hit_for
+    from tests.reliability.fix_in_flight import arrive_during
+
+    clean = clean_outcome(db, home, conversations)
+    everything = story_episodes(conversations)
+    first_days = [e for e in everything if e.start_at.day < 4]
+    scenario = Scenario()
+    for point in POINTS:
+        with db.connection() as conn:
+            load_episodes(conn, first_days)
+        first = consolidate_commands(db, home)
+        with db.connection() as conn:
+            load_episodes(conn, everything)
+
+        def revert_first(run_id: Any = first.run_id) -> Any:
+            with db.connection() as conn:
+                try:
+                    return revert_run(conn, run_id, by="bench", reason="prompt bug")
+                except RevertRefused as exc:
+                    return exc
+
+        arrival = arrive_during(
+            point, min(hit_for(point), 2), lambda: consolidate_commands(db, home), revert_first
+        )
+        scenario.operation_s_max = max(
+            scenario.operation_s_max, round(arrival.seconds_after_release, 2)
+        )
+        if isinstance(arrival.operation, RevertRefused):
+            scenario.operations_refused += 1
+            with db.connection() as conn:
+                revert_run(conn, first.run_id, by="bench", reason="prompt bug", cascade=True)
+        consolidate_commands(db, home)
+        tally(db, scenario, clean)
+        reset(db)
     return scenario
 
 

@@ -18,19 +18,29 @@ from models.llm import load_model
 from models.llm.base import StructuredModel
 from models.settings import get_settings
 from sql.db import Database, migrate
+from tasks.forget import resolve_conversations
 from tasks.ingest.summarize import SummaryReport, summarize_missing
 from tasks.ingest.transcripts import Format, IngestPolicy, IngestReport, ingest
 
 
 @task(name="ingest", cache_policy=NONE)
 def ingest_task(
-    source: str, fmt: Format | None, since: datetime | None, until: datetime | None
+    source: str,
+    fmt: Format | None,
+    since: datetime | None,
+    until: datetime | None,
+    allow_forgotten: bool = False,
 ) -> IngestReport:
     settings = get_settings()
     with Database(settings) as db:
         migrate(db)
         report = ingest(
-            db, Path(source), IngestPolicy.of(settings), fmt=fmt, since=since, until=until
+            db,
+            Path(source),
+            IngestPolicy.of(settings, allow_forgotten=allow_forgotten),
+            fmt=fmt,
+            since=since,
+            until=until,
         )
     create_table_artifact(
         table=[
@@ -72,9 +82,12 @@ def backfill(
     conversations: list[str] | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
+    allow_forgotten: bool = False,
 ) -> State:
-    """Ingest ``source`` (messages from ``since`` to before ``until``), then consolidate."""
-    report = ingest_task(source, format, since, until)
+    """Ingest ``source`` (messages from ``since`` to before ``until``), then consolidate
+    (optionally only ``conversations``: their references, ``c:…``, or their ids). Messages of
+    forgotten conversations are refused, unless ``allow_forgotten``."""
+    report = ingest_task(source, format, since, until, allow_forgotten)
     print(
         f"ingested {report.ingested} of {report.read} messages into {report.episodes} episodes, "
         f"{report.rejected} rejected"
@@ -98,4 +111,5 @@ def summarize_task(model: StructuredModel, conversations: list[str] | None) -> S
     """Summaries for ingested episodes whose source had none, in batches."""
     settings = get_settings()
     with Database(settings) as db, db.connection() as conn:
-        return summarize_missing(conn, model, conversations=conversations)
+        named = resolve_conversations(conn, conversations) if conversations is not None else None
+        return summarize_missing(conn, model, conversations=named)

@@ -42,6 +42,7 @@ from pydantic import SecretStr
 from flows.runners import check_shareable, shard_runner, spread
 from models.embedding import load_embedder
 from models.embedding.base import Embedder
+from models.ids import conversation_ref
 from models.llm import load_model
 from models.llm.base import StructuredModel
 from models.run import RunSummary
@@ -59,6 +60,7 @@ from tasks.consolidate import (
     plan_run,
     run_shard,
 )
+from tasks.forget import resolve_conversations
 from tasks.profile import ProfilePolicy, profile_run
 from tasks.runs import recorded_run
 from tasks.transient import is_transient
@@ -193,7 +195,8 @@ def publish(summary: RunSummary) -> None:
         for f in summary.failures[:200]:
             state = "quarantined" if f.quarantined else "retried next run"
             reason = f.reason.replace("|", "\\|")[:300]
-            lines.append(f"| {f.conversation_id} | {f.episodes} | {state} | {reason} |")
+            ref = conversation_ref(f.conversation_id)  # Prefect keeps no conversation id
+            lines.append(f"| {ref} | {f.episodes} | {state} | {reason} |")
         create_markdown_artifact(
             markdown="\n".join(lines),
             key="slowwave-run-failures",
@@ -215,6 +218,9 @@ def consolidate_run(
     with Database(settings) as db:
         migrate(db)
         flow_run_id = str(flow_run.get_id() or "")
+        if conversations is not None:  # references (c:…) from the CLI: ids from here on
+            with db.connection() as conn:
+                conversations = resolve_conversations(conn, conversations)
         model = model or load_model(settings)
         try:
             with recorded_run(
@@ -320,6 +326,7 @@ def nightly_run_name() -> str:
 
 @flow(name="slowwave-nightly", flow_run_name=nightly_run_name, log_prints=True)
 def nightly(conversations: list[str] | None = None) -> State:
-    """Consolidate every conversation that is due (optionally only some)."""
+    """Consolidate every conversation that is due (optionally only some: their references,
+    ``c:…``, which Prefect may keep, or their ids)."""
     summary = consolidate_run(get_settings(), kind="nightly", conversations=conversations)
     return final_state(summary)

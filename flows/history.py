@@ -1,7 +1,10 @@
 """Flows for the operations that change history: revert a run, forget a conversation or a
 fact. They run from the Prefect UI (or ``slowwave runs revert`` / ``slowwave forget``) and show
 there like the nightly runs, each with a summary artifact. A forget's run name and artifact
-carry the SHA-256 of what was forgotten, never the id itself."""
+carry the SHA-256 of what was forgotten, never the id itself; the forget deployment is told
+which conversation by its reference (``c:`` and a prefix of the id's SHA-256, as slowwave's
+artifacts show it), so that Prefect, which keeps every flow run's parameters, never holds the
+id (``slowwave forget --conversation ID`` runs outside Prefect)."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from prefect.runtime import flow_run
 
 from models.settings import get_settings
 from sql.db import Database, migrate
-from tasks.forget import digest, forget_conversation, forget_fact
+from tasks.forget import conversation_by_ref, digest, forget_conversation, forget_fact
 from tasks.revert import revert_run
 
 
@@ -51,28 +54,33 @@ def revert(run_id: str, reason: str, by: str = "prefect", cascade: bool = False)
 
 
 def forget_run_name() -> str:
-    """``forget conversation 3f2a…``: what kind, and the SHA-256 of the id, never the id."""
+    """``forget conversation c:3f2a…`` (the reference it was given) or ``forget fact 3f2a…``
+    (the SHA-256 of the fact's id)."""
     parameters = flow_run.get_parameters()
-    target = parameters.get("conversation_id") or parameters.get("fact_id") or ""
-    kind = "conversation" if parameters.get("conversation_id") else "fact"
-    return f"forget {kind} {digest(str(target))[:12]}"
+    if parameters.get("conversation"):
+        return f"forget conversation {str(parameters['conversation'])[:14]}"
+    return f"forget fact {digest(str(parameters.get('fact_id') or ''))[:12]}"
 
 
 @flow(name="slowwave-forget", flow_run_name=forget_run_name, log_prints=True)
 def forget(
     reason: str,
-    conversation_id: str | None = None,
+    conversation: str | None = None,
     fact_id: str | None = None,
     by: str = "prefect",
     purge: bool = True,
 ) -> dict[str, Any]:
-    """Hard-delete a conversation or a fact for a privacy request; leave a tombstone."""
-    if (conversation_id is None) == (fact_id is None):
-        raise ValueError("name a conversation_id or a fact_id, one of them")
+    """Hard-delete a conversation or a fact for a privacy request; leave a tombstone.
+    ``conversation``: its reference (``c:3f2a9b0c1d2e``, as the run artifacts show it) or the
+    SHA-256 of its id, never the id."""
+    if (conversation is None) == (fact_id is None):
+        raise ValueError("name a conversation (its c:… reference) or a fact_id, one of them")
     settings = get_settings()
     with Database(settings) as db:
         migrate(db)
-        if conversation_id is not None:
+        if conversation is not None:
+            with db.connection() as conn:
+                conversation_id = conversation_by_ref(conn, conversation)
             report = forget_conversation(
                 db, conversation_id, home=settings.home, by=by, reason=reason, purge=purge
             )

@@ -57,4 +57,5 @@ class ApplyResult:
     error: str | None = None
     quarantined: bool = False
     conflict: bool = False  # another run holds the episodes: not a failure
+    forgotten: bool = False  # its conversation was forgotten: dropped, nothing recorded
     fact_ids: list[UUID] = field(default_factory=list)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Iterable
 
@@ -19,3 +20,16 @@ def chunk_id(run_id: uuid.UUID, parts: Iterable[str]) -> uuid.UUID:
     """The id of a run's chunk, derived from what it holds: a retried chunk keeps the id of
     its first try, so its recorded outcome can be read back instead of guessed."""
     return uuid.uuid5(_CHUNK_NAMESPACE, f"{run_id}|{'|'.join(parts)}")
+
+
+def digest(value: str) -> str:
+    """The SHA-256 of ``value``, hex: a tombstone's target (``slowwave_digest`` in SQL)."""
+    return hashlib.sha256(value.encode("utf-8")).hexdigest()
+
+
+def conversation_ref(conversation_id: str) -> str:
+    """How slowwave names a conversation wherever it must not keep the id in clear (Prefect's
+    store: artifacts, log lines, run names): ``c:`` and the first 12 hex digits of the id's
+    SHA-256. slowwave's own listings (``slowwave quarantine list``) show the id beside it while
+    the conversation exists; a forget removes every row it could be mapped back by."""
+    return f"c:{digest(conversation_id)[:12]}"

@@ -58,6 +58,11 @@ class RunSummary(BaseModel):
     chunks_conflicted: int = Field(
         default=0, description="Chunks not applied because another run holds their episodes."
     )
+    episodes_forgotten: int = Field(
+        default=0,
+        description="Dropped: their conversation was forgotten while the run worked on it "
+        "(nothing about it recorded, no id kept).",
+    )
     episodes_not_due: int = Field(
         default=0, description="Left pending: their conversation is not due yet (nightly rule)."
     )
@@ -147,6 +152,7 @@ class RunSummary(BaseModel):
             ("episodes quarantined", self.episodes_quarantined),
             ("left pending: deferred behind a failed chunk", self.episodes_deferred),
             ("left pending: taken over by another run", self.episodes_conflicted),
+            ("dropped: their conversation was forgotten", self.episodes_forgotten),
             ("left pending: held by another run", self.episodes_held_elsewhere),
             ("left pending: not due yet", self.episodes_not_due),
             ("left pending: over the claim cap", self.episodes_over_cap),

@@ -39,6 +39,7 @@ from rich.table import Column, Table
 
 from models.category import Category
 from models.embedding import EmbeddingDimensionMismatch
+from models.ids import conversation_ref
 from models.llm import RuntimeNotAvailable, check_runtime
 from models.llm.weights import ModelNotPrepared
 from models.processes import unwind_on_sigterm
@@ -114,6 +115,14 @@ SourceArgument = Annotated[
 FormatOption = Annotated[
     Format | None,
     typer.Option("--format", "-f", help="jsonl, parquet or locomo (default: by suffix)."),
+]
+AllowForgottenOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-forgotten",
+        help="Ingest messages of conversations that were forgotten (refused by default, so "
+        "that re-running a source does not bring a forgotten conversation back).",
+    ),
 ]
 ConversationsOption = Annotated[
     list[str] | None,
@@ -515,13 +524,20 @@ def db_stop(
 def ingest_command(
     path: SourceArgument,
     fmt: FormatOption = None,
+    allow_forgotten: AllowForgottenOption = False,
 ) -> None:
     """Turn a transcript into episodes: validated, idempotent, in event time."""
-    report = run_ingest(path, fmt)
+    report = run_ingest(path, fmt, allow_forgotten=allow_forgotten)
     print_ingest(report)
 
 
-def run_ingest(path: Path, fmt: Format | None, settings: Settings | None = None) -> IngestReport:
+def run_ingest(
+    path: Path,
+    fmt: Format | None,
+    settings: Settings | None = None,
+    *,
+    allow_forgotten: bool = False,
+) -> IngestReport:
     settings = settings or get_settings()
     with open_database(settings) as db:
         ensure_migrated(db)
@@ -537,7 +553,7 @@ def run_ingest(path: Path, fmt: Format | None, settings: Settings | None = None)
             return ingest(
                 db,
                 path,
-                IngestPolicy.of(settings),
+                IngestPolicy.of(settings, allow_forgotten=allow_forgotten),
                 fmt=fmt,
                 progress=lambda n: bar.advance(task, n),
             )
@@ -566,6 +582,7 @@ def backfill_command(
     path: SourceArgument,
     fmt: FormatOption = None,
     conversation: ConversationsOption = None,
+    allow_forgotten: AllowForgottenOption = False,
 ) -> None:
     """Ingest a historical transcript, then consolidate everything pending (the backfill flow)."""
     from flows.backfill import backfill
@@ -574,9 +591,21 @@ def backfill_command(
         raise FileNotFoundError(f"no such file: {path}")
     preflight()
     state = backfill(
-        source=str(path.resolve()), format=fmt, conversations=conversation, return_state=True
+        source=str(path.resolve()),
+        format=fmt,
+        conversations=references(conversation),
+        allow_forgotten=allow_forgotten,
+        return_state=True,
     )
     print_flow_result(state)
+
+
+def references(conversations: list[str] | None) -> list[str] | None:
+    """Conversations as a flow's parameters carry them: by reference (``c:…``), never by id,
+    since Prefect keeps every flow run's parameters and a forget cannot reach them there."""
+    if conversations is None:
+        return None
+    return [c if c.startswith("c:") else conversation_ref(c) for c in conversations]
 
 
 def preflight() -> None:
@@ -860,7 +889,7 @@ def consolidate_command(
     from flows.consolidate import nightly
 
     preflight()
-    print_flow_result(nightly(conversations=conversation, return_state=True))
+    print_flow_result(nightly(conversations=references(conversation), return_state=True))
 
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]

@@ -1,8 +1,10 @@
 """apply: chunks of distinct conversations in one Postgres transaction, each chunk all or
 nothing (seed 001 step 3-4, done set-wise across chunks).
 
-Inside the transaction, in order, each step one statement for every chunk at once: lock the
-chunks' episodes (still pending under this run's claim, else that chunk is another run's
+Inside the transaction, in order, each step one statement for every chunk at once: hold the
+chunks' conversations against a forget or a revert (``tasks.forget.hold_conversations``: a chunk
+of a conversation forgotten meanwhile is dropped, nothing about it written), lock the chunks'
+episodes (still pending under this run's claim, else that chunk is another run's
 now: a conflict, not a failure), lock the facts the plans act on (active facts of each plan's
 own conversation only, else roll back), find each written fact's nearest active duplicate,
 let ``tasks.decide`` turn each plan into rows, then write them: end facts, COPY the new ones,
@@ -37,10 +39,12 @@ from models import faultpoints
 from models.chunk import ApplyResult
 from models.embedding.base import Vectors
 from models.faultpoints import around
+from models.ids import conversation_ref
 from models.plan import Decision, Plan
 from models.settings import Settings
 from sql.copy import copy_rows
 from tasks.decide import Known, Writes, decide, ended_targets
+from tasks.forget import hold_conversations
 
 logger = logging.getLogger(__name__)
 
@@ -183,6 +187,8 @@ def record_failure(
     them after ``max_attempts``. Holding none of them, it is a conflict, and nothing is
     charged."""
     with conn.transaction():
+        if hold_conversations(conn, [plan.conversation_id]):
+            return forgotten_result(plan)
         rows = conn.execute(
             sql.statement("record_failure"),
             {
@@ -243,13 +249,32 @@ def _conflict(
 ) -> ApplyResult:
     """The episodes are not ours to apply: another run's now. Not the chunk's failure."""
     with conn.transaction():
+        if hold_conversations(conn, [plan.conversation_id]):
+            return forgotten_result(plan)
         _record_chunks(conn, run_id, [ChunkRecord(plan, "conflict", model_name, reason)])
     return _conflict_result(plan, reason)
 
 
+def forgotten_result(plan: Plan) -> ApplyResult:
+    """A chunk of a conversation forgotten while it was in flight: dropped, and named nowhere
+    (the log line gives no id)."""
+    logger.info("a chunk of a conversation forgotten while it was in flight was dropped")
+    return ApplyResult(
+        chunk_id=plan.chunk_id,
+        conversation_id=plan.conversation_id,
+        applied=False,
+        forgotten=True,
+        episodes=len(plan.episode_ids),
+        episode_ids=plan.episode_ids,
+    )
+
+
 def _conflict_result(plan: Plan, reason: str) -> ApplyResult:
     logger.warning(
-        "chunk %s of %s left to another run: %s", plan.chunk_id, plan.conversation_id, reason
+        "chunk %s of %s left to another run: %s",
+        plan.chunk_id,
+        conversation_ref(plan.conversation_id),
+        reason,
     )
     return ApplyResult(
         chunk_id=plan.chunk_id,
@@ -265,9 +290,15 @@ def _conflict_result(plan: Plan, reason: str) -> ApplyResult:
 def _apply(
     conn: psycopg.Connection, chunks: Sequence[ChunkToApply], run_id: UUID, policy: ApplyPolicy
 ) -> list[ApplyResult]:
+    forgotten = hold_conversations(conn, [c.plan.conversation_id for c in chunks])
+    dropped = {c.plan.chunk_id for c in chunks if c.plan.conversation_id in forgotten}
     with around("lock_episodes", conn):
-        live, conflicts = _lock_episodes(conn, chunks, run_id)
+        live, conflicts = _lock_episodes(
+            conn, [c for c in chunks if c.plan.chunk_id not in dropped], run_id
+        )
     with around("lock_targets", conn):
+        live, vanished = _vanished_targets(conn, live)
+        conflicts += vanished
         known = _lock_targets(conn, [c.plan for c in live])
         holders = _lock_slot_holders(conn, [c.plan for c in live], known) if policy.slots else {}
     with around("dedupe", conn):
@@ -310,6 +341,9 @@ def _apply(
         for c, w in zip(live, writes, strict=True)
     }
     refused = {c.plan.chunk_id: _conflict_result(c.plan, why) for c, why in conflicts}
+    refused |= {
+        c.plan.chunk_id: forgotten_result(c.plan) for c in chunks if c.plan.chunk_id in dropped
+    }
     return [applied.get(c.plan.chunk_id) or refused[c.plan.chunk_id] for c in chunks]
 
 
@@ -373,6 +407,36 @@ def _lock_episodes(
     return live, conflicts
 
 
+def _vanished_targets(
+    conn: psycopg.Connection, chunks: Sequence[ChunkToApply]
+) -> tuple[list[ChunkToApply], list[tuple[ChunkToApply, str]]]:
+    """Split off the chunks whose plans act on facts that no longer exist: forgotten or
+    reverted while the chunk was in flight. Not the chunk's failure: a conflict, left with its
+    conversation's later chunks for a later run, which decides on what holds then."""
+    targets = {a.target_id for c in chunks for a in c.plan.actions if a.target_id is not None}
+    if not targets:
+        return list(chunks), []
+    rows = conn.execute(sql.statement("facts_existing"), {"ids": sorted(targets)}).fetchall()
+    gone = targets - {r[0] for r in rows}
+    if not gone:
+        return list(chunks), []
+    live: list[ChunkToApply] = []
+    conflicts: list[tuple[ChunkToApply, str]] = []
+    for chunk in chunks:
+        missing = {a.target_id for a in chunk.plan.actions} & gone
+        if not missing:
+            live.append(chunk)
+            continue
+        conflicts.append(
+            (
+                chunk,
+                f"{len(missing)} fact(s) it acts on were removed while it was in flight "
+                "(forgotten or reverted): left for a later run",
+            )
+        )
+    return live, conflicts
+
+
 def _lock_targets(conn: psycopg.Connection, plans: Sequence[Plan]) -> dict[UUID, Known]:
     """Lock the facts the plans act on: active facts of each plan's own conversation only."""
     wanted = {
@@ -393,10 +457,9 @@ def _lock_targets(conn: psycopg.Connection, plans: Sequence[Plan]) -> dict[UUID,
     known = {r[0]: Known(valid_at=r[1], vector=r[2].to_numpy()) for r in rows}
     missing = sorted((c, str(f)) for f, c in wanted if f not in known)
     if missing:
-        conversation = missing[0][0]
-        raise IsolationViolation(
-            f"plan acts on {len(missing)} fact(s) that are not active facts of "
-            f"conversation {conversation!r}: {[f for _, f in missing]}"
+        raise IsolationViolation(  # the failure names the conversation; its reason must not
+            f"plan acts on {len(missing)} fact(s) that are not active facts of its "
+            f"conversation: {[f for _, f in missing]}"
         )
     return known
 

@@ -101,7 +101,10 @@ def run_chains(
         nonlocal finished
         queue = queues[result.conversation_id]
         queue.popleft()
-        if result.conflict:  # another run holds the conversation now: the rest is theirs
+        if result.forgotten:  # forgotten while in flight: nothing more of it, anywhere
+            summary.episodes_forgotten += len(_episodes(queue, result.episode_ids))
+            queue.clear()
+        elif result.conflict:  # another run holds the conversation now: the rest is theirs
             summary.episodes_conflicted += len(_episodes(queue, result.episode_ids))
             queue.clear()
         elif not result.applied and not result.quarantined:

@@ -165,7 +165,8 @@ def give_back_split(
     conn: psycopg.Connection, run_id: UUID, shard: int, conversations: Sequence[str]
 ) -> set[str]:
     """Give back, within the caller's transaction, the conversations of ``conversations`` that
-    another claimer holds in part (committed after this claim's snapshot); return them."""
+    another claimer holds in part, or whose earlier episodes a revert returned to pending
+    (both committed after this claim's snapshot); return them."""
     if not conversations:
         return set()
     rows = conn.execute(
@@ -174,7 +175,11 @@ def give_back_split(
     ).fetchall()
     given_back = {row[0] for row in rows}
     if given_back:
-        logger.warning("gave back %d conversation(s) another claimer holds", len(given_back))
+        logger.warning(
+            "gave back %d conversation(s) another claimer holds, or with earlier episodes "
+            "pending again after a revert",
+            len(given_back),
+        )
     return given_back
 
 

@@ -42,6 +42,7 @@ from tasks.chunking import ChunkBudget, fit_facts, run_budget
 from tasks.claim import ClaimPolicy, Due, claim, count_due, left_pending
 from tasks.embed import embed_plans, embed_uncited
 from tasks.evidence import attribute_evidence
+from tasks.forget import forgotten_among
 from tasks.gate import GatePolicy
 from tasks.gray_zone import GrayZonePolicy, judge_gray_zone
 from tasks.guard import HoldPolicy, guard, hold_reason, latest_end
@@ -105,24 +106,25 @@ def open_chunks(
     conversations at once. Every episode is embedded and its nearest facts found first: the
     nearest gives the surprise of an episode that has none, which the gate then uses. The facts
     shown are the kept episodes' related facts, within the room ``policy.budget`` reserved."""
+    opened: list[OpenChunk] = []
     with timed(summary, "predict"):
+        with db.connection() as conn:
+            forgotten = forgotten_among(conn, (c[0].conversation_id for c in chunks))
+        for chunk in (c for c in chunks if c[0].conversation_id in forgotten):
+            # forgotten since it was claimed: neither embedded nor shown to the model; apply
+            # drops it and its conversation
+            opened.append(OpenChunk(_plan_of(chunk, summary, kept=range(len(chunk))), [], [], None))
+        chunks = [c for c in chunks if c[0].conversation_id not in forgotten]
+        if not chunks:
+            return opened
         embedded = episode_vectors(embedder, chunks)
         with db.connection() as conn:
             nearest = nearest_facts(conn, chunks, embedded, max(policy.related_facts_limit, 1))
             chunks = score_surprise(conn, chunks, nearest)
-    opened = []
     with timed(summary, "gate"):
         for chunk, vectors, per_episode in zip(chunks, embedded, nearest, strict=True):
             kept = [j for j, e in enumerate(chunk) if not policy.gate.gates(e)]
-            plan = Plan(
-                chunk_id=chunk_id(summary.run_id, (e.part_key for e in chunk)),
-                conversation_id=chunk[0].conversation_id,
-                episode_ids=[e.id for e in chunk],
-                gated_ids=[e.id for j, e in enumerate(chunk) if j not in kept],
-                messages_from=[e.messages_from for e in chunk],
-                messages_to=[e.messages_to for e in chunk],
-                event_time=latest_end(chunk),
-            )
+            plan = _plan_of(chunk, summary, kept)
             visible = [chunk[j] for j in kept]
             if not kept:
                 opened.append(OpenChunk(plan, visible, [], None, None))
@@ -133,6 +135,20 @@ def open_chunks(
             opened.append(OpenChunk(plan, visible, facts, request, vectors[kept]))
     summary.model_calls += sum(1 for o in opened if o.request is not None)
     return opened
+
+
+def _plan_of(chunk: Sequence[Episode], summary: RunSummary, kept: Sequence[int]) -> Plan:
+    """A chunk's plan before the model answers: its episodes, those the gate consolidates
+    (every one not ``kept``), and its event time."""
+    return Plan(
+        chunk_id=chunk_id(summary.run_id, (e.part_key for e in chunk)),
+        conversation_id=chunk[0].conversation_id,
+        episode_ids=[e.id for e in chunk],
+        gated_ids=[e.id for j, e in enumerate(chunk) if j not in kept],
+        messages_from=[e.messages_from for e in chunk],
+        messages_to=[e.messages_to for e in chunk],
+        event_time=latest_end(chunk),
+    )
 
 
 def finish_chunks(
@@ -297,6 +313,8 @@ def count(summary: RunSummary, plan: Plan, result: ApplyResult) -> None:
     summary.chunks += 1
     summary.prompt_tokens += plan.prompt_tokens
     summary.completion_tokens += plan.completion_tokens
+    if result.forgotten:
+        return
     if result.conflict:
         summary.chunks_conflicted += 1
         return

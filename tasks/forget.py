@@ -2,6 +2,13 @@
 holds its text, then leave a tombstone: what kind, when, who and why, how many rows of each
 table, and the SHA-256 of the id, never content (``history_operations``).
 
+A forget wins over the work in flight by construction: it holds its conversation exclusively
+(``lock_conversations``) before it deletes, so it waits only for a transaction already open on
+the conversation (an apply, an ingest), and deletes what that transaction committed. Every
+writer holds the conversations it writes about shared (``hold_conversations``) and reads the
+tombstones after the lock: a conversation forgotten meanwhile is dropped, nothing more is
+written about it. Ingest refuses a forgotten conversation's messages unless told otherwise.
+
 Deleted rows stay in the server's files until they are rewritten: with ``purge`` (the
 default) the tables are rewritten (``VACUUM FULL``) and, where the role may, the write-ahead
 log that recorded the rows is switched and checkpointed away with segment recycling off. On a
@@ -12,18 +19,22 @@ archives are the operator's to handle.
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 import logging
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from uuid import UUID
 
 import psycopg
+import psycopg.errors
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
+from tenacity import retry, retry_if_exception_type, stop_after_attempt
 
 import sql
+from models.ids import digest
 from sql.db import Database
 from tasks.history import HistoryError
 
@@ -53,8 +64,99 @@ class ForgetReport:
     purge_note: str | None = None
 
 
-def digest(value: str) -> str:
-    return hashlib.sha256(value.encode("utf-8")).hexdigest()
+__all__ = [
+    "PURGED",
+    "ForgetReport",
+    "conversation_by_ref",
+    "digest",
+    "forget_conversation",
+    "forget_fact",
+    "forgotten_among",
+    "hold_conversations",
+    "lock_conversations",
+    "resolve_conversations",
+]
+
+
+def hold_conversations(conn: psycopg.Connection, conversation_ids: Iterable[str]) -> set[str]:
+    """First thing in a transaction that writes about these conversations: hold them against a
+    forget or a revert until it ends, and return those already forgotten, about which it must
+    write nothing."""
+    ids = sorted(set(conversation_ids))
+    if not ids:
+        return set()
+    conn.execute(sql.statement("hold_conversations"), {"conversations": ids})
+    return forgotten_among(conn, ids)  # a snapshot taken after the lock
+
+
+def forgotten_among(conn: psycopg.Connection, conversation_ids: Iterable[str]) -> set[str]:
+    """Which of these conversations a tombstone says were forgotten."""
+    ids = sorted(set(conversation_ids))
+    if not ids:
+        return set()
+    rows = conn.execute(sql.statement("forgotten_among"), {"conversations": ids}).fetchall()
+    return {r[0] for r in rows}
+
+
+# A forget or a revert that Postgres picked to break a deadlock (it held a conversation while
+# waiting for a row another operation on other conversations held) was rolled back whole: it
+# is done again, at most three times.
+retry_on_deadlock = retry(
+    retry=retry_if_exception_type(psycopg.errors.DeadlockDetected),
+    stop=stop_after_attempt(3),
+    reraise=True,
+)
+
+_REF = re.compile(r"^(?:c:)?([0-9a-f]{12,64})$")
+
+
+def conversation_by_ref(conn: psycopg.Connection, ref: str) -> str:
+    """The conversation a reference names (``c:`` and 12 or more hex digits of the id's
+    SHA-256, as artifacts and log lines show it, or the whole SHA-256): how the forget
+    deployment is told what to forget without Prefect keeping the id."""
+    match = _REF.match(ref.strip().lower())
+    if match is None:
+        raise HistoryError(
+            "name the conversation by its reference (c: and at least 12 hex digits, as "
+            "slowwave's artifacts show it) or the SHA-256 of its id, never the id itself: "
+            "Prefect keeps a flow run's parameters"
+        )
+    rows = conn.execute(
+        sql.statement("conversation_by_digest"), {"prefix": match.group(1)}
+    ).fetchall()
+    if not rows:
+        raise HistoryError(f"no conversation {ref!r}")
+    if len(rows) > 1:
+        raise HistoryError(f"{ref!r} names more than one conversation: give more digits")
+    return str(rows[0][0])
+
+
+def resolve_conversations(conn: psycopg.Connection, names: Iterable[str]) -> list[str]:
+    """Conversations as a flow's parameters name them: a reference (``c:…``) is turned back
+    into its id, anything else is taken as an id. A reference that names no conversation (or
+    more than one) is left out, with a warning. The CLI passes references, so that Prefect,
+    which keeps every flow run's parameters, keeps no conversation id."""
+    ids = []
+    for name in names:
+        if not name.startswith("c:"):
+            ids.append(name)
+            continue
+        try:
+            ids.append(conversation_by_ref(conn, name))
+        except HistoryError as exc:
+            logger.warning("left out %s: %s", name, exc)
+    return ids
+
+
+def lock_conversations(conn: psycopg.Connection, conversation_ids: Iterable[str]) -> None:
+    """Inside a forget's or a revert's transaction, before it reads or deletes: take the
+    conversations from every writer. Waits for the transactions already open on them (never for
+    a claim's lease), however long the database is busy: no lock or statement timeout."""
+    conn.execute("SET LOCAL lock_timeout = 0")
+    conn.execute("SET LOCAL statement_timeout = 0")
+    conn.execute(
+        sql.statement("lock_conversations"), {"conversations": sorted(set(conversation_ids))}
+    )
 
 
 def forget_conversation(
@@ -64,37 +166,70 @@ def forget_conversation(
     included."""
     _needs_reason(reason)
     report = ForgetReport("forget_conversation", digest(conversation_id))
-    with db.connection() as conn, conn.transaction():
-        with conn.cursor(row_factory=dict_row) as cur:
-            row = cur.execute(
-                sql.statement("forget_conversation"), {"conversation_id": conversation_id}
-            ).fetchone()
-        report.rows = {k: int(v) for k, v in (row or {}).items()}
-        if not report.rows.get("episodes") and not report.rows.get("facts"):
-            raise HistoryError(f"no conversation {conversation_id!r} to forget")
-        _tombstone(conn, report, by, reason)
+    _delete_conversation(db, conversation_id, report, by, reason)
     report.reject_lines = _forget_rejects(home, conversation_id)  # once the rows are gone
     if purge:
         _purge(db, report)
     return report
 
 
+DELETE_PASSES = 5
+
+
+@retry_on_deadlock
+def _delete_conversation(
+    db: Database, conversation_id: str, report: ForgetReport, by: str, reason: str
+) -> None:
+    with db.connection() as conn, conn.transaction():
+        lock_conversations(conn, [conversation_id])  # what an open apply commits is seen below
+        report.rows = {}
+        for _ in range(DELETE_PASSES):
+            # One statement sees one snapshot: a writer that does not hold the conversation (an
+            # operator's quarantine release) and commits while the statement waits for its
+            # rows is seen by the next pass. Done when a pass finds nothing more.
+            with conn.cursor(row_factory=dict_row) as cur:
+                row = cur.execute(
+                    sql.statement("forget_conversation"), {"conversation_id": conversation_id}
+                ).fetchone()
+            found = {k: int(v) for k, v in (row or {}).items()}
+            report.rows = {k: report.rows.get(k, 0) + v for k, v in found.items()}
+            if not any(found.values()):
+                break
+        if not report.rows.get("episodes") and not report.rows.get("facts"):
+            raise HistoryError(f"no conversation {conversation_id!r} to forget")
+        _tombstone(conn, report, by, reason)
+
+
 def forget_fact(
     db: Database, fact_id: UUID, *, by: str, reason: str, purge: bool = True
 ) -> ForgetReport:
-    """Delete one fact and the decisions about it; its chain closes over the gap."""
+    """Delete one fact and the decisions about it; its chain closes over the gap. A fact that
+    a run in flight wrote from it (an update or a merge committed while the forget waited for
+    that run's transaction) is forgotten with it: it was derived from what is forgotten."""
     _needs_reason(reason)
     report = ForgetReport("forget_fact", digest(str(fact_id)))
+    _delete_fact(db, fact_id, report, by, reason)
+    if purge:
+        _purge(db, report)
+    return report
+
+
+@retry_on_deadlock
+def _delete_fact(db: Database, fact_id: UUID, report: ForgetReport, by: str, reason: str) -> None:
     with db.connection() as conn, conn.transaction():
+        found = conn.execute(sql.statement("fact_successors"), {"id": fact_id}).fetchone()
+        if found is None:
+            raise HistoryError(f"no fact {fact_id}")
+        conversation, known = found
+        lock_conversations(conn, [conversation])
         with conn.cursor(row_factory=dict_row) as cur:
-            row = cur.execute(sql.statement("forget_fact"), {"id": fact_id}).fetchone()
+            row = cur.execute(
+                sql.statement("forget_fact"), {"id": fact_id, "known": list(known)}
+            ).fetchone()
         report.rows = {k: int(v) for k, v in (row or {}).items()}
         if not report.rows.get("facts"):
             raise HistoryError(f"no fact {fact_id}")
         _tombstone(conn, report, by, reason)
-    if purge:
-        _purge(db, report)
-    return report
 
 
 def _needs_reason(reason: str) -> None:

@@ -23,11 +23,13 @@ from psycopg.rows import dict_row
 from pydantic import BaseModel, Field, ValidationError
 
 import sql
+from models.ids import conversation_ref
 from models.llm.base import GenerationRequest, ModelAnswer, Purpose, StructuredModel
 from models.profile import PROFILE_SYSTEM_PROMPT, ConversationProfile, render_profile_prompt
 from models.run import RunSummary
 from models.settings import Settings
 from sql.db import Database
+from tasks.forget import hold_conversations
 from tasks.search import estimate_tokens
 
 logger = logging.getLogger(__name__)
@@ -111,7 +113,10 @@ def refresh_profiles(
         try:
             parsed = ConversationProfile.model_validate_json((answer.text or "").strip())
         except ValidationError:
-            logger.warning("profile of %s: the answer is not a profile: kept stale", conversation)
+            logger.warning(
+                "profile of %s: the answer is not a profile: kept stale",
+                conversation_ref(conversation),
+            )
             report.failed += 1
             continue
         text = within(" ".join(parsed.profile.split()), policy.max_tokens)
@@ -121,6 +126,8 @@ def refresh_profiles(
         written[conversation] = text
         report.written += 1
     with conn.transaction():
+        forgotten = hold_conversations(conn, conversations)  # while the model wrote
+        conversations = [c for c in conversations if c not in forgotten]
         conn.execute(
             sql.statement("profile_write"),
             {

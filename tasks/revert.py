@@ -8,6 +8,12 @@ ended hold again, the evidence it appended to other facts is removed, its episod
 pending with the attempts it charged taken back. A run that later runs built on (they applied
 chunks in its conversations after it) is refused, unless asked to cascade: they are reverted
 first, newest first. The operation is recorded in ``history_operations``.
+
+A revert holds the runs' conversations exclusively (``tasks.forget.lock_conversations``) before
+it reads anything: it waits for an apply already open on them, and no chunk is applied there
+until it ends. A run in flight that already applied there is a run built on it (refused while
+it runs); one that only claimed there gives its claim back (``revert_take_back``), so its
+chunks of those conversations become conflicts and a later run redoes them in order.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 import sql
+from tasks.forget import lock_conversations, retry_on_deadlock
 from tasks.history import HistoryError
 
 
@@ -42,6 +49,7 @@ class RevertReport:
     chunks_removed: int = 0
     run_rows_kept: int = 0
     profiles_stale: int = 0
+    episodes_taken_back: int = 0  # claims of runs in flight on the reverted conversations
 
 
 def list_runs(conn: psycopg.Connection, limit: int = 20) -> list[dict[str, object]]:
@@ -86,9 +94,27 @@ def revert_run(
     """Undo ``run_id`` (and, with ``cascade``, the runs that built on it) in one transaction."""
     if not reason.strip():
         raise RevertRefused("a revert needs a reason (--reason)")
+    return _revert(conn, run_id, by=by, reason=reason, cascade=cascade)
+
+
+# A cascade locks the later runs' conversations after its own: an apply holding one of them
+# while waiting for another can meet it. Postgres breaks the cycle, the revert is rolled back
+# whole, and it is simply done again.
+@retry_on_deadlock
+def _revert(
+    conn: psycopg.Connection, run_id: UUID, *, by: str, reason: str, cascade: bool
+) -> RevertReport:
     report = RevertReport()
     with conn.transaction():
+        conversations = _conversations(conn, [run_id])
+        lock_conversations(conn, conversations)
         later = check_revertable(conn, run_id, cascade=cascade)
+        if later:
+            conversations = sorted(set(conversations) | set(_conversations(conn, later)))
+            lock_conversations(conn, conversations)
+        report.episodes_taken_back = _count(
+            conn, "revert_take_back", {"conversations": conversations}
+        )
         for run in [*later, run_id]:
             _revert_one(conn, run, report)
         conn.execute(
@@ -105,6 +131,11 @@ def revert_run(
             },
         )
     return report
+
+
+def _conversations(conn: psycopg.Connection, runs: list[UUID]) -> list[str]:
+    rows = conn.execute(sql.statement("revert_conversations"), {"runs": runs}).fetchall()
+    return sorted(r[0] for r in rows)
 
 
 def _revert_one(conn: psycopg.Connection, run_id: UUID, report: RevertReport) -> None:

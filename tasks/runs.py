@@ -21,6 +21,7 @@ from models.ids import new_id
 from models.run import SIMILARITY_BOUNDS, RunSummary, SimilarityHistogram
 from models.settings import Settings
 from tasks.claim import release, renew
+from tasks.forget import hold_conversations
 
 if TYPE_CHECKING:
     from sql.db import Database
@@ -100,6 +101,9 @@ def finish_run(conn: psycopg.Connection, summary: RunSummary, error: str | None 
         summary.status = "completed"
     summary.similarity = decision_similarity(conn, summary.run_id)
     with conn.transaction():
+        # a conversation forgotten since its chunk failed is named nowhere, here neither
+        forgotten = hold_conversations(conn, (f.conversation_id for f in summary.failures))
+        summary.failures = [f for f in summary.failures if f.conversation_id not in forgotten]
         conn.execute(
             sql.statement("run_finish"),
             {

@@ -131,7 +131,8 @@ def test_the_revert_and_forget_flows_run_like_the_rest_with_their_summaries(
 ) -> None:
     from flows.consolidate import nightly
     from flows.history import forget, revert
-    from tasks.forget import digest
+    from models.ids import conversation_ref
+    from tasks.history import HistoryError
 
     ingest(db, locomo_path, IngestPolicy.of(flow_settings))
     run = nightly(conversations=["conv-30"], return_state=True).result()
@@ -143,11 +144,16 @@ def test_the_revert_and_forget_flows_run_like_the_rest_with_their_summaries(
     (facts,) = conn.execute("SELECT count(*) FROM semantic_memory").fetchone()  # type: ignore[misc]
     assert facts == 0
 
-    state = forget(conversation_id="conv-30", reason="erasure request", by="dpo", return_state=True)
+    # Prefect keeps a flow run's parameters: the deployment takes the conversation's reference,
+    # as the run artifacts show it, and refuses what is not one
+    with pytest.raises(HistoryError, match="never the id itself"):
+        forget(conversation="conv-30", reason="erasure request", by="dpo")
+    ref = conversation_ref("conv-30")
+    state = forget(conversation=ref, reason="erasure request", by="dpo", return_state=True)
     assert state.is_completed(), state.message
     with get_client(sync_client=True) as client:
         named = client.read_flow_run(state.state_details.flow_run_id).name
-    assert named == f"forget conversation {digest('conv-30')[:12]}"
+    assert named == f"forget conversation {ref}"
     (left,) = conn.execute(
         "SELECT count(*) FROM episodic_memory WHERE conversation_id = 'conv-30'"
     ).fetchone()  # type: ignore[misc]

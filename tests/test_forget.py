@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
@@ -21,60 +21,10 @@ from tasks.ingest.rejects import Reject, RejectsReport
 from tasks.ingest.transcripts import IngestPolicy, ingest
 from tasks.search import has_facts, search
 from tests.fix_episodes import with_settings
+from tests.fix_forget import columns_holding, files_holding, transcript
 from tests.reliability.fix_commands import CommandModel, HashEmbedder
 
 T0 = datetime(2024, 3, 1, 9, tzinfo=UTC)
-
-
-def transcript(path: Path, marker: str) -> Path:
-    lines = []
-    for i, (conversation, text) in enumerate(
-        [
-            ("secret", f"remember: Noor keeps her diary under the code word {marker}."),
-            ("secret", f"remember: Noor told her doctor about {marker} and the clinic."),
-            ("secret", "remember: Noor plays chess with her neighbour."),
-            ("keep", "remember: Omar restores old radios in his shed."),
-        ]
-    ):
-        lines.append(
-            json.dumps(
-                {
-                    "conversation_id": conversation,
-                    "message_id": str(i),
-                    "timestamp": (T0 + timedelta(minutes=i)).isoformat(),
-                    "speaker": "user",
-                    "text": text,
-                }
-            )
-        )
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def columns_holding(conn: psycopg.Connection, marker: str) -> list[str]:
-    """Every text, jsonb, array and tsvector column of every table that still holds it."""
-    found = []
-    for table, column in conn.execute(
-        "SELECT table_name, column_name FROM information_schema.columns "
-        "WHERE table_schema = 'public' "
-        "AND data_type IN ('text', 'jsonb', 'json', 'ARRAY', 'tsvector', 'character varying')"
-    ).fetchall():
-        (hits,) = conn.execute(
-            f'SELECT count(*) FROM "{table}" WHERE "{column}"::text ILIKE %s',  # type: ignore[arg-type]
-            (f"%{marker}%",),
-        ).fetchone()  # type: ignore[misc]
-        if hits:
-            found.append(f"{table}.{column}")
-    return found
-
-
-def files_holding(home: Path, marker: str) -> list[str]:
-    needle = marker.encode()
-    return [
-        str(p.relative_to(home))
-        for p in home.rglob("*")
-        if p.is_file() and not p.is_symlink() and needle in p.read_bytes().lower()
-    ]
 
 
 def test_forgetting_a_conversation_leaves_no_byte_of_it_and_a_tombstone_without_content(

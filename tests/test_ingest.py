@@ -16,6 +16,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from models.embedding.base import Embedder
+from models.ids import conversation_ref
 from models.llm.replay import LoCoMoReplayModel
 from models.settings import Settings
 from sql.db import Database
@@ -211,7 +212,8 @@ def test_every_kind_of_bad_line_is_reported_with_file_line_and_reason(
     assert reasons[6].startswith("timestamp: Input should be a valid datetime")
     assert reasons[7].startswith("invalid UTF-8")
     assert reasons[8] == "text: 101 characters, more than the limit of 100"
-    assert reasons[9] == "duplicate message_id '1' in conversation 'v' (first on line 1)"
+    # a reason names a conversation by reference: it may reach Prefect's artifacts
+    assert reasons[9] == f"duplicate message_id '1' in {conversation_ref('v')} (first on line 1)"
     assert reasons[10] == "speaker: must be a string, not int"
     assert reasons[11] == "not a JSON object"
     assert (report.ingested, report.rejected) == (2, 10)

@@ -57,6 +57,12 @@ def big(database: Database, settings: Settings) -> Iterator[psycopg.Connection]:
 
 def _fill(conn: psycopg.Connection) -> None:
     rng = np.random.default_rng(7)
+    # years of privacy requests: every writer probes the tombstones
+    conn.execute(
+        "INSERT INTO history_operations (kind, target, done_by, reason, rows) "
+        "SELECT 'forget_conversation', slowwave_digest('gone-' || g), 'dpo', 'erasure', '{}' "
+        "FROM generate_series(1, 5000) g"
+    )
     run = uuid.uuid4()
     conn.execute(
         "INSERT INTO consolidation_runs (id, kind, status) VALUES (%s, 'nightly', 'completed')",
@@ -426,12 +432,36 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
             },
         ),
         "forget_fact": (
-            {"id": facts[0]},
+            {"id": facts[0], "known": []},
             {
                 "Index Scan on semantic_memory_pkey",
                 "Index Scan on semantic_memory_supersedes_idx",
                 "Seq Scan on decision_log",
             },
+        ),
+        # forget in flight (migration 0018): the locks read no table; the tombstones are
+        # probed by target in every writing transaction
+        "hold_conversations": ({"conversations": ["conv-3", "conv-4"]}, set()),
+        "lock_conversations": ({"conversations": ["conv-3"]}, set()),
+        "forgotten_among": (
+            {"conversations": ["conv-3", "conv-4"]},
+            {"Index Only Scan on history_operations_forgotten"},
+        ),
+        "fact_successors": (
+            {"id": facts[0]},
+            {"Index Scan on semantic_memory_pkey", "Index Scan on semantic_memory_supersedes_idx"},
+        ),
+        "facts_existing": ({"ids": facts[:3]}, {"Index Only Scan on semantic_memory_pkey"}),
+        # the forget deployment's reference back to an id: every id hashed, on request only
+        "conversation_by_digest": (
+            {"prefix": "3f2a9b0c1d2e"},
+            {"Seq Scan on episodic_memory", "Seq Scan on semantic_memory"},
+        ),
+        # a revert, on request: its runs' chunks scanned like the other revert statements
+        "revert_conversations": ({"runs": [uuid.uuid4()]}, {"Seq Scan on consolidation_chunks"}),
+        "revert_take_back": (
+            {"conversations": ["conv-3"]},
+            {"Index Scan on episodic_memory_claimed_idx"},
         ),
         # one row per run, read at a run's start; each running run's lease probed by index
         "runs_running": ({}, {"Seq Scan on consolidation_runs", claimed}),
@@ -463,6 +493,10 @@ NOT_PLANNED = {
     "ingest_segment",
     "ingest_duplicates",
     "load_insert",
+    "ingest_conversations",  # the staged rows' distinct conversations
+    "ingest_refuse",
+    "load_conversations",
+    "load_refuse",
     "profile_read",  # by primary key
     "profile_write",  # an upsert of the run's profiles by primary key
 }

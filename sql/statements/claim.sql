@@ -29,7 +29,7 @@ WITH due AS MATERIALIZED (  -- sorted first: the locks below are taken in order,
     -- skip what the others locked and go on to the next due ones, instead of each taking a
     -- share of the same first few and leaving the rest for tomorrow.
     SELECT conversation_id FROM due
-    WHERE pg_try_advisory_xact_lock(hashtextextended('slowwave:claim:' || conversation_id, 0))
+    WHERE pg_try_advisory_xact_lock(slowwave_conversation_key(conversation_id))
     LIMIT %(max_conversations)s
 ),
 -- The locked conversations as one array probed through the pending index: a join against the

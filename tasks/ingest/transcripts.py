@@ -19,10 +19,11 @@ import psycopg
 from pydantic import ValidationError
 
 import sql
+from models.ids import conversation_ref
 from models.settings import Settings
 from sql.copy import copy_rows
 from sql.db import Database
-from tasks.ingest.load import load_episodes_counted
+from tasks.ingest.load import FORGOTTEN, load_episodes_counted, refuse_forgotten
 from tasks.ingest.locomo import read_locomo
 from tasks.ingest.read import COLUMNS, READERS
 from tasks.ingest.rejects import Reject, RejectsReport, report_path
@@ -67,15 +68,18 @@ class IngestPolicy:
     max_message_chars: int
     segment_gap_s: int
     segment_max_messages: int
+    # a forgotten conversation's messages are refused unless the operator says otherwise
+    allow_forgotten: bool = False
 
     @classmethod
-    def of(cls, settings: Settings) -> IngestPolicy:
+    def of(cls, settings: Settings, *, allow_forgotten: bool = False) -> IngestPolicy:
         return cls(
             home=settings.home,
             batch_rows=settings.ingest_batch_rows,
             max_message_chars=settings.max_message_chars,
             segment_gap_s=settings.segment_gap_s,
             segment_max_messages=settings.segment_max_messages,
+            allow_forgotten=allow_forgotten,
         )
 
 
@@ -132,6 +136,10 @@ def _ingest_transcript(
                 copy_rows(conn, "slowwave_ingest", COLUMNS, rows)
             if progress is not None:
                 progress(batch.bytes_read)
+        for (line,) in refuse_forgotten(
+            conn, "ingest_conversations", "ingest_refuse", policy.allow_forgotten
+        ):
+            rejects.add(Reject(str(path), int(str(line)), FORGOTTEN))  # no excerpt: no content
         for line, conversation, message, first in conn.execute(
             sql.statement("ingest_duplicates")
         ).fetchall():
@@ -139,7 +147,7 @@ def _ingest_transcript(
                 Reject(
                     str(path),
                     int(line),
-                    f"duplicate message_id {message!r} in conversation {conversation!r} "
+                    f"duplicate message_id {message!r} in {conversation_ref(conversation)} "
                     f"(first on line {first})",
                 )
             )
@@ -175,7 +183,18 @@ def _ingest_locomo(
     report.read = sum(len(e.messages) for e in episodes)
     kept = [e for e in episodes if _within(e.end_at, window)]
     report.out_of_range = report.read - sum(len(e.messages) for e in kept)
-    report.episodes, report.ingested = load_episodes_counted(conn, kept)
+    report.episodes, report.ingested = load_episodes_counted(
+        conn,
+        kept,
+        allow_forgotten=policy.allow_forgotten,
+        on_refused=lambda conversation, messages: rejects.add(
+            Reject(
+                str(path),
+                0,
+                f"{messages} message(s) of {conversation_ref(conversation)}: {FORGOTTEN}",
+            )
+        ),
+    )
 
 
 def _within(at: datetime, window: Window) -> bool:

@@ -60,6 +60,10 @@ INVARIANTS = {
                AND NOT EXISTS (SELECT 1 FROM semantic_memory f WHERE f.id = d.fact_id))
            OR (d.previous_fact_id IS NOT NULL
                AND NOT EXISTS (SELECT 1 FROM semantic_memory f WHERE f.id = d.previous_fact_id))""",
+    "a fact citing an episode that does not exist": """
+        SELECT f.id FROM semantic_memory f
+        WHERE EXISTS (SELECT 1 FROM unnest(f.source_episodic_ids) AS e(id)
+                      WHERE NOT EXISTS (SELECT 1 FROM episodic_memory x WHERE x.id = e.id))""",
     "a decision of a chunk that was not applied": """
         SELECT d.id FROM decision_log d
         WHERE d.action IN ('new', 'reinforce', 'update', 'invalidate', 'merge', 'rejected')
