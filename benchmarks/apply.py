@@ -54,29 +54,29 @@ from psycopg.conninfo import make_conninfo
 from psycopg.rows import TupleRow
 from pydantic import SecretStr
 
-import sql
-import tasks.apply as apply_module
+import slowwave.tasks.apply as apply_module
 from benchmarks.report import print_figures
-from models.category import Category
-from models.consolidation import FactAction
-from models.embedding.base import Vectors
-from models.episode import Episode
-from models.ids import chunk_id, new_id
-from models.llm.replay import categorize, keywords_of
-from models.locomo import locomo_key
-from models.plan import Plan, PlannedAction
-from models.processes import unwind_on_sigterm
-from models.settings import Settings
-from sql.copy import copy_rows
-from sql.db import Database, migrate
-from tasks.apply import FACT_COLUMNS, ApplyPolicy, ChunkToApply, apply_plans
-from tasks.claim import ClaimPolicy, claim
-from tasks.consolidate import APPLY_BATCH_CHUNKS
-from tasks.decide import decide
-from tasks.guard import latest_end
-from tasks.ingest.load import load_episodes
-from tasks.ingest.locomo import read_locomo
-from tasks.runs import start_run
+from slowwave import sql
+from slowwave.models.category import Category
+from slowwave.models.consolidation import FactAction
+from slowwave.models.embedding.base import Vectors
+from slowwave.models.episode import Episode
+from slowwave.models.ids import chunk_id, new_id
+from slowwave.models.llm.replay import categorize, keywords_of
+from slowwave.models.locomo import locomo_key
+from slowwave.models.plan import Plan, PlannedAction
+from slowwave.models.processes import unwind_on_sigterm
+from slowwave.models.settings import Settings
+from slowwave.sql.copy import copy_rows
+from slowwave.sql.db import Database, migrate
+from slowwave.tasks.apply import FACT_COLUMNS, ApplyPolicy, ChunkToApply, apply_plans
+from slowwave.tasks.claim import ClaimPolicy, claim
+from slowwave.tasks.consolidate import APPLY_BATCH_CHUNKS
+from slowwave.tasks.decide import decide
+from slowwave.tasks.guard import latest_end
+from slowwave.tasks.ingest.load import load_episodes
+from slowwave.tasks.ingest.locomo import read_locomo
+from slowwave.tasks.runs import start_run
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
 QUICK_CONVERSATIONS = 500

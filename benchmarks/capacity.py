@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from models.processes import unwind_on_sigterm
+from slowwave.models.processes import unwind_on_sigterm
 
 # vLLM's offline throughput for Llama 3 8B on one H100, 256 input + 256 output tokens per
 # request: 24.32 requests/s, 12,453 tokens/s (vLLM main, August 2024).

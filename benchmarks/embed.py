@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from benchmarks.report import print_figures
-from models.processes import unwind_on_sigterm
+from slowwave.models.processes import unwind_on_sigterm
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
 
@@ -45,9 +45,9 @@ def main() -> None:
 
     from sentence_transformers import SentenceTransformer
 
-    from models.embedding import load_embedder
-    from models.embedding.sentence_transformer import resolve_model_path
-    from models.settings import Settings
+    from slowwave.models.embedding import load_embedder
+    from slowwave.models.embedding.sentence_transformer import resolve_model_path
+    from slowwave.models.settings import Settings
 
     texts = sentences(args.data, args.texts)
     settings = Settings(embedding_actors_per_node=args.actors)

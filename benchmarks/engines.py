@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.report import print_figures
-from models.processes import unwind_on_sigterm
+from slowwave.models.processes import unwind_on_sigterm
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
 
@@ -40,10 +40,10 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     args = parser.parse_args()
 
-    from models.llm.base import GenerationRequest
-    from models.settings import Settings
-    from tasks.calibrate import build_request
-    from tasks.ingest.locomo import read_locomo
+    from slowwave.models.llm.base import GenerationRequest
+    from slowwave.models.settings import Settings
+    from slowwave.tasks.calibrate import build_request
+    from slowwave.tasks.ingest.locomo import read_locomo
 
     by_conversation: dict[str, list[Any]] = {}
     for episode in read_locomo(args.data, surprise=0.5):
@@ -72,8 +72,8 @@ def main() -> None:
 def _measure(settings: Any, requests: list[Any], max_tokens: int) -> dict[str, Any]:
     """Start-up, a 16-token answer (mostly prefill) and a full answer per prompt, one at a
     time."""
-    from models.llm import load_model
-    from tasks.calibrate import parse_answer
+    from slowwave.models.llm import load_model
+    from slowwave.tasks.calibrate import parse_answer
 
     started = time.perf_counter()
     model = load_model(settings.model_copy(update={"llm_max_tokens": 16}))
@@ -115,7 +115,7 @@ def _measure(settings: Any, requests: list[Any], max_tokens: int) -> dict[str, A
 
 
 def _decode_probe() -> Any:
-    from models.llm.base import GenerationRequest, Purpose
+    from slowwave.models.llm.base import GenerationRequest, Purpose
 
     schema = {
         "type": "object",

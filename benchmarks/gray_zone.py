@@ -30,15 +30,15 @@ from typing import Any
 
 from benchmarks.locomo_extraction import fresh_database, select_subset
 from benchmarks.locomo_recall import DEFAULT_DATA, normalize, reword
-from models.embedding import Embedder, load_embedder
-from models.ids import new_id
-from models.llm import StructuredModel, load_model
-from models.llm.base import GenerationRequest, ModelAnswer, Purpose
-from models.llm.replay import LoCoMoReplayModel
-from models.processes import unwind_on_sigterm
-from models.settings import Settings
-from tasks.consolidate import consolidate
-from tasks.ingest.load import load_episodes
+from slowwave.models.embedding import Embedder, load_embedder
+from slowwave.models.ids import new_id
+from slowwave.models.llm import StructuredModel, load_model
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer, Purpose
+from slowwave.models.llm.replay import LoCoMoReplayModel
+from slowwave.models.processes import unwind_on_sigterm
+from slowwave.models.settings import Settings
+from slowwave.tasks.consolidate import consolidate
+from slowwave.tasks.ingest.load import load_episodes
 
 
 class ReplayWithJudge:

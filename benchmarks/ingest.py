@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from benchmarks.report import print_figures
-from models.processes import unwind_on_sigterm
+from slowwave.models.processes import unwind_on_sigterm
 
 
 def write_transcript(path: Path, messages: int, conversations: int) -> None:
@@ -60,9 +60,9 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     args = parser.parse_args()
 
-    from models.settings import Settings
-    from sql.db import Database, migrate
-    from tasks.ingest.transcripts import IngestPolicy, IngestReport, ingest
+    from slowwave.models.settings import Settings
+    from slowwave.sql.db import Database, migrate
+    from slowwave.tasks.ingest.transcripts import IngestPolicy, IngestReport, ingest
 
     def timed_ingest(home: Path, source: Path, *, words: bool) -> tuple[IngestReport, float]:
         settings = Settings(home=home, _env_file=None)  # type: ignore[call-arg]

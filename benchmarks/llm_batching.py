@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from benchmarks.report import print_figures
-from models.processes import unwind_on_sigterm
+from slowwave.models.processes import unwind_on_sigterm
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
 
@@ -31,11 +31,11 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     args = parser.parse_args()
 
-    from models.llm import vllm_options
-    from models.llm.vllm_engine import VLLMEngine
-    from models.settings import Settings
-    from tasks.calibrate import build_request, parse_answer
-    from tasks.ingest.locomo import read_locomo
+    from slowwave.models.llm import vllm_options
+    from slowwave.models.llm.vllm_engine import VLLMEngine
+    from slowwave.models.settings import Settings
+    from slowwave.tasks.calibrate import build_request, parse_answer
+    from slowwave.tasks.ingest.locomo import read_locomo
 
     settings = Settings(llm_max_tokens=args.max_tokens, llm_model=args.model)
     episodes = list(read_locomo(args.data, surprise=0.5))[: args.prompts]

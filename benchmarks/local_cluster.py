@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from models.processes import free_port, start_in_own_group, stop_process_tree
+from slowwave.models.processes import free_port, start_in_own_group, stop_process_tree
 
 
 def shared_token_env() -> dict[str, str]:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from benchmarks.report import print_figures
-from models.processes import unwind_on_sigterm
+from slowwave.models.processes import unwind_on_sigterm
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
 
@@ -29,13 +29,13 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    from models.embedding import load_embedder
-    from models.llm.replay import LoCoMoReplayModel
-    from models.settings import Settings
-    from sql.db import Database, migrate
-    from tasks.consolidate import consolidate
-    from tasks.ingest.load import load_episodes
-    from tasks.ingest.locomo import read_locomo
+    from slowwave.models.embedding import load_embedder
+    from slowwave.models.llm.replay import LoCoMoReplayModel
+    from slowwave.models.settings import Settings
+    from slowwave.sql.db import Database, migrate
+    from slowwave.tasks.consolidate import consolidate
+    from slowwave.tasks.ingest.load import load_episodes
+    from slowwave.tasks.ingest.locomo import read_locomo
 
     with tempfile.TemporaryDirectory(prefix="slowwave-bench-") as home:
         settings = Settings(

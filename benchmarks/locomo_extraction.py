@@ -58,21 +58,21 @@ from benchmarks.locomo_recall import (
 )
 from benchmarks.locomo_recall import turns as evidence_turns
 from benchmarks.report import print_figures
-from models.embedding import Embedder, load_embedder
-from models.episode import Episode
-from models.llm import RuntimeNotAvailable, StructuredModel, check_runtime, load_model
-from models.llm.base import prompt_limits
-from models.llm.replay import LoCoMoReplayModel
-from models.llm.tokens import TokenCounter
-from models.processes import unwind_on_sigterm
-from models.run import RunSummary
-from models.settings import LLMRuntimeName, Settings
-from sql.db import Database, migrate
-from tasks.consolidate import consolidate
-from tasks.ingest.load import load_episodes
-from tasks.ingest.locomo import read_locomo
-from tasks.ingest.summarize import SummaryReport, summarize_missing
-from tasks.search import SearchPolicy, search
+from slowwave.models.embedding import Embedder, load_embedder
+from slowwave.models.episode import Episode
+from slowwave.models.llm import RuntimeNotAvailable, StructuredModel, check_runtime, load_model
+from slowwave.models.llm.base import prompt_limits
+from slowwave.models.llm.replay import LoCoMoReplayModel
+from slowwave.models.llm.tokens import TokenCounter
+from slowwave.models.processes import unwind_on_sigterm
+from slowwave.models.run import RunSummary
+from slowwave.models.settings import LLMRuntimeName, Settings
+from slowwave.sql.db import Database, migrate
+from slowwave.tasks.consolidate import consolidate
+from slowwave.tasks.ingest.load import load_episodes
+from slowwave.tasks.ingest.locomo import read_locomo
+from slowwave.tasks.ingest.summarize import SummaryReport, summarize_missing
+from slowwave.tasks.search import SearchPolicy, search
 
 # Sessions per conversation: at this N the whole subset with the 1.5B model on two cores runs
 # in under 40 minutes (time it again when changing it).

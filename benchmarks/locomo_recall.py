@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from models.processes import unwind_on_sigterm
+from slowwave.models.processes import unwind_on_sigterm
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
 KS = (5, 10, 20)
@@ -60,7 +60,7 @@ def reword(sentence: str) -> str:
 
 def setting(text: str) -> tuple[str, str]:
     """``NAME=VALUE`` for a setting of this run (``--set``)."""
-    from models.settings import Settings
+    from slowwave.models.settings import Settings
 
     name, sep, value = text.partition("=")
     if not sep or name not in Settings.model_fields:
@@ -111,14 +111,14 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     args = parser.parse_args()
 
-    from models.embedding import load_embedder
-    from models.llm.replay import LoCoMoReplayModel
-    from models.settings import Settings
-    from sql.db import Database, migrate
-    from tasks.consolidate import consolidate
-    from tasks.ingest.load import load_episodes
-    from tasks.ingest.locomo import read_locomo
-    from tasks.search import SearchPolicy, search
+    from slowwave.models.embedding import load_embedder
+    from slowwave.models.llm.replay import LoCoMoReplayModel
+    from slowwave.models.settings import Settings
+    from slowwave.sql.db import Database, migrate
+    from slowwave.tasks.consolidate import consolidate
+    from slowwave.tasks.ingest.load import load_episodes
+    from slowwave.tasks.ingest.locomo import read_locomo
+    from slowwave.tasks.search import SearchPolicy, search
 
     data = json.loads(args.data.read_text(encoding="utf-8"))
     evidence_of: dict[tuple[str, str], set[str]] = defaultdict(set)  # (conv, sentence) → turns

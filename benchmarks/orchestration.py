@@ -41,7 +41,7 @@ from typing import Any
 
 import psutil
 
-from models.processes import stop_process_tree, unwind_on_sigterm
+from slowwave.models.processes import stop_process_tree, unwind_on_sigterm
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
 VARIANTS = {
@@ -55,8 +55,8 @@ CLUSTER = "cluster"  # the nightly flow joining a local two-node cluster (SLOWWA
 def synthetic_episodes(data: Path, conversations: int, sessions: int) -> Iterator[Any]:
     """``conversations`` conversations of ``sessions`` LoCoMo sessions each, cycling through the
     data (the replay model recognises the sessions by their lines); keys add a copy suffix."""
-    from models.ids import new_id
-    from tasks.ingest.locomo import read_locomo
+    from slowwave.models.ids import new_id
+    from slowwave.tasks.ingest.locomo import read_locomo
 
     by_sample: dict[str, list[Any]] = {}
     for episode in read_locomo(data, surprise=0.5):
@@ -78,9 +78,9 @@ def synthetic_episodes(data: Path, conversations: int, sessions: int) -> Iterato
 
 def child(variant: str, conversations: int, sessions: int, data: Path) -> dict[str, Any]:
     """One measurement, in this (child) process: load, then time the consolidation alone."""
-    from models.settings import get_settings
-    from sql.db import Database, migrate
-    from tasks.ingest.load import load_episodes
+    from slowwave.models.settings import get_settings
+    from slowwave.sql.db import Database, migrate
+    from slowwave.tasks.ingest.load import load_episodes
 
     settings = get_settings()
     with Database(settings) as db:
@@ -92,9 +92,9 @@ def child(variant: str, conversations: int, sessions: int, data: Path) -> dict[s
         writes_before = database_writes(db)
         start = time.perf_counter()
         if variant == "in-process":
-            from models.embedding import load_embedder
-            from models.llm import load_model
-            from tasks.consolidate import consolidate
+            from slowwave.models.embedding import load_embedder
+            from slowwave.models.llm import load_model
+            from slowwave.tasks.consolidate import consolidate
 
             model, embedder = load_model(settings), load_embedder(settings)
             try:
@@ -103,7 +103,7 @@ def child(variant: str, conversations: int, sessions: int, data: Path) -> dict[s
                 model.close()
                 embedder.close()
         else:
-            from flows.consolidate import nightly
+            from slowwave.flows.consolidate import nightly
 
             state = nightly(return_state=True)
             summary = dict(state.result()) if state.is_completed() else {"error": state.message}

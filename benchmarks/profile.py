@@ -25,15 +25,15 @@ import numpy as np
 
 from benchmarks.locomo_extraction import fresh_database, select_subset
 from benchmarks.locomo_recall import DEFAULT_DATA
-from models.embedding import load_embedder
-from models.llm import load_model
-from models.llm.replay import LoCoMoReplayModel
-from models.processes import unwind_on_sigterm
-from models.settings import Settings
-from tasks.consolidate import consolidate
-from tasks.ingest.load import load_episodes
-from tasks.profile import ProfilePolicy, read_profile, refresh_profiles
-from tasks.search import estimate_tokens
+from slowwave.models.embedding import load_embedder
+from slowwave.models.llm import load_model
+from slowwave.models.llm.replay import LoCoMoReplayModel
+from slowwave.models.processes import unwind_on_sigterm
+from slowwave.models.settings import Settings
+from slowwave.tasks.consolidate import consolidate
+from slowwave.tasks.ingest.load import load_episodes
+from slowwave.tasks.profile import ProfilePolicy, read_profile, refresh_profiles
+from slowwave.tasks.search import estimate_tokens
 
 GROUNDED = 0.7
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.report import print_figures
-from models.processes import unwind_on_sigterm
+from slowwave.models.processes import unwind_on_sigterm
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
 TABLES = (
@@ -97,8 +97,8 @@ def main() -> None:
         }
     )
 
-    from models.settings import Settings
-    from sql.db import Database, migrate
+    from slowwave.models.settings import Settings
+    from slowwave.sql.db import Database, migrate
 
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="slowwave-reliability-") as tmp:
@@ -166,7 +166,7 @@ def tally(db: Any, scenario: Scenario, clean: Any | None = None) -> None:
 
 
 def stories(db: Any, conversations: int) -> None:
-    from tasks.ingest.load import load_episodes
+    from slowwave.tasks.ingest.load import load_episodes
     from tests.reliability.fix_commands import story_episodes
 
     with db.connection() as conn:
@@ -174,7 +174,7 @@ def stories(db: Any, conversations: int) -> None:
 
 
 def consolidate_commands(db: Any, home: Path, model: Any = None) -> Any:
-    from tasks.consolidate import consolidate
+    from slowwave.tasks.consolidate import consolidate
     from tests.reliability.crash_child import settings_for
     from tests.reliability.fix_commands import CommandModel, HashEmbedder
 
@@ -198,7 +198,7 @@ def clean_outcome(db: Any, home: Path, conversations: int) -> Any:
 
 
 def crash(db: Any, home: Path, conversations: int) -> Scenario:
-    from models.faultpoints import POINTS
+    from slowwave.models.faultpoints import POINTS
     from tests.reliability.fix_crash import hit_for, kill_at
 
     clean = clean_outcome(db, home, conversations)
@@ -226,7 +226,7 @@ def concurrency(db: Any, home: Path, runs: int, conversations: int) -> Scenario:
 
 
 def overtaken(db: Any, home: Path, conversations: int) -> Scenario:
-    from models import faultpoints
+    from slowwave.models import faultpoints
 
     clean = clean_outcome(db, home, conversations)
     stories(db, conversations)
@@ -252,9 +252,9 @@ def overtaken(db: Any, home: Path, conversations: int) -> Scenario:
 def model_faults(db: Any, home: Path, healthy: int) -> Scenario:
     """Each fault in Ivo's conversation while ``healthy`` others go on; the faulty run again
     until the fault's chunk is applied or quarantined."""
-    from models.llm.base import RuntimeUnreachable
-    from models.settings import Settings
-    from tasks.ingest.load import load_episodes
+    from slowwave.models.llm.base import RuntimeUnreachable
+    from slowwave.models.settings import Settings
+    from slowwave.tasks.ingest.load import load_episodes
     from tests.reliability.fix_commands import START, said, story_episodes
     from tests.reliability.fix_faults import FAULTS, FaultyModel
     from tests.reliability.test_model_faults import KNOWN
@@ -280,7 +280,7 @@ def model_faults(db: Any, home: Path, healthy: int) -> Scenario:
 
 def injection(db: Any, home: Path, conversations: int) -> Scenario:
     """Every conversation's facts, then a line that makes the model invalidate them all."""
-    from tasks.ingest.load import load_episodes
+    from slowwave.tasks.ingest.load import load_episodes
     from tests.reliability.fix_commands import INJECTION, said
     from tests.reliability.test_hostile import FACTS
 
@@ -305,9 +305,9 @@ def injection(db: Any, home: Path, conversations: int) -> Scenario:
 def forget_in_flight(db: Any, home: Path, conversations: int) -> Scenario:
     """At every fault point: ``conversations`` stories and a secret one, a forget of the secret
     one while the run is held there."""
-    from models.faultpoints import POINTS
-    from tasks.forget import forget_conversation
-    from tasks.ingest.load import load_episodes
+    from slowwave.models.faultpoints import POINTS
+    from slowwave.tasks.forget import forget_conversation
+    from slowwave.tasks.ingest.load import load_episodes
     from tests.fix_forget import columns_holding
     from tests.reliability.fix_crash import hit_for
     from tests.reliability.fix_in_flight import arrive_during
@@ -341,9 +341,9 @@ def forget_in_flight(db: Any, home: Path, conversations: int) -> Scenario:
 def revert_in_flight(db: Any, home: Path, conversations: int) -> Scenario:
     """At every fault point: a run holding the later days of ``conversations`` stories while
     the run that consolidated their first days is reverted; then a rerun."""
-    from models.faultpoints import POINTS
-    from tasks.ingest.load import load_episodes
-    from tasks.revert import RevertRefused, revert_run
+    from slowwave.models.faultpoints import POINTS
+    from slowwave.tasks.ingest.load import load_episodes
+    from slowwave.tasks.revert import RevertRefused, revert_run
     from tests.reliability.fix_commands import story_episodes
     from tests.reliability.fix_crash import hit_for
     from tests.reliability.fix_in_flight import arrive_during
@@ -387,7 +387,7 @@ def flow_environment(home: Path, data: Path) -> Iterator[None]:
     """The nightly flow reads its settings from the environment, as a deployment does."""
     from prefect.testing.utilities import prefect_test_harness
 
-    from models.settings import get_settings
+    from slowwave.models.settings import get_settings
 
     values = {
         "SLOWWAVE_HOME": str(home),
@@ -410,12 +410,12 @@ def flow_environment(home: Path, data: Path) -> Iterator[None]:
 
 
 def database_faults(db: Any, home: Path, data: Path) -> Scenario:
-    from flows.consolidate import nightly
-    from models import faultpoints
-    from models.embedding import load_embedder
-    from models.llm.replay import LoCoMoReplayModel
-    from models.settings import get_settings
-    from tasks.consolidate import consolidate
+    from slowwave.flows.consolidate import nightly
+    from slowwave.models import faultpoints
+    from slowwave.models.embedding import load_embedder
+    from slowwave.models.llm.replay import LoCoMoReplayModel
+    from slowwave.models.settings import get_settings
+    from slowwave.tasks.consolidate import consolidate
     from tests.reliability.fix_outcome import outcome
     from tests.reliability.test_database_faults import (
         CONVERSATION,

@@ -39,7 +39,7 @@ from typing import Any
 
 import httpx
 
-from models.processes import unwind_on_sigterm
+from slowwave.models.processes import unwind_on_sigterm
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
 _GAUGE = re.compile(r"^vllm:num_requests_(running|waiting)\{[^}]*\}\s+([0-9.eE+-]+)$", re.M)
@@ -88,9 +88,9 @@ def engine_gauges(client: httpx.Client, metrics_url: str) -> tuple[float, float]
 
 
 def chunked_requests(data: Path, conversations: int, sessions: int, chunk_size: int) -> Chains:
-    from models.settings import Settings
-    from tasks.calibrate import build_request
-    from tasks.ingest.locomo import read_locomo
+    from slowwave.models.settings import Settings
+    from slowwave.tasks.calibrate import build_request
+    from slowwave.tasks.ingest.locomo import read_locomo
 
     flashbulb = Settings(_env_file=None).flashbulb_surprise
     by_conversation: dict[str, list[Any]] = {}
@@ -167,9 +167,9 @@ def through_consolidate(
     name: str, engine: Any, episodes: Sequence[Any], settings: Any, embedder: Any
 ) -> dict[str, Any]:
     """One schedule through ``consolidate()`` on a fresh embedded database."""
-    from sql.db import Database, migrate
-    from tasks.consolidate import consolidate
-    from tasks.ingest.load import load_episodes
+    from slowwave.sql.db import Database, migrate
+    from slowwave.tasks.consolidate import consolidate
+    from slowwave.tasks.ingest.load import load_episodes
 
     model = CountedStreaming(engine) if name == "chains" else Counted(engine)
     conversations = len({e.conversation_id for e in episodes})
@@ -198,11 +198,11 @@ def through_consolidate(
 
 
 def compare_through_consolidate(args: argparse.Namespace) -> list[dict[str, Any]]:
-    from models.embedding import load_embedder
-    from models.llm import vllm_options
-    from models.llm.vllm_engine import VLLMEngine
-    from models.settings import get_settings
-    from tasks.ingest.locomo import read_locomo
+    from slowwave.models.embedding import load_embedder
+    from slowwave.models.llm import vllm_options
+    from slowwave.models.llm.vllm_engine import VLLMEngine
+    from slowwave.models.settings import get_settings
+    from slowwave.tasks.ingest.locomo import read_locomo
 
     settings = get_settings().model_copy(
         update={"chunk_size": args.chunk_size, "episode_threshold": 1}
@@ -257,10 +257,10 @@ def run(
 
 
 def compare_through_server(args: argparse.Namespace) -> list[dict[str, Any]]:
-    from models.llm import vllm_options
-    from models.llm.openai import OpenAICompatibleModel
-    from models.llm.vllm_server import SERVED_NAME, running_vllm_server
-    from models.settings import get_settings
+    from slowwave.models.llm import vllm_options
+    from slowwave.models.llm.openai import OpenAICompatibleModel
+    from slowwave.models.llm.vllm_server import SERVED_NAME, running_vllm_server
+    from slowwave.models.settings import get_settings
 
     settings = get_settings()
     chains = chunked_requests(args.data, args.conversations, args.sessions, args.chunk_size)

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from models.processes import unwind_on_sigterm
+from slowwave.models.processes import unwind_on_sigterm
 
 EXACT = """
 SELECT id FROM semantic_memory
@@ -62,8 +62,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     args = parser.parse_args()
 
-    from models.settings import Settings
-    from sql.db import Database, migrate
+    from slowwave.models.settings import Settings
+    from slowwave.sql.db import Database, migrate
 
     rng = np.random.default_rng(7)
     figures: dict[str, Any] = {"others": args.others, "k": args.k}

@@ -24,16 +24,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from models.embedding import Embedder, load_embedder
-from models.episode import Episode, Message
-from models.ids import new_id
-from models.llm import StructuredModel, load_model
-from models.llm.base import GenerationRequest, ModelAnswer
-from models.processes import unwind_on_sigterm
-from models.settings import Settings
-from sql.db import Database, migrate
-from tasks.consolidate import consolidate
-from tasks.ingest.load import load_episodes
+from slowwave.models.embedding import Embedder, load_embedder
+from slowwave.models.episode import Episode, Message
+from slowwave.models.ids import new_id
+from slowwave.models.llm import StructuredModel, load_model
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer
+from slowwave.models.processes import unwind_on_sigterm
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database, migrate
+from slowwave.tasks.consolidate import consolidate
+from slowwave.tasks.ingest.load import load_episodes
 
 
 @dataclass(frozen=True)

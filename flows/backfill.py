@@ -13,14 +13,14 @@ from prefect.cache_policies import NONE
 from prefect.runtime import flow_run
 from prefect.states import State
 
-from flows.consolidate import consolidate_run, final_state
-from models.llm import load_model
-from models.llm.base import StructuredModel
-from models.settings import get_settings
-from sql.db import Database, migrate
-from tasks.forget import resolve_conversations
-from tasks.ingest.summarize import SummaryReport, summarize_missing
-from tasks.ingest.transcripts import Format, IngestPolicy, IngestReport, ingest
+from slowwave.flows.consolidate import consolidate_run, final_state
+from slowwave.models.llm import load_model
+from slowwave.models.llm.base import StructuredModel
+from slowwave.models.settings import get_settings
+from slowwave.sql.db import Database, migrate
+from slowwave.tasks.forget import resolve_conversations
+from slowwave.tasks.ingest.summarize import SummaryReport, summarize_missing
+from slowwave.tasks.ingest.transcripts import Format, IngestPolicy, IngestReport, ingest
 
 
 @task(name="ingest", cache_policy=NONE)

@@ -39,19 +39,19 @@ from prefect.states import Completed, Failed, State
 from prefect.tasks import exponential_backoff
 from pydantic import SecretStr
 
-from flows.runners import check_shareable, shard_runner, spread
-from models.embedding import load_embedder
-from models.embedding.base import Embedder
-from models.ids import conversation_ref
-from models.llm import load_model
-from models.llm.base import StructuredModel
-from models.run import RunSummary
-from models.settings import Settings, get_settings
-from models.workers.cluster import current_node
-from models.workers.pool import actor_nodes
-from sql.db import Database, migrate
-from tasks.claim import Due
-from tasks.consolidate import (
+from slowwave.flows.runners import check_shareable, shard_runner, spread
+from slowwave.models.embedding import load_embedder
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.ids import conversation_ref
+from slowwave.models.llm import load_model
+from slowwave.models.llm.base import StructuredModel
+from slowwave.models.run import RunSummary
+from slowwave.models.settings import Settings, get_settings
+from slowwave.models.workers.cluster import current_node
+from slowwave.models.workers.pool import actor_nodes
+from slowwave.sql.db import Database, migrate
+from slowwave.tasks.claim import Due
+from slowwave.tasks.consolidate import (
     RunPolicy,
     Scope,
     ShardSpec,
@@ -60,10 +60,10 @@ from tasks.consolidate import (
     plan_run,
     run_shard,
 )
-from tasks.forget import resolve_conversations
-from tasks.profile import ProfilePolicy, profile_run
-from tasks.runs import recorded_run
-from tasks.transient import is_transient
+from slowwave.tasks.forget import resolve_conversations
+from slowwave.tasks.profile import ProfilePolicy, profile_run
+from slowwave.tasks.runs import recorded_run
+from slowwave.tasks.transient import is_transient
 
 
 def _transient(task: Any, task_run: Any, state: State) -> bool:

@@ -16,10 +16,10 @@ from prefect import flow
 from prefect.artifacts import create_table_artifact
 from prefect.runtime import flow_run
 
-from models.settings import get_settings
-from sql.db import Database, migrate
-from tasks.forget import conversation_by_ref, digest, forget_conversation, forget_fact
-from tasks.revert import revert_run
+from slowwave.models.settings import get_settings
+from slowwave.sql.db import Database, migrate
+from slowwave.tasks.forget import conversation_by_ref, digest, forget_conversation, forget_fact
+from slowwave.tasks.revert import revert_run
 
 
 def _table(report: dict[str, Any], key: str, description: str) -> None:

@@ -13,9 +13,9 @@ from urllib.parse import parse_qs, urlsplit
 import cloudpickle
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from models.llm.base import RuntimeNotAvailable
-from models.settings import Settings
-from models.workers.cluster import acquire_ray, node_addresses, release_ray
+from slowwave.models.llm.base import RuntimeNotAvailable
+from slowwave.models.settings import Settings
+from slowwave.models.workers.cluster import acquire_ray, node_addresses, release_ray
 
 LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from models.embedding.base import Vectors
-from models.episode import Episode
-from models.fact import Fact
-from models.llm.base import GenerationRequest
-from models.plan import Plan
+from slowwave.models.embedding.base import Vectors
+from slowwave.models.episode import Episode
+from slowwave.models.fact import Fact
+from slowwave.models.llm.base import GenerationRequest
+from slowwave.models.plan import Plan
 
 
 @dataclass

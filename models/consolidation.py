@@ -16,9 +16,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from models.category import DEFINITIONS, Category
-from models.episode import Episode, Message
-from models.fact import Fact
+from slowwave.models.category import DEFINITIONS, Category
+from slowwave.models.episode import Episode, Message
+from slowwave.models.fact import Fact
 
 # Bounds the JSON schema gives a decoder; the guard enforces them per item with a reason.
 MAX_FACTS_PER_ANSWER = 100

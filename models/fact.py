@@ -6,7 +6,7 @@ from uuid import UUID
 
 from pydantic import AwareDatetime, BaseModel, Field
 
-from models.category import Category
+from slowwave.models.category import Category
 
 
 class Fact(BaseModel):

@@ -6,7 +6,7 @@ from uuid import UUID
 
 from pydantic import AwareDatetime, Field, computed_field
 
-from models.fact import Fact
+from slowwave.models.fact import Fact
 
 
 class FactVersion(Fact):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from models.episode import Message
+from slowwave.models.episode import Message
 
 
 def locomo_key(sample_id: str, session: int) -> str:

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from models.consolidation import MAX_FACT_CHARS, MIN_FACT_CHARS
+from slowwave.models.consolidation import MAX_FACT_CHARS, MIN_FACT_CHARS
 
 MAX_PAIRS_PER_REQUEST = 50
 

@@ -12,8 +12,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, Field
 
-from models.category import Category
-from models.consolidation import FactAction
+from slowwave.models.category import Category
+from slowwave.models.consolidation import FactAction
 
 
 class Decision(StrEnum):

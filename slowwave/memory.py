@@ -19,15 +19,15 @@ from types import TracebackType
 from typing import Self
 from uuid import UUID
 
-from models.category import Category
-from models.embedding import load_embedder
-from models.embedding.base import Embedder
-from models.history import FactVersion
-from models.settings import Settings, get_settings
-from sql.db import Database, migrate
-from tasks.history import fact_history, get_version, list_facts
-from tasks.profile import Profile, read_profile
-from tasks.search import (
+from slowwave.models.category import Category
+from slowwave.models.embedding import load_embedder
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.history import FactVersion
+from slowwave.models.settings import Settings, get_settings
+from slowwave.sql.db import Database, migrate
+from slowwave.tasks.history import fact_history, get_version, list_facts
+from slowwave.tasks.profile import Profile, read_profile
+from slowwave.tasks.search import (
     Ranker,
     SearchHit,
     SearchPolicy,

@@ -11,9 +11,9 @@ from prometheus_client import CollectorRegistry, generate_latest, start_http_ser
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from models.run import SIMILARITY_BOUNDS
-from sql.db import Database
-from tasks.metrics import DecisionMetrics, read_metrics
+from slowwave.models.run import SIMILARITY_BOUNDS
+from slowwave.sql.db import Database
+from slowwave.tasks.metrics import DecisionMetrics, read_metrics
 
 # counters of a run's summary, by metric and label value
 ACTIONS = {

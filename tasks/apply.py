@@ -34,17 +34,17 @@ import numpy as np
 import psycopg
 import psycopg.errors
 
-import sql
-from models import faultpoints
-from models.chunk import ApplyResult
-from models.embedding.base import Vectors
-from models.faultpoints import around
-from models.ids import conversation_ref
-from models.plan import Decision, Plan
-from models.settings import Settings
-from sql.copy import copy_rows
-from tasks.decide import Known, Writes, decide, ended_targets
-from tasks.forget import hold_conversations
+from slowwave import sql
+from slowwave.models import faultpoints
+from slowwave.models.chunk import ApplyResult
+from slowwave.models.embedding.base import Vectors
+from slowwave.models.faultpoints import around
+from slowwave.models.ids import conversation_ref
+from slowwave.models.plan import Decision, Plan
+from slowwave.models.settings import Settings
+from slowwave.sql.copy import copy_rows
+from slowwave.tasks.decide import Known, Writes, decide, ended_targets
+from slowwave.tasks.forget import hold_conversations
 
 logger = logging.getLogger(__name__)
 

@@ -15,10 +15,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from models.consolidation import SYSTEM_PROMPT, ConsolidationOutput, render_user_prompt
-from models.episode import Episode
-from models.fact import Fact
-from models.llm.base import GenerationRequest, ModelAnswer, Purpose
+from slowwave.models.consolidation import SYSTEM_PROMPT, ConsolidationOutput, render_user_prompt
+from slowwave.models.episode import Episode
+from slowwave.models.fact import Fact
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer, Purpose
 
 
 class MalformedAnswer(ValueError):

@@ -25,12 +25,12 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from models.chunk import ApplyResult, OpenChunk, PreparedChunk
-from models.episode import Episode
-from models.llm.base import ModelAnswer, StructuredModel, submit
-from models.run import RunSummary
-from tasks.claim import ConversationWork
-from tasks.transient import is_transient
+from slowwave.models.chunk import ApplyResult, OpenChunk, PreparedChunk
+from slowwave.models.episode import Episode
+from slowwave.models.llm.base import ModelAnswer, StructuredModel, submit
+from slowwave.models.run import RunSummary
+from slowwave.tasks.claim import ConversationWork
+from slowwave.tasks.transient import is_transient
 
 
 @dataclass

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
-from models.category import Category
-from models.consolidation import (
+from slowwave.models.category import Category
+from slowwave.models.consolidation import (
     DEEP_EXTRACTION,
     MAX_FACT_CHARS,
     SYSTEM_PROMPT,
@@ -31,11 +31,11 @@ from models.consolidation import (
     render_user_prompt,
     shown_surprise,
 )
-from models.episode import Episode, Message
-from models.fact import Fact
-from models.llm.base import prompt_limits
-from models.llm.tokens import TokenCounter, estimate_tokens
-from models.settings import Settings
+from slowwave.models.episode import Episode, Message
+from slowwave.models.fact import Fact
+from slowwave.models.llm.base import prompt_limits
+from slowwave.models.llm.tokens import TokenCounter, estimate_tokens
+from slowwave.models.settings import Settings
 
 # The safety margin kept out of every budget: 5% of the context plus 64 tokens. It absorbs the
 # chat template's role markers (2-30 tokens), per-line counting that a tokenizer merges

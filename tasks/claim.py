@@ -16,11 +16,11 @@ from uuid import UUID
 import psycopg
 from psycopg.rows import dict_row
 
-import sql
-from models import faultpoints
-from models.episode import Episode, Message
-from models.settings import Settings
-from tasks.chunking import ChunkBudget, as_episodes, pack
+from slowwave import sql
+from slowwave.models import faultpoints
+from slowwave.models.episode import Episode, Message
+from slowwave.models.settings import Settings
+from slowwave.tasks.chunking import ChunkBudget, as_episodes, pack
 
 logger = logging.getLogger(__name__)
 

@@ -25,31 +25,31 @@ from uuid import UUID
 import numpy as np
 import psycopg
 
-from models import faultpoints
-from models.chunk import ApplyResult, OpenChunk, PreparedChunk
-from models.embedding.base import Embedder
-from models.episode import Episode
-from models.ids import chunk_id
-from models.llm.base import ModelAnswer, StructuredModel
-from models.plan import Plan
-from models.run import ChunkFailure, RunSummary
-from models.settings import Settings
-from sql.db import Database
-from tasks.apply import ApplyPolicy, ChunkToApply, apply_plans, read_back, record_failure
-from tasks.calibrate import build_request, calibration_of
-from tasks.chains import Backlog, Stages, run_chains
-from tasks.chunking import ChunkBudget, fit_facts, run_budget
-from tasks.claim import ClaimPolicy, Due, claim, count_due, left_pending
-from tasks.embed import embed_plans, embed_uncited
-from tasks.evidence import attribute_evidence
-from tasks.forget import forgotten_among
-from tasks.gate import GatePolicy
-from tasks.gray_zone import GrayZonePolicy, judge_gray_zone
-from tasks.guard import HoldPolicy, guard, hold_reason, latest_end
-from tasks.predict import episode_vectors, nearest_facts, related_facts
-from tasks.profile import ProfilePolicy, profile_run
-from tasks.runs import recorded_run
-from tasks.surprise import score_surprise
+from slowwave.models import faultpoints
+from slowwave.models.chunk import ApplyResult, OpenChunk, PreparedChunk
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.episode import Episode
+from slowwave.models.ids import chunk_id
+from slowwave.models.llm.base import ModelAnswer, StructuredModel
+from slowwave.models.plan import Plan
+from slowwave.models.run import ChunkFailure, RunSummary
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+from slowwave.tasks.apply import ApplyPolicy, ChunkToApply, apply_plans, read_back, record_failure
+from slowwave.tasks.calibrate import build_request, calibration_of
+from slowwave.tasks.chains import Backlog, Stages, run_chains
+from slowwave.tasks.chunking import ChunkBudget, fit_facts, run_budget
+from slowwave.tasks.claim import ClaimPolicy, Due, claim, count_due, left_pending
+from slowwave.tasks.embed import embed_plans, embed_uncited
+from slowwave.tasks.evidence import attribute_evidence
+from slowwave.tasks.forget import forgotten_among
+from slowwave.tasks.gate import GatePolicy
+from slowwave.tasks.gray_zone import GrayZonePolicy, judge_gray_zone
+from slowwave.tasks.guard import HoldPolicy, guard, hold_reason, latest_end
+from slowwave.tasks.predict import episode_vectors, nearest_facts, related_facts
+from slowwave.tasks.profile import ProfilePolicy, profile_run
+from slowwave.tasks.runs import recorded_run
+from slowwave.tasks.surprise import score_surprise
 
 logger = logging.getLogger(__name__)
 

@@ -37,10 +37,10 @@ from uuid import UUID
 
 import numpy as np
 
-from models.consolidation import FactAction
-from models.embedding.base import Vectors
-from models.ids import new_id
-from models.plan import Decision, Plan, PlannedAction
+from slowwave.models.consolidation import FactAction
+from slowwave.models.embedding.base import Vectors
+from slowwave.models.ids import new_id
+from slowwave.models.plan import Decision, Plan, PlannedAction
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from models.embedding.base import Embedder, Vectors
-from models.fact import embedding_text
-from models.plan import Plan
+from slowwave.models.embedding.base import Embedder, Vectors
+from slowwave.models.fact import embedding_text
+from slowwave.models.plan import Plan
 
 
 def embed_groups(embedder: Embedder, groups: Sequence[Sequence[str]]) -> list[Vectors]:

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from models.embedding.base import Vectors
-from models.episode import Episode
-from models.plan import Plan
+from slowwave.models.embedding.base import Vectors
+from slowwave.models.episode import Episode
+from slowwave.models.plan import Plan
 
 ATTRIBUTED = "cited no episode: attributed to the most similar episode of the chunk"
 

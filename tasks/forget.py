@@ -33,10 +33,10 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from tenacity import retry, retry_if_exception_type, stop_after_attempt
 
-import sql
-from models.ids import digest
-from sql.db import Database
-from tasks.history import HistoryError
+from slowwave import sql
+from slowwave.models.ids import digest
+from slowwave.sql.db import Database
+from slowwave.tasks.history import HistoryError
 
 logger = logging.getLogger(__name__)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from models.episode import Episode
-from models.settings import Settings
+from slowwave.models.episode import Episode
+from slowwave.models.settings import Settings
 
 
 @dataclass(frozen=True)

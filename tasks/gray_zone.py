@@ -24,21 +24,21 @@ import numpy as np
 import psycopg
 from pydantic import ValidationError
 
-import sql
-from models.chunk import PreparedChunk
-from models.consolidation import FactAction
-from models.embedding.base import Embedder
-from models.fact import embedding_text
-from models.llm.base import GenerationRequest, Purpose, StructuredModel
-from models.merge import (
+from slowwave import sql
+from slowwave.models.chunk import PreparedChunk
+from slowwave.models.consolidation import FactAction
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.fact import embedding_text
+from slowwave.models.llm.base import GenerationRequest, Purpose, StructuredModel
+from slowwave.models.merge import (
     MAX_PAIRS_PER_REQUEST,
     MERGE_SYSTEM_PROMPT,
     MergeJudgement,
     render_merge_prompt,
 )
-from models.run import RunSummary
-from models.settings import Settings
-from tasks.decide import cosine, ended_targets
+from slowwave.models.run import RunSummary
+from slowwave.models.settings import Settings
+from slowwave.tasks.decide import cosine, ended_targets
 
 logger = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from models.category import Category
-from models.consolidation import (
+from slowwave.models.category import Category
+from slowwave.models.consolidation import (
     MAX_FACT_CHARS,
     MAX_FACTS_PER_ANSWER,
     MAX_KEYWORD_CHARS,
@@ -36,10 +36,10 @@ from models.consolidation import (
     fact_short_id,
     normalize_slot,
 )
-from models.episode import Episode
-from models.fact import Fact
-from models.plan import Plan, PlannedAction, Rejection
-from models.settings import Settings
+from slowwave.models.episode import Episode
+from slowwave.models.fact import Fact
+from slowwave.models.plan import Plan, PlannedAction, Rejection
+from slowwave.models.settings import Settings
 
 PRIORITY = {FactAction.update: 3, FactAction.invalidate: 2, FactAction.reinforce: 1}
 _SHORT_ID = re.compile(r"^\[?\s*([FEN])?\s*(\d+)\s*\]?$", re.I)

@@ -10,8 +10,8 @@ from uuid import UUID
 import psycopg
 from psycopg.rows import dict_row
 
-import sql
-from models.history import FactVersion
+from slowwave import sql
+from slowwave.models.history import FactVersion
 
 
 class HistoryError(ValueError):

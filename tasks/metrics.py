@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-import sql
-from models.run import SIMILARITY_BOUNDS
+from slowwave import sql
+from slowwave.models.run import SIMILARITY_BOUNDS
 
 
 @dataclass

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 import psycopg
 from psycopg.rows import dict_row
 
-import sql
-from models.embedding.base import Embedder, Vectors
-from models.episode import Episode
-from models.fact import Fact
-from tasks.embed import embed_groups
+from slowwave import sql
+from slowwave.models.embedding.base import Embedder, Vectors
+from slowwave.models.episode import Episode
+from slowwave.models.fact import Fact
+from slowwave.tasks.embed import embed_groups
 
 
 def episode_vectors(embedder: Embedder, chunks: Sequence[Sequence[Episode]]) -> list[Vectors]:

@@ -22,15 +22,19 @@ import psycopg
 from psycopg.rows import dict_row
 from pydantic import BaseModel, Field, ValidationError
 
-import sql
-from models.ids import conversation_ref
-from models.llm.base import GenerationRequest, ModelAnswer, Purpose, StructuredModel
-from models.profile import PROFILE_SYSTEM_PROMPT, ConversationProfile, render_profile_prompt
-from models.run import RunSummary
-from models.settings import Settings
-from sql.db import Database
-from tasks.forget import hold_conversations
-from tasks.search import estimate_tokens
+from slowwave import sql
+from slowwave.models.ids import conversation_ref
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer, Purpose, StructuredModel
+from slowwave.models.profile import (
+    PROFILE_SYSTEM_PROMPT,
+    ConversationProfile,
+    render_profile_prompt,
+)
+from slowwave.models.run import RunSummary
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+from slowwave.tasks.forget import hold_conversations
+from slowwave.tasks.search import estimate_tokens
 
 logger = logging.getLogger(__name__)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")

@@ -17,7 +17,7 @@ import psycopg
 from psycopg.rows import class_row
 from pydantic import BaseModel
 
-import sql
+from slowwave import sql
 
 
 class QuarantinedEpisode(BaseModel):

@@ -26,9 +26,9 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-import sql
-from tasks.forget import lock_conversations, retry_on_deadlock
-from tasks.history import HistoryError
+from slowwave import sql
+from slowwave.tasks.forget import lock_conversations, retry_on_deadlock
+from slowwave.tasks.history import HistoryError
 
 
 class RevertRefused(HistoryError):

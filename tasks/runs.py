@@ -16,15 +16,15 @@ import psutil
 import psycopg
 from psycopg.types.json import Jsonb
 
-import sql
-from models.ids import new_id
-from models.run import SIMILARITY_BOUNDS, RunSummary, SimilarityHistogram
-from models.settings import Settings
-from tasks.claim import release, renew
-from tasks.forget import hold_conversations
+from slowwave import sql
+from slowwave.models.ids import new_id
+from slowwave.models.run import SIMILARITY_BOUNDS, RunSummary, SimilarityHistogram
+from slowwave.models.settings import Settings
+from slowwave.tasks.claim import release, renew
+from slowwave.tasks.forget import hold_conversations
 
 if TYPE_CHECKING:
-    from sql.db import Database
+    from slowwave.sql.db import Database
 
 logger = logging.getLogger(__name__)
 

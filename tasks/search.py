@@ -26,10 +26,10 @@ import psycopg
 from psycopg.rows import dict_row
 from pydantic import BaseModel, Field
 
-import sql
-from models.category import Category
-from models.embedding.base import Embedder
-from models.settings import Settings
+from slowwave import sql
+from slowwave.models.category import Category
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.settings import Settings
 
 Ranker = Literal["hybrid", "vector", "fulltext"]
 

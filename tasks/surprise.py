@@ -15,9 +15,9 @@ from uuid import UUID
 
 import psycopg
 
-import sql
-from models.episode import Episode
-from tasks.predict import Nearest
+from slowwave import sql
+from slowwave.models.episode import Episode
+from slowwave.tasks.predict import Nearest
 
 
 def novelty(nearest: Nearest) -> float:

@@ -2,11 +2,29 @@
 
 from __future__ import annotations
 
+import importlib.abc
 import os
+import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+# slowwave's folders are its subpackages (slowwave.tasks, ...). In a checkout the bare names
+# resolve too (the repository root is on sys.path); importing one would load a second copy of a
+# module: a second settings cache, fault points the tests do not arm, exceptions that do not
+# match. The whole test session refuses them.
+BARE_NAMES = frozenset({"flows", "tasks", "models", "sql"})
+
+
+class OneIdentity(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname: str, path: object = None, target: object = None) -> None:
+        if fullname.partition(".")[0] in BARE_NAMES:
+            raise ImportError(f"import slowwave.{fullname}, not {fullname}: one module, one name")
+        return None
+
+
+sys.meta_path.insert(0, OneIdentity())
 
 pytest_plugins = [
     "tests.fix_db",

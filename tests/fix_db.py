@@ -10,8 +10,8 @@ import psutil
 import psycopg
 import pytest
 
-from models.settings import Settings
-from sql.db import Database, migrate
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database, migrate
 
 TABLES = (
     "decision_log, consolidation_chunks, semantic_memory, episodic_memory, consolidation_runs, "

@@ -8,11 +8,11 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from models.consolidation import render_message_line
-from models.episode import Episode, Message
-from models.ids import new_id
-from models.settings import Settings
-from tasks.ingest.load import load_episodes
+from slowwave.models.consolidation import render_message_line
+from slowwave.models.episode import Episode, Message
+from slowwave.models.ids import new_id
+from slowwave.models.settings import Settings
+from slowwave.tasks.ingest.load import load_episodes
 
 
 def at(year: int, month: int, day: int, hour: int = 12) -> datetime:

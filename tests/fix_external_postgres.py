@@ -18,7 +18,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from models.processes import free_port
+from slowwave.models.processes import free_port
 
 PASSWORD = "not-a-superuser-pw"
 

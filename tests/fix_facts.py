@@ -10,7 +10,7 @@ from datetime import datetime
 import numpy as np
 import psycopg
 
-from sql.copy import copy_rows
+from slowwave.sql.copy import copy_rows
 
 FactRow = tuple[str, str, list[str]]  # category, fact, keywords
 COLUMNS = (

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from models.consolidation import ConsolidatedFact, ConsolidationOutput, FactAction
-from models.embedding import load_embedder
-from models.embedding.base import Embedder
-from models.llm.base import GenerationRequest, ModelAnswer, StructuredModel
-from models.settings import Settings
+from slowwave.models.consolidation import ConsolidatedFact, ConsolidationOutput, FactAction
+from slowwave.models.embedding import load_embedder
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer, StructuredModel
+from slowwave.models.settings import Settings
 from tests.fix_episodes import KEYS_BY_LINE
 
 _SHOWN = re.compile(r"^\[(F\d+)\] \[[a-z]+\] (.*)$", re.M)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from prefect.testing.utilities import prefect_test_harness
 
-from models.settings import Settings, get_settings
+from slowwave.models.settings import Settings, get_settings
 
 
 @pytest.fixture(scope="session")

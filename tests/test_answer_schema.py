@@ -12,11 +12,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from models.consolidation import ConsolidationOutput
-from models.llm.strict_schema import strict_subset, strict_violations
-from models.merge import MergeJudgement
-from models.profile import ConversationProfile
-from models.summary import EpisodeSummary
+from slowwave.models.consolidation import ConsolidationOutput
+from slowwave.models.llm.strict_schema import strict_subset, strict_violations
+from slowwave.models.merge import MergeJudgement
+from slowwave.models.profile import ConversationProfile
+from slowwave.models.summary import EpisodeSummary
 
 
 def objects(schema: Any) -> list[dict[str, Any]]:
@@ -104,8 +104,8 @@ _ITEM = (
 
 
 def test_an_answer_cut_off_at_max_tokens_keeps_the_items_written_whole() -> None:
-    from models.llm.base import ModelAnswer
-    from tasks.calibrate import calibration_of
+    from slowwave.models.llm.base import ModelAnswer
+    from slowwave.tasks.calibrate import calibration_of
 
     cut = '{"facts": [' + _ITEM + ",\n " + _ITEM.replace("Leeds", "York") + ', {"action": "ne'
     calibration = calibration_of(ModelAnswer("c1", cut, None, 900, 1024, truncated=True))
@@ -118,8 +118,8 @@ def test_an_answer_cut_off_at_max_tokens_keeps_the_items_written_whole() -> None
 
 
 def test_an_answer_cut_off_before_any_whole_item_fails_its_chunk_with_the_reason() -> None:
-    from models.llm.base import ModelAnswer
-    from tasks.calibrate import calibration_of
+    from slowwave.models.llm.base import ModelAnswer
+    from slowwave.tasks.calibrate import calibration_of
 
     for cut in ('{"facts": [{"action": "new", "fact": "Pri', '{"fa', ""):
         calibration = calibration_of(ModelAnswer("c1", cut, None, 900, 1024, truncated=True))

@@ -49,8 +49,8 @@ def test_a_ray_address_set_only_in_dotenv_joins_the_cluster_without_a_private_to
         sys.path.insert(0, sys.argv[1])
         for key in ("SLOWWAVE_RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN"):
             os.environ.pop(key, None)
-        from models.settings import Settings
-        from models.workers.cluster import ray_module
+        from slowwave.models.settings import Settings
+        from slowwave.models.workers.cluster import ray_module
         settings = Settings()
         ray_module(settings)
         print(settings.ray_address, os.environ.get("RAY_AUTH_MODE"))

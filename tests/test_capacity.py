@@ -7,14 +7,14 @@ from collections.abc import Callable
 
 import psycopg
 
-from models.consolidation import ConsolidationOutput
-from models.embedding.base import Embedder
-from models.settings import Settings
 from slowwave.memory import Memory
-from sql.db import Database
-from sql.db.status import read_status
-from tasks.consolidate import consolidate
-from tasks.revert import revert_run
+from slowwave.models.consolidation import ConsolidationOutput
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+from slowwave.sql.db.status import read_status
+from slowwave.tasks.consolidate import consolidate
+from slowwave.tasks.revert import revert_run
 from tests.fix_episodes import add, at, make_episode, with_settings
 from tests.fix_models import ScriptedModel, fact
 

@@ -12,19 +12,19 @@ from dataclasses import dataclass, field
 import psycopg
 import pytest
 
-from models.chunk import ApplyResult, PreparedChunk
-from models.consolidation import ConsolidationOutput
-from models.embedding.base import Embedder
-from models.llm.base import GenerationRequest, ModelAnswer, RuntimeUnreachable
-from models.llm.openai import OpenAICompatibleModel
-from models.processes import free_port
-from models.settings import Settings
-from sql.db import Database
-from tasks.chains import Backlog, Stages, run_chains
-from tasks.claim import claim
-from tasks.consolidate import RunPolicy, apply_chunks, consolidate, stages_for
-from tasks.runs import recorded_run
-from tasks.transient import is_transient
+from slowwave.models.chunk import ApplyResult, PreparedChunk
+from slowwave.models.consolidation import ConsolidationOutput
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer, RuntimeUnreachable
+from slowwave.models.llm.openai import OpenAICompatibleModel
+from slowwave.models.processes import free_port
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+from slowwave.tasks.chains import Backlog, Stages, run_chains
+from slowwave.tasks.claim import claim
+from slowwave.tasks.consolidate import RunPolicy, apply_chunks, consolidate, stages_for
+from slowwave.tasks.runs import recorded_run
+from slowwave.tasks.transient import is_transient
 from tests.fix_episodes import add, at, decisions, episodes_state, make_episode, with_settings
 from tests.fix_models import ScriptedModel, episode_keys, fact
 
@@ -205,8 +205,8 @@ def test_an_unreachable_runtime_fails_the_run_without_charging_any_chunk_an_atte
 
 
 def test_a_lost_actor_is_transient_but_an_error_raised_inside_one_is_the_chunks() -> None:
-    from models.workers.cluster import ray_module
-    from models.workers.pool import translate
+    from slowwave.models.workers.cluster import ray_module
+    from slowwave.models.workers.pool import translate
 
     ray_errors = ray_module().exceptions  # Ray imported the way slowwave imports it
 

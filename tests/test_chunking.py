@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from models.consolidation import SYSTEM_PROMPT, render_user_prompt
-from models.episode import Episode, Message
-from models.llm.tokens import TokenizerCounter, estimate_tokens, model_token_counter
-from tasks.chunking import (
+from slowwave.models.consolidation import SYSTEM_PROMPT, render_user_prompt
+from slowwave.models.episode import Episode, Message
+from slowwave.models.llm.tokens import TokenizerCounter, estimate_tokens, model_token_counter
+from slowwave.tasks.chunking import (
     ChunkBudget,
     EpisodePart,
     chunk_budget,

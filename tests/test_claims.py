@@ -11,13 +11,13 @@ from typing import Any, TypeVar
 import psycopg
 import pytest
 
-from models.consolidation import ConsolidationOutput
-from models.embedding.base import Embedder
-from models.ids import new_id
-from models.run import RunSummary
-from models.settings import Settings
-from sql.db import Database
-from tasks.claim import (
+from slowwave.models.consolidation import ConsolidationOutput
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.ids import new_id
+from slowwave.models.run import RunSummary
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+from slowwave.tasks.claim import (
     ClaimPolicy,
     ConversationWork,
     claim,
@@ -25,7 +25,7 @@ from tasks.claim import (
     give_back_split,
     release,
 )
-from tasks.consolidate import consolidate
+from slowwave.tasks.consolidate import consolidate
 from tests.fix_episodes import add, at, episodes_state, facts, make_episode, with_settings
 from tests.fix_models import ScriptedModel, fact
 

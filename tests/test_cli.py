@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from slowwave.settings_doc import settings_markdown
-from sql.db.embedded import postmaster_pid
+from slowwave.sql.db.embedded import postmaster_pid
 from tests.fix_processes import run_cli
 
 
@@ -90,7 +90,7 @@ def test_a_keyword_style_database_url_never_shows_its_password(tmp_path: Path) -
 
 
 def test_redaction_covers_every_dsn_form() -> None:
-    from sql.db.database import redact
+    from slowwave.sql.db.database import redact
 
     assert redact("postgresql://app:s3cret@db:5432/x") == "postgresql://app:***@db:5432/x"
     assert redact("postgresql://db/x?user=app&password=s3cret") == (

@@ -10,9 +10,9 @@ import pytest
 from prefect.settings import PREFECT_API_URL
 
 from benchmarks.local_cluster import alive_nodes
-from models.settings import Settings, get_settings
-from sql.db import Database
-from tasks.ingest.transcripts import IngestPolicy, ingest
+from slowwave.models.settings import Settings, get_settings
+from slowwave.sql.db import Database
+from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
 from tests.fix_episodes import consolidated_once
 from tests.fix_prefect import completed_tasks
 
@@ -26,7 +26,7 @@ def test_the_nightly_flow_on_a_two_node_ray_cluster_runs_shards_and_actors_on_bo
     locomo_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from flows.consolidate import nightly
+    from slowwave.flows.consolidate import nightly
 
     monkeypatch.setenv("SLOWWAVE_RAY_ADDRESS", ray_cluster)
     monkeypatch.setenv("SLOWWAVE_EMBEDDING_ACTORS_PER_NODE", "1")

@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 import psycopg
 import pytest
 
-from models.consolidation import ConsolidationOutput, FactAction, episode_time
-from models.embedding.base import Embedder
-from models.episode import Episode, Message
-from models.llm.base import GenerationRequest, ModelAnswer
-from models.llm.tokens import estimate_tokens
-from models.settings import Settings
-from sql.db import Database
-from tasks.consolidate import consolidate
+from slowwave.models.consolidation import ConsolidationOutput, FactAction, episode_time
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.episode import Episode, Message
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer
+from slowwave.models.llm.tokens import estimate_tokens
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+from slowwave.tasks.consolidate import consolidate
 from tests.fix_episodes import (
     active,
     add,
@@ -226,7 +226,7 @@ def test_reinforce_unions_episode_ids_and_is_idempotent(
     assert summary.facts_reinforced == 2
 
     # replaying the same reinforcement changes nothing
-    import sql
+    from slowwave import sql
 
     conn.execute(
         sql.statement("apply_reinforce"),
@@ -407,11 +407,11 @@ def test_apply_refuses_a_plan_that_names_another_conversations_fact(
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
 ) -> None:
     """Even a plan built past the guard cannot reach across conversations: SQL checks again."""
-    from models.ids import new_id
-    from models.plan import Plan, PlannedAction
-    from tasks.apply import ApplyPolicy, apply_plan
-    from tasks.claim import ClaimPolicy, claim
-    from tasks.runs import start_run
+    from slowwave.models.ids import new_id
+    from slowwave.models.plan import Plan, PlannedAction
+    from slowwave.tasks.apply import ApplyPolicy, apply_plan
+    from slowwave.tasks.claim import ClaimPolicy, claim
+    from slowwave.tasks.runs import start_run
 
     add(
         conn,
@@ -458,11 +458,11 @@ def test_apply_refuses_a_plan_that_names_another_conversations_fact(
 def test_in_a_batch_only_the_refused_chunk_is_charged_and_the_others_apply(
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
 ) -> None:
-    from models.ids import new_id
-    from models.plan import Plan, PlannedAction
-    from tasks.apply import ApplyPolicy, ChunkToApply, apply_plans
-    from tasks.claim import ClaimPolicy, claim
-    from tasks.runs import start_run
+    from slowwave.models.ids import new_id
+    from slowwave.models.plan import Plan, PlannedAction
+    from slowwave.tasks.apply import ApplyPolicy, ChunkToApply, apply_plans
+    from slowwave.tasks.claim import ClaimPolicy, claim
+    from slowwave.tasks.runs import start_run
 
     add(conn, make_episode("a", "o1", "I live in Oslo these days.", at(2025, 1, 1)))
     consolidate(
@@ -949,7 +949,7 @@ def test_a_programming_error_in_apply_fails_the_run_and_charges_no_attempt(
     def bug(*args: object, **kwargs: object) -> object:
         raise ValueError("a bug in slowwave, not in the chunk")
 
-    monkeypatch.setattr("tasks.apply.decide", bug)
+    monkeypatch.setattr("slowwave.tasks.apply.decide", bug)
     model = ScriptedModel({"b1": lambda r: answer(fact("User paints watercolours", "interest"))})
     with pytest.raises(ValueError, match="a bug in slowwave"):
         consolidate(db, model, embedder, settings)
@@ -1199,7 +1199,7 @@ def test_a_run_killed_on_this_host_gives_its_leases_back_at_the_next_run_without
 ) -> None:
     import socket
 
-    from tasks.runs import start_run
+    from slowwave.tasks.runs import start_run
 
     add(
         conn,

@@ -10,14 +10,14 @@ from uuid import UUID
 
 import numpy as np
 
-from models.category import Category
-from models.consolidation import ConsolidationOutput, FactAction
-from models.fact import Fact
-from models.ids import new_id
-from models.plan import Decision, Plan, PlannedAction
-from tasks.decide import Known, decide
-from tasks.evidence import attribute_evidence
-from tasks.guard import guard
+from slowwave.models.category import Category
+from slowwave.models.consolidation import ConsolidationOutput, FactAction
+from slowwave.models.fact import Fact
+from slowwave.models.ids import new_id
+from slowwave.models.plan import Decision, Plan, PlannedAction
+from slowwave.tasks.decide import Known, decide
+from slowwave.tasks.evidence import attribute_evidence
+from slowwave.tasks.guard import guard
 from tests.fix_episodes import at, make_episode
 from tests.fix_models import fact
 

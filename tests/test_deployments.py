@@ -17,8 +17,8 @@ from prefect.client.orchestration import SyncPrefectClient
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
 from prefect.client.schemas.objects import FlowRun
 
-from models.processes import free_port, start_in_own_group, stop_process_tree
-from sql.db import Database
+from slowwave.models.processes import free_port, start_in_own_group, stop_process_tree
+from slowwave.sql.db import Database
 from tests.fix_processes import slowwave_env
 
 PROJECT = Path(__file__).resolve().parents[1]

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from sql.db.embedded import postmaster_pid, stop_embedded
+from slowwave.sql.db.embedded import postmaster_pid, stop_embedded
 from tests.fix_db import wait_gone
 from tests.fix_processes import run_cli, slowwave_env
 
 HOLDER = """
 import sys, time
-from sql.db import Database
+from slowwave.sql.db import Database
 with Database() as db:
     print(db.embedded.pid, flush=True)
     time.sleep(120)

@@ -12,9 +12,9 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 from prefect.client.schemas.sorting import ArtifactSort
 
-from models.settings import Settings
-from sql.db import Database
-from tasks.ingest.transcripts import IngestPolicy, ingest
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
 from tests.fix_episodes import consolidated_once
 from tests.fix_prefect import completed_tasks
 
@@ -42,7 +42,7 @@ def test_the_nightly_flow_consolidates_locomo_in_shards_and_publishes_its_summar
     flow_settings: Settings,
     locomo_path: Path,
 ) -> None:
-    from flows.consolidate import nightly
+    from slowwave.flows.consolidate import nightly
 
     ingest(db, locomo_path, IngestPolicy.of(flow_settings))
     state = nightly(conversations=["conv-26", "conv-30", "conv-41"], return_state=True)
@@ -69,7 +69,7 @@ def test_the_nightly_flow_consolidates_locomo_in_shards_and_publishes_its_summar
 def test_the_backfill_flow_ingests_then_consolidates_and_fails_only_when_nothing_worked(
     prefect_api: None, db: Database, conn: psycopg.Connection, flow_settings: Settings
 ) -> None:
-    from flows.backfill import backfill
+    from slowwave.flows.backfill import backfill
 
     state = backfill(source=str(EXAMPLES / "sample-chats.jsonl"), return_state=True)
     assert state.is_completed(), state.message
@@ -90,8 +90,8 @@ def test_a_shard_hit_by_a_dropped_connection_is_retried_and_goes_on_where_it_sto
     locomo_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import flows.consolidate as nightly_module
-    import tasks.consolidate as stages_module
+    import slowwave.flows.consolidate as nightly_module
+    import slowwave.tasks.consolidate as stages_module
 
     real_apply = stages_module.apply_chunks
     calls = 0
@@ -129,10 +129,10 @@ def test_the_revert_and_forget_flows_run_like_the_rest_with_their_summaries(
     flow_settings: Settings,
     locomo_path: Path,
 ) -> None:
-    from flows.consolidate import nightly
-    from flows.history import forget, revert
-    from models.ids import conversation_ref
-    from tasks.history import HistoryError
+    from slowwave.flows.consolidate import nightly
+    from slowwave.flows.history import forget, revert
+    from slowwave.models.ids import conversation_ref
+    from slowwave.tasks.history import HistoryError
 
     ingest(db, locomo_path, IngestPolicy.of(flow_settings))
     run = nightly(conversations=["conv-30"], return_state=True).result()
@@ -168,8 +168,8 @@ def test_the_nightly_flow_runs_its_shards_at_once_each_claiming_its_own_conversa
     locomo_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from flows.consolidate import nightly
-    from models.settings import get_settings
+    from slowwave.flows.consolidate import nightly
+    from slowwave.models.settings import get_settings
 
     monkeypatch.setenv("SLOWWAVE_SHARD_CONCURRENCY", "3")
     get_settings.cache_clear()
@@ -195,8 +195,8 @@ def test_the_nightly_flow_writes_profiles_as_a_task_of_its_own_after_the_shards(
 ) -> None:
     """Seen in the UI as its own task run; the replay model writes no profile, so the
     conversation's row is kept stale for the next run to retry, and the run still completes."""
-    from flows.consolidate import nightly
-    from models.settings import get_settings
+    from slowwave.flows.consolidate import nightly
+    from slowwave.models.settings import get_settings
 
     monkeypatch.setenv("SLOWWAVE_PROFILES", "true")
     get_settings.cache_clear()

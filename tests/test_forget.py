@@ -11,15 +11,15 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from models.settings import Settings
-from sql.db import Database
-from tasks.consolidate import consolidate
-from tasks.forget import digest, forget_conversation, forget_fact
-from tasks.history import HistoryError, fact_history, list_facts
-from tasks.ingest.read import validate
-from tasks.ingest.rejects import Reject, RejectsReport
-from tasks.ingest.transcripts import IngestPolicy, ingest
-from tasks.search import has_facts, search
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+from slowwave.tasks.consolidate import consolidate
+from slowwave.tasks.forget import digest, forget_conversation, forget_fact
+from slowwave.tasks.history import HistoryError, fact_history, list_facts
+from slowwave.tasks.ingest.read import validate
+from slowwave.tasks.ingest.rejects import Reject, RejectsReport
+from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
+from slowwave.tasks.search import has_facts, search
 from tests.fix_episodes import with_settings
 from tests.fix_forget import columns_holding, files_holding, transcript
 from tests.reliability.fix_commands import CommandModel, HashEmbedder
@@ -75,7 +75,7 @@ def test_forgetting_a_conversation_leaves_no_byte_of_it_and_a_tombstone_without_
 def test_forgetting_one_fact_closes_its_chain_over_the_gap(
     db: Database, conn: psycopg.Connection, settings: Settings
 ) -> None:
-    from tasks.ingest.load import load_episodes
+    from slowwave.tasks.ingest.load import load_episodes
     from tests.reliability.fix_commands import said
 
     one_a_chunk = with_settings(settings, chunk_size=1)
@@ -108,7 +108,7 @@ def test_forgetting_one_fact_closes_its_chain_over_the_gap(
 def test_a_reject_line_is_the_conversations_by_its_record_not_by_a_substring() -> None:
     from dataclasses import asdict
 
-    from tasks.forget import _names
+    from slowwave.tasks.forget import _names
 
     record = {"conversation_id": "c10", "message_id": "1", "timestamp": "bad", "text": "hi"}
     _, reject = validate(record, 3, "/data/chat.jsonl", 100)
@@ -122,8 +122,8 @@ def test_a_reject_line_is_the_conversations_by_its_record_not_by_a_substring() -
 def test_a_run_can_still_be_reverted_after_a_fact_it_wrote_into_was_forgotten(
     db: Database, conn: psycopg.Connection, settings: Settings
 ) -> None:
-    from tasks.ingest.load import load_episodes
-    from tasks.revert import revert_run
+    from slowwave.tasks.ingest.load import load_episodes
+    from slowwave.tasks.revert import revert_run
     from tests.reliability.fix_commands import said
 
     two = with_settings(settings, chunk_size=2)

@@ -11,15 +11,15 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from models.consolidation import ConsolidationOutput
-from models.embedding.base import Embedder
-from models.llm.base import GenerationRequest, ModelAnswer, Purpose
-from models.merge import MergeJudgement, PairJudgement
-from models.run import RunSummary
-from models.settings import Settings
-from sql.db import Database
-from tasks.consolidate import consolidate
-from tasks.revert import revert_run
+from slowwave.models.consolidation import ConsolidationOutput
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer, Purpose
+from slowwave.models.merge import MergeJudgement, PairJudgement
+from slowwave.models.run import RunSummary
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+from slowwave.tasks.consolidate import consolidate
+from slowwave.tasks.revert import revert_run
 from tests.fix_episodes import active, add, at, decisions, facts, make_episode, with_settings
 from tests.fix_models import ScriptedModel, fact
 

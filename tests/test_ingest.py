@@ -15,13 +15,13 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from models.embedding.base import Embedder
-from models.ids import conversation_ref
-from models.llm.replay import LoCoMoReplayModel
-from models.settings import Settings
-from sql.db import Database
-from tasks.consolidate import consolidate
-from tasks.ingest.transcripts import IngestPolicy, ingest
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.ids import conversation_ref
+from slowwave.models.llm.replay import LoCoMoReplayModel
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+from slowwave.tasks.consolidate import consolidate
+from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
 from tests.fix_episodes import with_settings
 
 T0 = datetime(2023, 3, 1, 9, 0, tzinfo=UTC)
@@ -307,8 +307,8 @@ def test_generated_malformed_transcripts_never_crash_and_lose_no_good_line(
 def test_episodes_without_a_summary_get_one_from_the_model_in_batches(
     db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path
 ) -> None:
-    from models.llm.base import GenerationRequest, ModelAnswer
-    from tasks.ingest.summarize import summarize_missing
+    from slowwave.models.llm.base import GenerationRequest, ModelAnswer
+    from slowwave.tasks.ingest.summarize import summarize_missing
 
     class Summarizer:
         name = "summarizer"

@@ -20,15 +20,15 @@ import psutil
 import psycopg
 import pytest
 
-from models.embedding.base import Embedder
-from models.episode import Episode
-from models.llm import load_model
-from models.llm.openai import OpenAICompatibleModel
-from models.processes import LocalServer, free_port
-from models.settings import Settings
-from sql.db import Database
-from tasks.calibrate import build_request, parse_answer
-from tasks.consolidate import consolidate
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.episode import Episode
+from slowwave.models.llm import load_model
+from slowwave.models.llm.openai import OpenAICompatibleModel
+from slowwave.models.processes import LocalServer, free_port
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+from slowwave.tasks.calibrate import build_request, parse_answer
+from slowwave.tasks.consolidate import consolidate
 from tests.fix_episodes import add, at, make_episode, with_settings
 from tests.fix_models import Recorded
 

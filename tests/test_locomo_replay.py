@@ -8,14 +8,14 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from models.embedding import EmbeddingDimensionMismatch, check_dimension
-from models.embedding.base import Embedder
-from models.llm.replay import LoCoMoReplayModel, categorize, keywords_of
-from models.settings import Settings
-from sql.db import Database
-from tasks.consolidate import consolidate
-from tasks.ingest.load import load_episodes
-from tasks.ingest.locomo import read_locomo
+from slowwave.models.embedding import EmbeddingDimensionMismatch, check_dimension
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.llm.replay import LoCoMoReplayModel, categorize, keywords_of
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+from slowwave.tasks.consolidate import consolidate
+from slowwave.tasks.ingest.load import load_episodes
+from slowwave.tasks.ingest.locomo import read_locomo
 
 
 def test_the_replay_model_turns_locomo_sessions_into_facts_in_their_own_event_time(

@@ -8,14 +8,14 @@ import httpx
 import psycopg
 from prometheus_client.parser import text_string_to_metric_families
 
-from models.embedding.base import Embedder
-from models.llm.replay import LoCoMoReplayModel
-from models.processes import free_port
-from models.settings import Settings
 from slowwave.metrics import metrics_text, serve_metrics
-from sql.db import Database
-from tasks.consolidate import consolidate
-from tasks.ingest.transcripts import IngestPolicy, ingest
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.llm.replay import LoCoMoReplayModel
+from slowwave.models.processes import free_port
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+from slowwave.tasks.consolidate import consolidate
+from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
 from tests.fix_processes import run_cli
 
 

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from models.consolidation import ConsolidationOutput
-from models.llm.base import GenerationRequest, Purpose, RuntimeUnreachable
-from models.llm.openai import OpenAICompatibleModel
-from models.llm.strict_schema import strict_violations
-from tasks.calibrate import parse_answer
-from tasks.transient import is_transient
+from slowwave.models.consolidation import ConsolidationOutput
+from slowwave.models.llm.base import GenerationRequest, Purpose, RuntimeUnreachable
+from slowwave.models.llm.openai import OpenAICompatibleModel
+from slowwave.models.llm.strict_schema import strict_violations
+from slowwave.tasks.calibrate import parse_answer
+from slowwave.tasks.transient import is_transient
 
 ANSWER = {
     "facts": [
@@ -147,7 +147,7 @@ def test_two_shards_first_calls_at_the_same_moment_share_one_client_loop(
 ) -> None:
     import time
 
-    import models.llm.openai as runtime
+    import slowwave.models.llm.openai as runtime
 
     made: list[object] = []
     real = runtime.BackgroundLoop

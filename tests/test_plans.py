@@ -20,11 +20,11 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-import sql
-from models.settings import Settings
-from sql.copy import copy_rows
-from sql.db import Database, migrate
-from tasks.apply import FACT_COLUMNS
+from slowwave import sql
+from slowwave.models.settings import Settings
+from slowwave.sql.copy import copy_rows
+from slowwave.sql.db import Database, migrate
+from slowwave.tasks.apply import FACT_COLUMNS
 from tests.fix_db import url_for_database
 
 CONVERSATIONS = 400

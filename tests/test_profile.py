@@ -12,18 +12,18 @@ from pathlib import Path
 
 import psycopg
 
-from models.consolidation import ConsolidationOutput
-from models.embedding.base import Embedder
-from models.llm.base import GenerationRequest, ModelAnswer, Purpose
-from models.profile import ConversationProfile
-from models.settings import Settings
 from slowwave.memory import Memory
-from sql.db import Database, migrate
-from tasks.consolidate import consolidate
-from tasks.forget import forget_fact
-from tasks.profile import ProfilePolicy, read_profile, refresh_profiles
-from tasks.revert import revert_run
-from tasks.search import estimate_tokens
+from slowwave.models.consolidation import ConsolidationOutput
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer, Purpose
+from slowwave.models.profile import ConversationProfile
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database, migrate
+from slowwave.tasks.consolidate import consolidate
+from slowwave.tasks.forget import forget_fact
+from slowwave.tasks.profile import ProfilePolicy, read_profile, refresh_profiles
+from slowwave.tasks.revert import revert_run
+from slowwave.tasks.search import estimate_tokens
 from tests.fix_episodes import active, add, at, make_episode, with_settings
 from tests.fix_models import ScriptedModel, fact
 from tests.fix_processes import run_cli

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import psycopg
 
-from models.consolidation import ConsolidationOutput
-from models.embedding.base import Embedder
-from models.settings import Settings
-from sql.db import Database
-from tasks.consolidate import consolidate
-from tasks.quarantine import list_quarantined, release
+from slowwave.models.consolidation import ConsolidationOutput
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+from slowwave.tasks.consolidate import consolidate
+from slowwave.tasks.quarantine import list_quarantined, release
 from tests.fix_episodes import (
     add,
     at,

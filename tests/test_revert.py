@@ -9,14 +9,14 @@ from typing import Any
 import psycopg
 import pytest
 
-from models.embedding.base import Embedder
-from models.llm.replay import LoCoMoReplayModel
-from models.settings import Settings
-from sql.db import Database
-from tasks.consolidate import consolidate
-from tasks.ingest.load import load_episodes
-from tasks.ingest.transcripts import IngestPolicy, ingest
-from tasks.revert import RevertRefused, revert_run
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.llm.replay import LoCoMoReplayModel
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+from slowwave.tasks.consolidate import consolidate
+from slowwave.tasks.ingest.load import load_episodes
+from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
+from slowwave.tasks.revert import RevertRefused, revert_run
 from tests.fix_episodes import with_settings
 from tests.reliability.fix_commands import CommandModel, HashEmbedder, said
 
@@ -227,7 +227,7 @@ def test_a_cascade_refuses_to_revert_a_run_still_running(
 def test_a_revert_leaves_alone_charges_and_quarantines_that_came_after_it(
     db: Database, conn: psycopg.Connection, settings: Settings
 ) -> None:
-    from tasks.quarantine import release
+    from slowwave.tasks.quarantine import release
     from tests.reliability.fix_faults import FaultyModel
 
     once = with_settings(settings, max_attempts=1)

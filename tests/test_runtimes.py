@@ -18,17 +18,17 @@ import numpy as np
 import psycopg
 import pytest
 
-from models.embedding import RayEmbedder
-from models.embedding.base import Embedder
-from models.llm import load_model, vllm_options
-from models.llm.base import StructuredModel
-from models.llm.openai import OpenAICompatibleModel
-from models.llm.vllm_server import SERVED_NAME, running_vllm_server
-from models.settings import Settings
-from sql.db import Database
-from tasks.calibrate import build_request, parse_answer
-from tasks.consolidate import consolidate
-from tasks.transient import is_transient
+from slowwave.models.embedding import RayEmbedder
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.llm import load_model, vllm_options
+from slowwave.models.llm.base import StructuredModel
+from slowwave.models.llm.openai import OpenAICompatibleModel
+from slowwave.models.llm.vllm_server import SERVED_NAME, running_vllm_server
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+from slowwave.tasks.calibrate import build_request, parse_answer
+from slowwave.tasks.consolidate import consolidate
+from slowwave.tasks.transient import is_transient
 from tests.fix_episodes import add, at, make_episode, with_settings
 from tests.fix_models import Recorded
 

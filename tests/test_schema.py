@@ -9,10 +9,10 @@ import numpy as np
 import psycopg
 import pytest
 
-import sql
-from models.settings import Settings
-from sql.db import Database, MigrationError, migrate
-from sql.db.migrate import schema_embedding_dim
+from slowwave import sql
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database, MigrationError, migrate
+from slowwave.sql.db.migrate import schema_embedding_dim
 
 NOW = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 

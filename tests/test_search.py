@@ -9,15 +9,15 @@ import numpy as np
 import psycopg
 import pytest
 
-from models.consolidation import ConsolidationOutput, FactAction
-from models.embedding.base import Embedder
-from models.fact import embedding_text
-from models.settings import Settings
 from slowwave.memory import Memory
-from sql.copy import copy_rows
-from sql.db import Database
-from tasks.consolidate import consolidate
-from tasks.search import (
+from slowwave.models.consolidation import ConsolidationOutput, FactAction
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.fact import embedding_text
+from slowwave.models.settings import Settings
+from slowwave.sql.copy import copy_rows
+from slowwave.sql.db import Database
+from slowwave.tasks.consolidate import consolidate
+from slowwave.tasks.search import (
     SearchPolicy,
     context,
     named_dates,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from uuid import uuid4
 
-from models.run import ChunkFailure, RunSummary
-from tasks.consolidate import ShardSpec, shard_specs
+from slowwave.models.run import ChunkFailure, RunSummary
+from slowwave.tasks.consolidate import ShardSpec, shard_specs
 
 
 def test_due_conversations_are_cut_into_shards_of_the_set_size_the_last_one_smaller() -> None:
@@ -39,7 +39,7 @@ def test_a_run_adds_up_its_shards_counts_times_failures_and_placement() -> None:
 
 
 def test_a_database_only_this_machine_reaches_is_told_apart_from_one_a_cluster_reaches() -> None:
-    from flows.runners import machine_local
+    from slowwave.flows.runners import machine_local
 
     assert machine_local("postgresql://postgres:@/postgres?host=/tmp/pgdata")
     assert machine_local("postgresql://app:pw@127.0.0.1:5432/slowwave")
@@ -51,8 +51,8 @@ def test_a_database_only_this_machine_reaches_is_told_apart_from_one_a_cluster_r
 def test_runtimes_are_checked_for_ray_before_ray_is_started() -> None:
     """With a cluster address but no runtime on Ray yet (the replay model, an in-process
     embedder), the check before claiming needs no Ray connection."""
-    from flows.runners import check_shareable
-    from models.settings import Settings
+    from slowwave.flows.runners import check_shareable
+    from slowwave.models.settings import Settings
 
     settings = Settings(ray_address="127.0.0.1:1", _env_file=None)  # type: ignore[call-arg]
     check_shareable(settings, {"a": "runtime"})

@@ -22,7 +22,7 @@ def test_a_sigterm_runs_every_finally_block_and_exits_143(tmp_path: Path) -> Non
             textwrap.dedent(
                 f"""
                 import time
-                from models.processes import unwind_on_sigterm
+                from slowwave.models.processes import unwind_on_sigterm
                 unwind_on_sigterm()
                 try:
                     print("ready", flush=True)

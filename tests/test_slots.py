@@ -10,13 +10,13 @@ from collections.abc import Callable
 import psycopg
 import pytest
 
-from models.consolidation import ConsolidationOutput, normalize_slot
-from models.embedding.base import Embedder
-from models.episode import Message
-from models.settings import Settings
-from sql.db import Database
-from tasks.consolidate import consolidate
-from tasks.revert import revert_run
+from slowwave.models.consolidation import ConsolidationOutput, normalize_slot
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.episode import Message
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+from slowwave.tasks.consolidate import consolidate
+from slowwave.tasks.revert import revert_run
 from tests.fix_episodes import active, add, at, decisions, facts, make_episode, with_settings
 from tests.fix_models import ScriptedModel, fact
 

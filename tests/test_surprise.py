@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from models.fact import Fact
-from tasks.surprise import novelty, with_surprise
+from slowwave.models.fact import Fact
+from slowwave.tasks.surprise import novelty, with_surprise
 from tests.fix_episodes import at, make_episode
 
 

@@ -8,13 +8,13 @@ from typing import Any
 
 import numpy as np
 
-from models.embedding.base import (
+from slowwave.models.embedding.base import (
     Embedder,
     EmbeddingDimensionMismatch,
     Vectors,
     check_dimension,
 )
-from models.settings import Settings
+from slowwave.models.settings import Settings
 
 __all__ = [
     "Embedder",
@@ -28,10 +28,10 @@ __all__ = [
 def embedder_factory(settings: Settings) -> partial[Any]:
     """A picklable constructor of the configured runtime (for this process or an actor)."""
     if settings.embedding_runtime == "vllm":
-        from models.embedding.vllm_pooling import VLLMEmbedder
+        from slowwave.models.embedding.vllm_pooling import VLLMEmbedder
 
         return partial(VLLMEmbedder, settings.embedding_model, dtype=settings.embedding_dtype)
-    from models.embedding.sentence_transformer import SentenceTransformerEmbedder
+    from slowwave.models.embedding.sentence_transformer import SentenceTransformerEmbedder
 
     return partial(
         SentenceTransformerEmbedder,
@@ -46,7 +46,7 @@ class RayEmbedder:
     """Embedding actors on Ray; a batch is split into one contiguous shard per actor."""
 
     def __init__(self, settings: Settings) -> None:
-        from models.workers.pool import ActorPool
+        from slowwave.models.workers.pool import ActorPool
 
         self.pool = ActorPool(
             settings,

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from models.embedding.base import Vectors
+from slowwave.models.embedding.base import Vectors
 
 
 def resolve_model_path(reference: str) -> Path:

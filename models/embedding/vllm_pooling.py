@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from models.embedding.base import Vectors
-from models.embedding.sentence_transformer import resolve_model_path
+from slowwave.models.embedding.base import Vectors
+from slowwave.models.embedding.sentence_transformer import resolve_model_path
 
 
 class VLLMEmbedder:

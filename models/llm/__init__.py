@@ -7,10 +7,15 @@ from __future__ import annotations
 
 import importlib.util
 
-from models.llm.base import GenerationRequest, ModelAnswer, RuntimeNotAvailable, StructuredModel
-from models.llm.llamacpp_runtime import llamacpp_gguf
-from models.llm.vllm_runtime import vllm_options
-from models.settings import Settings
+from slowwave.models.llm.base import (
+    GenerationRequest,
+    ModelAnswer,
+    RuntimeNotAvailable,
+    StructuredModel,
+)
+from slowwave.models.llm.llamacpp_runtime import llamacpp_gguf
+from slowwave.models.llm.vllm_runtime import vllm_options
+from slowwave.models.settings import Settings
 
 __all__ = [
     "GenerationRequest",
@@ -45,7 +50,7 @@ def check_runtime(settings: Settings) -> None:
 def load_model(settings: Settings) -> StructuredModel:
     """The runtime named by ``SLOWWAVE_LLM_RUNTIME``."""
     if settings.llm_runtime == "replay":
-        from models.llm.replay import LoCoMoReplayModel
+        from slowwave.models.llm.replay import LoCoMoReplayModel
 
         if settings.replay_data is None:
             raise RuntimeNotAvailable(
@@ -53,7 +58,7 @@ def load_model(settings: Settings) -> StructuredModel:
             )
         return LoCoMoReplayModel(settings.replay_data)
     if settings.llm_runtime == "openai":
-        from models.llm.openai import OpenAICompatibleModel
+        from slowwave.models.llm.openai import OpenAICompatibleModel
 
         key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
         return OpenAICompatibleModel(
@@ -71,7 +76,7 @@ def load_model(settings: Settings) -> StructuredModel:
             schema_dialect=settings.openai_schema_dialect,
         )
     if settings.llm_runtime == "llamacpp":
-        from models.llm.llamacpp_runtime import LlamaCppModel
+        from slowwave.models.llm.llamacpp_runtime import LlamaCppModel
 
         return LlamaCppModel(settings)
     try:
@@ -80,6 +85,6 @@ def load_model(settings: Settings) -> StructuredModel:
         raise RuntimeNotAvailable(
             "the vllm runtime needs vLLM: pip install -e '.[cpu]' (no GPU) or '.[gpu]'"
         ) from exc
-    from models.llm.vllm_runtime import VLLMModel
+    from slowwave.models.llm.vllm_runtime import VLLMModel
 
     return VLLMModel(settings)

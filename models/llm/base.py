@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
-from models.llm.tokens import TokenCounter, estimate_tokens
+from slowwave.models.llm.tokens import TokenCounter, estimate_tokens
 
 
 class RuntimeUnreachable(ConnectionError):

@@ -19,13 +19,13 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from models.llm.base import GenerationRequest, ModelAnswer, RuntimeNotAvailable
-from models.llm.catalog import model_label
-from models.llm.openai import OpenAICompatibleModel
-from models.llm.tokens import TokenCounter
-from models.llm.weights import ModelNotPrepared, gguf_path
-from models.processes import LocalServer, free_port
-from models.settings import Settings
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer, RuntimeNotAvailable
+from slowwave.models.llm.catalog import model_label
+from slowwave.models.llm.openai import OpenAICompatibleModel
+from slowwave.models.llm.tokens import TokenCounter
+from slowwave.models.llm.weights import ModelNotPrepared, gguf_path
+from slowwave.models.processes import LocalServer, free_port
+from slowwave.models.settings import Settings
 
 SERVED_NAME = "slowwave"
 INSTALL_HINT = (

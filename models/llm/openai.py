@@ -27,11 +27,11 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from models.llm.background_loop import BackgroundLoop
-from models.llm.base import GenerationRequest, ModelAnswer, RuntimeUnreachable
-from models.llm.catalog import model_label
-from models.llm.strict_schema import strict_subset
-from models.llm.tokens import estimate_tokens
+from slowwave.models.llm.background_loop import BackgroundLoop
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer, RuntimeUnreachable
+from slowwave.models.llm.catalog import model_label
+from slowwave.models.llm.strict_schema import strict_subset
+from slowwave.models.llm.tokens import estimate_tokens
 
 # How the answer schema is asked for: OpenAI's ``json_schema`` response format (vLLM, llama.cpp's
 # own llama-server, hosted APIs), or ``json_object`` with a ``schema`` (llama-cpp-python's server).

@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
 
-from models.category import Category
-from models.consolidation import (
+from slowwave.models.category import Category
+from slowwave.models.consolidation import (
     MAX_KEYWORD_CHARS,
     MAX_KEYWORDS,
     ConsolidatedFact,
@@ -25,8 +25,8 @@ from models.consolidation import (
     FactAction,
     render_message_line,
 )
-from models.llm.base import GenerationRequest, ModelAnswer, Purpose
-from models.locomo import locomo_message
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer, Purpose
+from slowwave.models.locomo import locomo_message
 
 _EPISODE_HEADER = re.compile(r"^### (E\d+) \| ")
 

@@ -16,8 +16,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from models.llm.background_loop import BackgroundLoop
-from models.llm.base import GenerationRequest, ModelAnswer, RuntimeUnreachable
+from slowwave.models.llm.background_loop import BackgroundLoop
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer, RuntimeUnreachable
 
 
 @dataclass(frozen=True)

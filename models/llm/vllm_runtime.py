@@ -8,12 +8,12 @@ from concurrent.futures import Future
 from functools import partial
 from pathlib import Path
 
-from models.llm.base import GenerationRequest, ModelAnswer, RuntimeNotAvailable
-from models.llm.catalog import model_label
-from models.llm.tokens import model_token_counter
-from models.llm.vllm_engine import VLLMOptions
-from models.llm.weights import ModelNotPrepared, vllm_model_dir
-from models.settings import Settings
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer, RuntimeNotAvailable
+from slowwave.models.llm.catalog import model_label
+from slowwave.models.llm.tokens import model_token_counter
+from slowwave.models.llm.vllm_engine import VLLMOptions
+from slowwave.models.llm.weights import ModelNotPrepared, vllm_model_dir
+from slowwave.models.settings import Settings
 
 
 class VLLMModel:
@@ -22,10 +22,10 @@ class VLLMModel:
     name = "vllm"
 
     def __init__(self, settings: Settings) -> None:
-        from models.llm.vllm_engine import VLLMEngine
+        from slowwave.models.llm.vllm_engine import VLLMEngine
 
         self.name = model_label("vllm", settings.llm_model)
-        from models.workers.pool import ActorPool
+        from slowwave.models.workers.pool import ActorPool
 
         options = vllm_options(settings)
         self.context_tokens = settings.llm_max_model_len

@@ -16,8 +16,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from models.llm.vllm_engine import VLLMOptions, engine_kwargs
-from models.processes import LocalServer, free_port
+from slowwave.models.llm.vllm_engine import VLLMOptions, engine_kwargs
+from slowwave.models.processes import LocalServer, free_port
 
 SERVED_NAME = "slowwave"
 

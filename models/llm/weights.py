@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from models.llm.catalog import CATALOG, CatalogModel
+from slowwave.models.llm.catalog import CATALOG, CatalogModel
 
 GGUF_FILE = "model.gguf"
 MANIFEST_FILE = "manifest.json"

@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from models.settings import Settings
+from slowwave.models.settings import Settings
 
 
 def ray_module(settings: Settings | None = None) -> Any:

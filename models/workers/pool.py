@@ -26,9 +26,9 @@ from concurrent.futures import Future, InvalidStateError
 from functools import partial
 from typing import Any, TypeVar
 
-from models.llm.base import RuntimeUnreachable
-from models.settings import Settings
-from models.workers.cluster import (
+from slowwave.models.llm.base import RuntimeUnreachable
+from slowwave.models.settings import Settings
+from slowwave.models.workers.cluster import (
     acquire_ray,
     cluster_shape,
     current_node,

@@ -1,6 +1,6 @@
 """Postgres access: the database handle, the embedded server, migrations and status."""
 
-from sql.db.database import Database, DatabaseUnavailable, redact
-from sql.db.migrate import MigrationError, migrate
+from slowwave.sql.db.database import Database, DatabaseUnavailable, redact
+from slowwave.sql.db.migrate import MigrationError, migrate
 
 __all__ = ["Database", "DatabaseUnavailable", "MigrationError", "migrate", "redact"]

@@ -19,8 +19,8 @@ import psycopg
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
-from models.settings import Settings, get_settings
-from sql.db.embedded import EmbeddedPostgres
+from slowwave.models.settings import Settings, get_settings
+from slowwave.sql.db.embedded import EmbeddedPostgres
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql as pgsql
 
-import sql
-from sql.db.database import Database
+from slowwave import sql
+from slowwave.sql.db.database import Database
 
 _LOCK_KEY = 0x736C6F77  # "slow": the advisory lock that serialises migrators
 

@@ -7,8 +7,8 @@ import psycopg
 from psycopg.rows import dict_row
 from pydantic import BaseModel, Field
 
-import sql
-from sql.db.migrate import applied_versions, schema_embedding_dim
+from slowwave import sql
+from slowwave.sql.db.migrate import applied_versions, schema_embedding_dim
 
 COUNTS = (
     "episodes_pending",

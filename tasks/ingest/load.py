@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterable
 import psycopg
 from psycopg.types.json import Jsonb
 
-import sql
-from models.episode import Episode
-from sql.copy import copy_rows
-from tasks.forget import hold_conversations
+from slowwave import sql
+from slowwave.models.episode import Episode
+from slowwave.sql.copy import copy_rows
+from slowwave.tasks.forget import hold_conversations
 
 FORGOTTEN = (
     "conversation forgotten (a tombstone holds its id's SHA-256): refused, so that a forget "

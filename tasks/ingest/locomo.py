@@ -14,10 +14,10 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from models.episode import Episode
-from models.ids import new_id
-from models.locomo import locomo_key, locomo_message
-from tasks.ingest.rejects import Reject
+from slowwave.models.episode import Episode
+from slowwave.models.ids import new_id
+from slowwave.models.locomo import locomo_key, locomo_message
+from slowwave.tasks.ingest.rejects import Reject
 
 _SESSION = re.compile(r"^session_(\d+)$")
 

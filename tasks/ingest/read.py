@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
-from models.transcript import TranscriptMessage
-from tasks.ingest.rejects import Reject
+from slowwave.models.transcript import TranscriptMessage
+from slowwave.tasks.ingest.rejects import Reject
 
 
 class Row(NamedTuple):

@@ -14,10 +14,10 @@ import psycopg
 from psycopg.rows import dict_row
 from pydantic import ValidationError
 
-import sql
-from models.episode import Episode, Message
-from models.llm.base import GenerationRequest, Purpose, StructuredModel
-from models.summary import (
+from slowwave import sql
+from slowwave.models.episode import Episode, Message
+from slowwave.models.llm.base import GenerationRequest, Purpose, StructuredModel
+from slowwave.models.summary import (
     MAX_SUMMARY_CHARS,
     SUMMARY_SYSTEM_PROMPT,
     EpisodeSummary,

@@ -18,15 +18,15 @@ from typing import Literal
 import psycopg
 from pydantic import ValidationError
 
-import sql
-from models.ids import conversation_ref
-from models.settings import Settings
-from sql.copy import copy_rows
-from sql.db import Database
-from tasks.ingest.load import FORGOTTEN, load_episodes_counted, refuse_forgotten
-from tasks.ingest.locomo import read_locomo
-from tasks.ingest.read import COLUMNS, READERS
-from tasks.ingest.rejects import Reject, RejectsReport, report_path
+from slowwave import sql
+from slowwave.models.ids import conversation_ref
+from slowwave.models.settings import Settings
+from slowwave.sql.copy import copy_rows
+from slowwave.sql.db import Database
+from slowwave.tasks.ingest.load import FORGOTTEN, load_episodes_counted, refuse_forgotten
+from slowwave.tasks.ingest.locomo import read_locomo
+from slowwave.tasks.ingest.read import COLUMNS, READERS
+from slowwave.tasks.ingest.rejects import Reject, RejectsReport, report_path
 
 Format = Literal["jsonl", "parquet", "locomo"]
 Window = tuple[datetime | None, datetime | None]

@@ -18,10 +18,10 @@ from typing import Any
 
 import psycopg
 
-from models import faultpoints
-from models.settings import Settings
-from sql.db import Database
-from tasks.consolidate import consolidate
+from slowwave.models import faultpoints
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+from slowwave.tasks.consolidate import consolidate
 from tests.reliability.fix_commands import CommandModel, HashEmbedder
 
 CHUNK_SIZE = 2

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sql.db import Database
+from slowwave.sql.db import Database
 
 ROOT = Path(__file__).resolve().parents[2]
 

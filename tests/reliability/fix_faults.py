@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from models.consolidation import ConsolidatedFact, ConsolidationOutput, FactAction
-from models.llm.base import GenerationRequest, ModelAnswer, RuntimeUnreachable
+from slowwave.models.consolidation import ConsolidatedFact, ConsolidationOutput, FactAction
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer, RuntimeUnreachable
 from tests.reliability.fix_commands import CommandModel, commands, follow, shown
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from models import faultpoints
+from slowwave.models import faultpoints
 
 R = TypeVar("R")
 O = TypeVar("O")  # noqa: E741

@@ -8,10 +8,10 @@ from typing import Any
 
 import psycopg
 
-from models import faultpoints
-from sql.db import Database
-from tasks.consolidate import consolidate
-from tasks.ingest.load import load_episodes
+from slowwave.models import faultpoints
+from slowwave.sql.db import Database
+from slowwave.tasks.consolidate import consolidate
+from slowwave.tasks.ingest.load import load_episodes
 from tests.fix_db import TABLES
 from tests.reliability.crash_child import settings_for
 from tests.reliability.fix_commands import CommandModel, HashEmbedder, story_episodes

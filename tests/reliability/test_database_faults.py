@@ -13,13 +13,13 @@ import pytest
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
-from models import faultpoints
-from models.embedding.base import Embedder
-from models.llm.replay import LoCoMoReplayModel
-from models.settings import Settings
-from sql.db import Database
-from tasks.consolidate import consolidate
-from tasks.ingest.transcripts import IngestPolicy, ingest
+from slowwave.models import faultpoints
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.llm.replay import LoCoMoReplayModel
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+from slowwave.tasks.consolidate import consolidate
+from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
 from tests.fix_db import TABLES
 from tests.reliability.fix_outcome import broken_invariants, outcome
 
@@ -93,7 +93,7 @@ def test_a_connection_lost_while_applying_ends_as_a_clean_run(
     fault: str,
     retried: bool,
 ) -> None:
-    from flows.consolidate import nightly
+    from slowwave.flows.consolidate import nightly
 
     ingest_one(db, flow_settings, locomo_path)
     faultpoints.arm(point, terminate(db) if fault == "drop" else lose_confirmation, at_hit=2)

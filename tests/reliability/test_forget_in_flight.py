@@ -18,17 +18,17 @@ import psycopg
 import pytest
 from prefect import flow
 
-from flows.consolidate import consolidate_run
-from models.ids import conversation_ref
-from models.run import RunSummary
-from models.settings import Settings
-from sql.db import Database
-from tasks.consolidate import consolidate
-from tasks.forget import forget_conversation, forget_fact
-from tasks.ingest.load import FORGOTTEN, load_episodes
-from tasks.ingest.transcripts import IngestPolicy, ingest
-from tasks.revert import RevertRefused, revert_run
-from tasks.search import search
+from slowwave.flows.consolidate import consolidate_run
+from slowwave.models.ids import conversation_ref
+from slowwave.models.run import RunSummary
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+from slowwave.tasks.consolidate import consolidate
+from slowwave.tasks.forget import forget_conversation, forget_fact
+from slowwave.tasks.ingest.load import FORGOTTEN, load_episodes
+from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
+from slowwave.tasks.revert import RevertRefused, revert_run
+from slowwave.tasks.search import search
 from tests.fix_episodes import with_settings
 from tests.fix_forget import columns_holding, files_holding, prefect_holding, transcript
 from tests.reliability.crash_child import settings_for

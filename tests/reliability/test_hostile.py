@@ -14,15 +14,15 @@ from hypothesis import HealthCheck, event, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from models.consolidation import FactAction
-from models.ids import new_id
-from models.plan import Plan, PlannedAction
-from models.settings import Settings
-from sql.db import Database
-from tasks.consolidate import consolidate
-from tasks.guard import HoldPolicy, hold_reason
-from tasks.ingest.load import load_episodes
-from tasks.ingest.transcripts import IngestPolicy, ingest
+from slowwave.models.consolidation import FactAction
+from slowwave.models.ids import new_id
+from slowwave.models.plan import Plan, PlannedAction
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+from slowwave.tasks.consolidate import consolidate
+from slowwave.tasks.guard import HoldPolicy, hold_reason
+from slowwave.tasks.ingest.load import load_episodes
+from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
 from tests.fix_episodes import with_settings
 from tests.reliability.fix_commands import INJECTION, START, CommandModel, HashEmbedder, said
 

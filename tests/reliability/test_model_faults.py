@@ -9,11 +9,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from models.llm.base import RuntimeUnreachable
-from models.settings import Settings
-from sql.db import Database
-from tasks.consolidate import consolidate
-from tasks.ingest.load import load_episodes
+from slowwave.models.llm.base import RuntimeUnreachable
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+from slowwave.tasks.consolidate import consolidate
+from slowwave.tasks.ingest.load import load_episodes
 from tests.fix_episodes import with_settings
 from tests.reliability.fix_commands import (
     START,

@@ -1,0 +1,64 @@
+"""One import name: slowwave, with its folders under it, from a checkout and from a wheel."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BARE = ("flows", "tasks", "models", "sql")
+
+
+def test_every_module_of_the_checkout_loads_under_slowwave_and_no_bare_name_is_loaded() -> None:
+    """In a process of its own (this one refuses bare names at import): every module of every
+    subpackage, then sys.modules."""
+    probe = textwrap.dedent(
+        f"""
+        import importlib, pkgutil, sys
+        import slowwave
+        names = []
+        for sub in {BARE!r}:
+            package = importlib.import_module("slowwave." + sub)
+            assert package.__file__ is not None, sub  # a package, not a stray namespace folder
+            prefix = package.__name__ + "."
+            names += [m.name for m in pkgutil.walk_packages(package.__path__, prefix)]
+        for name in names:
+            importlib.import_module(name)
+        bare = sorted(n for n in sys.modules if n.partition(".")[0] in {BARE!r})
+        print(len(names), bare)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    count, bare = result.stdout.split(" ", 1)
+    assert int(count) > 70 and bare.strip() == "[]"
+
+
+def test_a_probe_import_across_the_layers_breaks_the_contracts(tmp_path: Path) -> None:
+    """The contracts see the linked folders: a stage importing a flow is reported."""
+    tree = tmp_path / "tree"
+    (tree).mkdir()
+    shutil.copy(ROOT / "pyproject.toml", tree / "pyproject.toml")
+    shutil.copytree(
+        ROOT / "slowwave",
+        tree / "slowwave",
+        symlinks=False,
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    gate = tree / "slowwave" / "tasks" / "gate.py"
+    gate.write_text(gate.read_text() + "\nfrom slowwave.flows import consolidate  # probe\n")
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("lint-imports"))],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "slowwave.tasks.gate -> slowwave.flows.consolidate" in result.stdout
