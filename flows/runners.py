@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import cloudpickle
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
@@ -16,8 +15,7 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from slowwave.models.llm.base import RuntimeNotAvailable
 from slowwave.models.settings import Settings
 from slowwave.models.workers.cluster import acquire_ray, node_addresses, release_ray
-
-LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
+from slowwave.sql.db.database import machine_local
 
 
 @contextmanager
@@ -74,10 +72,3 @@ def check_reachable(settings: Settings) -> None:
             "this one reaches (the embedded server, or localhost): set DATABASE_URL to a "
             "Postgres every node can reach"
         )
-
-
-def machine_local(url: str) -> bool:
-    """A libpq URL that reaches a server on this machine only (a unix socket, loopback)."""
-    host = (urlsplit(url).hostname or "") if "://" in url else ""
-    query = parse_qs(urlsplit(url).query).get("host", [""])[0] if "://" in url else ""
-    return (not host and (not query or query.startswith("/"))) or host in LOOPBACK

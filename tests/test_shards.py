@@ -39,13 +39,21 @@ def test_a_run_adds_up_its_shards_counts_times_failures_and_placement() -> None:
 
 
 def test_a_database_only_this_machine_reaches_is_told_apart_from_one_a_cluster_reaches() -> None:
-    from slowwave.flows.runners import machine_local
+    from slowwave.sql.db.database import machine_local
 
     assert machine_local("postgresql://postgres:@/postgres?host=/tmp/pgdata")
     assert machine_local("postgresql://app:pw@127.0.0.1:5432/slowwave")
     assert machine_local("postgresql://app:pw@localhost/slowwave")
     assert not machine_local("postgresql://app:pw@db.internal:5432/slowwave")
     assert not machine_local("postgresql://app:pw@10.0.0.5/slowwave")
+    # keyword DSNs, read by libpq's parser: a named host is another machine's
+    assert not machine_local("host=db.internal dbname=x")
+    assert machine_local("host=/var/run/postgresql dbname=x")
+    assert machine_local("host=localhost port=5432 dbname=x password='p@ss w'")
+    # a host list is this machine's only if every host is
+    assert not machine_local("host=localhost,db.internal dbname=x")
+    assert machine_local("postgresql://app@localhost,127.0.0.1/x")
+    assert not machine_local("hostaddr=10.0.0.5 dbname=x")
 
 
 def test_runtimes_are_checked_for_ray_before_ray_is_started() -> None:

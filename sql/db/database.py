@@ -8,15 +8,15 @@ registered. It owns the embedded server's lifetime for this process.
 from __future__ import annotations
 
 import logging
-import re
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from types import TracebackType
 from typing import Self
-from urllib.parse import urlsplit
 
 import psycopg
 from pgvector.psycopg import register_vector
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool
 
 from slowwave.models.settings import Settings, get_settings
@@ -29,18 +29,39 @@ class DatabaseUnavailable(RuntimeError):
     """Postgres cannot be reached, or it cannot serve slowwave (no pgvector)."""
 
 
-# password=value in a keyword DSN (value bare, or single-quoted with '' or \' inside) or in a
-# URL's query string
-_KEYWORD_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.|'')*'|[^\s&]*)", re.I)
+LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
 def redact(url: str) -> str:
-    """The DSN without its password, in every form libpq takes (URL user info, URL query,
-    keyword=value), for messages and logs."""
-    parts = urlsplit(url) if "://" in url else None
-    if parts is not None and parts.password is not None:
-        url = parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")).geturl()
-    return _KEYWORD_PASSWORD.sub(lambda m: f"{m.group(1).replace(' ', '')}***", url)
+    """The DSN for messages and logs: read by libpq's own parser (a URL, its query string or
+    keyword=value, quoting and percent-encoding included), written back as keyword=value with
+    the password replaced; one libpq cannot parse is not shown at all."""
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "(a connection string libpq cannot parse)"
+    if "password" in params:
+        params["password"] = "***"
+    first = [k for k in _SHOWN_FIRST if k in params]
+    return make_conninfo("", **{k: params[k] for k in first + sorted(set(params) - set(first))})
+
+
+_SHOWN_FIRST = ("host", "hostaddr", "port", "dbname", "user", "password")
+
+
+def machine_local(url: str) -> bool:
+    """Whether the DSN reaches a server on this machine only: every host libpq would try (a
+    host list included; PGHOST when the DSN names none) is a unix socket or a loopback name,
+    and every hostaddr a loopback address."""
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return False
+    hosts = str(params.get("host") or os.environ.get("PGHOST", "")).split(",")
+    addresses = [a for a in str(params.get("hostaddr") or "").split(",") if a]
+    if addresses:
+        return all(a.strip() in LOOPBACK for a in addresses)
+    return all(not h.strip() or h.strip().startswith("/") or h.strip() in LOOPBACK for h in hosts)
 
 
 def _configure(conn: psycopg.Connection) -> None:
