@@ -16,6 +16,8 @@ from pathlib import Path
 import httpx
 import psutil
 
+from slowwave.models.errors import SlowwaveError
+
 
 def unwind_on_sigterm() -> None:
     """Make a SIGTERM (a cancelled job, a stopped service) unwind this process like Ctrl-C,
@@ -76,7 +78,7 @@ def stop_process_tree(process: subprocess.Popen[bytes], timeout_s: float = 30.0)
     return [member.pid for member in stuck]
 
 
-class ServerError(RuntimeError):
+class ServerError(SlowwaveError, RuntimeError):
     """A local server exited or did not become healthy in time, or did not stop."""
 
 

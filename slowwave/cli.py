@@ -40,16 +40,15 @@ from rich.table import Column, Table
 from slowwave.memory import Memory
 from slowwave.metrics import metrics_text, serve_metrics
 from slowwave.models.category import Category
-from slowwave.models.embedding import EmbeddingDimensionMismatch
+from slowwave.models.errors import SlowwaveError
 from slowwave.models.ids import conversation_ref
-from slowwave.models.llm import RuntimeNotAvailable, check_runtime
-from slowwave.models.llm.weights import ModelNotPrepared
+from slowwave.models.llm import check_runtime
 from slowwave.models.processes import unwind_on_sigterm
 from slowwave.models.run import RunSummary
 from slowwave.models.settings import Settings, describe_invalid, get_settings
 from slowwave.settings_doc import settings_markdown, sync_readme
-from slowwave.sql.db import Database, DatabaseUnavailable, MigrationError, migrate
-from slowwave.sql.db.embedded import EmbeddedPostgresError, stop_embedded
+from slowwave.sql.db import Database, migrate
+from slowwave.sql.db.embedded import stop_embedded
 from slowwave.sql.db.migrate import check_dimension
 from slowwave.sql.db.status import COUNTS, DatabaseStatus, read_status
 from slowwave.tasks.forget import ForgetReport, forget_conversation, forget_fact
@@ -132,17 +131,9 @@ ConversationsOption = Annotated[
 P = ParamSpec("P")
 R = TypeVar("R")
 
-EXPECTED_ERRORS: tuple[type[Exception], ...] = (
-    FileNotFoundError,
-    RuntimeNotAvailable,
-    EmbeddingDimensionMismatch,
-    DatabaseUnavailable,
-    MigrationError,
-    EmbeddedPostgresError,
-    SearchError,
-    HistoryError,
-    ModelNotPrepared,
-)
+# What a user can act on: every SlowwaveError (the root of slowwave's own), and a file that
+# is not there.
+EXPECTED_ERRORS: tuple[type[Exception], ...] = (FileNotFoundError, SlowwaveError)
 
 
 def one_line_errors(func: Callable[P, R]) -> Callable[P, R]:

@@ -1,8 +1,11 @@
-"""A small Python API for agents: search consolidated memory, or get a context block.
+"""A small Python API for agents: record what was said, search consolidated memory, or get a
+context block.
 
-from slowwave.memory import Memory
+from slowwave import Memory
 
 with Memory() as memory:
+    memory.record("conv-26", [{"message_id": "m1", "timestamp": "2026-11-24T09:00:00Z",
+                                "speaker": "Caroline", "text": "I moved to Lisbon."}])
     hits = memory.search("where does Caroline live?", conversation_id="conv-26", k=5)
     print(memory.markdown(hits))
     print(memory.context("conv-26", budget_tokens=400))
@@ -13,10 +16,10 @@ with Memory() as memory:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 from uuid import UUID
 
 from slowwave.models.category import Category
@@ -26,6 +29,7 @@ from slowwave.models.history import FactVersion
 from slowwave.models.settings import Settings, get_settings
 from slowwave.sql.db import Database, migrate
 from slowwave.tasks.history import fact_history, get_version, list_facts
+from slowwave.tasks.ingest.transcripts import IngestPolicy, IngestReport, record
 from slowwave.tasks.profile import Profile, read_profile
 from slowwave.tasks.search import (
     Ranker,
@@ -41,7 +45,8 @@ from slowwave.tasks.search import (
 
 
 class Memory:
-    """Read access to slowwave's semantic memory for one process."""
+    """An agent's access to slowwave's memory for one process: record messages (episodic),
+    read what the nightly runs consolidated (semantic)."""
 
     def __init__(self, settings: Settings | None = None, embedder: Embedder | None = None) -> None:
         self.settings = settings or get_settings()
@@ -80,6 +85,23 @@ class Memory:
             )
             record_retrieval(conn, [h.id for h in hits])  # what a capacity cap keeps
         return hits
+
+    def record(
+        self,
+        conversation_id: str,
+        messages: Iterable[Mapping[str, Any]],
+        *,
+        allow_forgotten: bool = False,
+    ) -> IngestReport:
+        """Record messages of a conversation (each with ``message_id``, ``timestamp``,
+        ``speaker``, ``text``, optionally ``session_id``) through the path ``slowwave ingest``
+        takes: validated, idempotent (a message id recorded before is skipped), segmented into
+        episodes in event time; a forgotten conversation is refused unless
+        ``allow_forgotten``. The next run consolidates them. The report lists what was
+        refused, with the reasons."""
+        self.ensure_schema()
+        policy = IngestPolicy.of(self.settings, allow_forgotten=allow_forgotten)
+        return record(self._db.open(), conversation_id, messages, policy)
 
     def ensure_schema(self) -> None:
         """Migrate when needed (a fresh database has no tables, and no vector type yet)."""

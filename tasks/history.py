@@ -11,10 +11,11 @@ import psycopg
 from psycopg.rows import dict_row
 
 from slowwave import sql
+from slowwave.models.errors import SlowwaveError
 from slowwave.models.history import FactVersion
 
 
-class HistoryError(ValueError):
+class HistoryError(SlowwaveError, ValueError):
     """An operation on history that cannot be done as asked (no such fact, not invalidated)."""
 
 

@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 from slowwave import sql
 from slowwave.models.category import Category
 from slowwave.models.embedding.base import Embedder
+from slowwave.models.errors import SlowwaveError
 from slowwave.models.settings import Settings
 
 Ranker = Literal["hybrid", "vector", "fulltext"]
@@ -68,7 +69,7 @@ class SearchHit(BaseModel):
         return len(self.source_episodic_ids)
 
 
-class SearchError(ValueError):
+class SearchError(SlowwaveError, ValueError):
     """A search that cannot be answered as asked (a bad k, a query that is not text, a
     conversation with no facts): the user's to fix, said in one line."""
 

@@ -8,10 +8,12 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from slowwave.models.errors import SlowwaveError
+
 Vectors = npt.NDArray[np.float32]
 
 
-class EmbeddingDimensionMismatch(ValueError):
+class EmbeddingDimensionMismatch(SlowwaveError, ValueError):
     """The embedding model's dimension is not the schema's."""
 
 

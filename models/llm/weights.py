@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from slowwave.models.errors import SlowwaveError
 from slowwave.models.llm.catalog import CATALOG, CatalogModel
 
 GGUF_FILE = "model.gguf"
@@ -33,7 +34,7 @@ HF_DIR = "hf"
 _BLOCK = 1 << 22
 
 
-class ModelNotPrepared(RuntimeError):
+class ModelNotPrepared(SlowwaveError, RuntimeError):
     """The model is not there, or not what the catalog pins."""
 
 

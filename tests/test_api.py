@@ -1,0 +1,113 @@
+"""The public API: what ``import slowwave`` exports, and nothing but it in use.
+
+The backfill below imports from ``slowwave`` only, as an embedding application would.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+import slowwave
+from tests.fix_processes import run_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("prefect", "torch", "ray", "vllm", "sentence_transformers", "transformers")
+
+
+def test_importing_slowwave_or_one_stage_loads_no_prefect_torch_or_ray() -> None:
+    for module in ("slowwave", "slowwave.tasks.consolidate", "slowwave.sql.db"):
+        probe = f"import sys, {module}; print([n for n in {HEAVY!r} if n in sys.modules])"
+        result = subprocess.run(
+            [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120
+        )
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert result.stdout.strip() == "[]", module
+
+
+def test_every_export_resolves_and_every_error_a_user_can_act_on_is_a_slowwave_error() -> None:
+    operations = ["backfill", "consolidate", "forget", "ingest", "revert"]
+    assert sorted(slowwave.__all__) == sorted(
+        ["Memory", "Settings", "SlowwaveError", "__version__", *operations]
+    )
+    for name in slowwave.__all__:
+        assert getattr(slowwave, name) is not None
+    with pytest.raises(AttributeError):
+        slowwave.no_such_thing  # noqa: B018
+    from slowwave.models.embedding.base import EmbeddingDimensionMismatch
+    from slowwave.models.llm.base import RuntimeNotAvailable, RuntimeUnreachable
+    from slowwave.models.llm.weights import ModelNotPrepared
+    from slowwave.models.processes import ServerError
+    from slowwave.sql.db.database import DatabaseUnavailable
+    from slowwave.sql.db.embedded import EmbeddedPostgresError
+    from slowwave.sql.db.migrate import MigrationError
+    from slowwave.tasks.calibrate import MalformedAnswer
+    from slowwave.tasks.history import HistoryError
+    from slowwave.tasks.revert import RevertRefused
+    from slowwave.tasks.search import SearchError
+
+    for error in (
+        EmbeddingDimensionMismatch,
+        RuntimeNotAvailable,
+        RuntimeUnreachable,
+        ModelNotPrepared,
+        ServerError,
+        DatabaseUnavailable,
+        EmbeddedPostgresError,
+        MigrationError,
+        MalformedAnswer,
+        HistoryError,
+        RevertRefused,
+        SearchError,
+    ):
+        assert issubclass(error, slowwave.SlowwaveError), error
+
+
+@pytest.mark.slow
+def test_a_backfill_through_the_api_ends_with_the_facts_the_cli_ends_with(
+    settings: slowwave.Settings, locomo_path: Path, tmp_path: Path
+) -> None:
+    replay = {"llm_runtime": "replay", "replay_data": str(locomo_path)}
+    mine = slowwave.Settings(**{**settings.model_dump(), **replay}, _env_file=None)  # type: ignore[call-arg]
+
+    summary = slowwave.backfill(locomo_path, conversations=["conv-30"], settings=mine)
+
+    assert summary.status == "completed" and summary.facts_inserted > 0
+    with slowwave.Memory(mine) as memory:
+        facts = sorted(f.fact for f in memory.facts("conv-30"))
+    env = {"SLOWWAVE_LLM_RUNTIME": "replay", "SLOWWAVE_REPLAY_DATA": str(locomo_path)}
+    cli = tmp_path / "cli"
+    assert run_cli(cli, "backfill", str(locomo_path), "-c", "conv-30", **env).returncode == 0
+    shown = run_cli(cli, "facts", "-c", "conv-30", "--json", **env)
+    assert sorted(f["fact"] for f in json.loads(shown.stdout)) == facts
+    run_cli(cli, "db", "stop")
+
+
+def test_an_agent_records_messages_through_the_path_ingest_takes(
+    settings: slowwave.Settings,
+) -> None:
+    conversation = f"agent-{uuid.uuid4().hex[:8]}"
+    messages = [
+        {"message_id": "1", "timestamp": "2026-11-24T09:00:00Z", "speaker": "Ana", "text": "hi"},
+        {"message_id": "2", "timestamp": "2026-11-24T09:01:00Z", "speaker": "Ana", "text": ""},
+        {"message_id": "3", "timestamp": "yesterday", "speaker": "Ana", "text": "I moved."},
+        {"message_id": "1", "timestamp": "2026-11-24T09:02:00Z", "speaker": "Ana", "text": "x"},
+    ]
+    with slowwave.Memory(settings) as memory:
+        first = memory.record(conversation, messages)
+        again = memory.record(conversation, messages[:1])
+
+    assert (first.read, first.ingested, first.episodes) == (4, 1, 1)
+    reasons = sorted(r.reason for r in first.first_rejects)
+    assert reasons[0].startswith("duplicate message_id '1'") and "agent-" not in reasons[0]
+    assert reasons[1] == "text: is empty" and reasons[2].startswith("timestamp:")
+    assert (again.ingested, again.episodes) == (0, 0)  # recorded once
+    slowwave.forget(conversation_id=conversation, reason="erasure", by="dpo", settings=settings)
+    with slowwave.Memory(settings) as memory:
+        refused = memory.record(conversation, messages[:1])
+    assert (refused.ingested, refused.rejected) == (0, 1)
