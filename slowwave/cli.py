@@ -883,14 +883,12 @@ def consolidate_command(
     print_flow_result(nightly(conversations=references(conversation), return_state=True))
 
 
-PROJECT_DIR = Path(__file__).resolve().parents[1]
-
-
 def prefect_env(settings: Settings) -> dict[str, str]:
-    """The environment of `prefect` commands started for slowwave."""
+    """The environment of `prefect` commands started for slowwave: flow runs of what they deploy
+    start in the folder the command is run in (its .env, its ./.slowwave)."""
     env = dict(os.environ)
     env.setdefault("PREFECT_API_URL", f"http://127.0.0.1:{settings.prefect_port}/api")
-    env["SLOWWAVE_PROJECT_DIR"] = str(PROJECT_DIR)
+    env["SLOWWAVE_WORKING_DIR"] = str(Path.cwd())
     env["SLOWWAVE_NIGHTLY_TIMEZONE"] = settings.nightly_timezone
     env.setdefault("SLOWWAVE_HOME", str(settings.home))
     return env
@@ -902,7 +900,7 @@ def _prefect(*args: str, settings: Settings, check: bool = True) -> int:
 
     command = [sys.executable, "-m", "prefect", *args]
     return subprocess.run(
-        command, env=prefect_env(settings), cwd=PROJECT_DIR, check=check
+        command, env=prefect_env(settings), cwd=Path.cwd(), check=check
     ).returncode
 
 
@@ -950,11 +948,17 @@ def server_command() -> None:
 
 @app.command("deploy")
 def deploy_command() -> None:
-    """Create the `process` work pool if missing, then deploy prefect.yaml (nightly, backfill)."""
+    """Create the `process` work pool if missing, then deploy slowwave's prefect.yaml (nightly,
+    backfill, revert, forget); their runs start in this folder."""
+    from importlib.resources import as_file, files
+
     settings = get_settings()
     if _prefect("work-pool", "inspect", "process", settings=settings, check=False) != 0:
         _prefect("work-pool", "create", "process", "--type", "process", settings=settings)
-    _prefect("deploy", "--all", "--no-prompt", settings=settings)
+    with as_file(files("slowwave") / "prefect.yaml") as deployments:
+        _prefect(
+            "deploy", "--all", "--no-prompt", "--prefect-file", str(deployments), settings=settings
+        )
 
 
 @app.command("worker")
