@@ -53,16 +53,16 @@ from slowwave.sql.db import Database, migrate
 from slowwave.tasks.claim import Due
 from slowwave.tasks.consolidate import (
     RunPolicy,
+    RunSteps,
     Scope,
     ShardSpec,
     ShardWork,
-    count_left_pending,
+    drive_run,
     plan_run,
     run_shard,
 )
 from slowwave.tasks.forget import resolve_conversations
 from slowwave.tasks.profile import ProfilePolicy, profile_run
-from slowwave.tasks.runs import recorded_run
 from slowwave.tasks.transient import is_transient
 
 
@@ -204,6 +204,59 @@ def publish(summary: RunSummary) -> None:
         )
 
 
+class FlowSteps(RunSteps):
+    """The run's steps as the flow runs them: the plan, each shard and the profiles as Prefect
+    tasks (their states, retries and times in the UI), the shards at once on threads or Ray
+    workers, and a progress artifact."""
+
+    def __init__(
+        self, settings: Settings, model: StructuredModel, embedder: Embedder | None
+    ) -> None:
+        super().__init__(model, embedder)
+        self.settings = settings
+        self.progress = Progress(total=0)
+
+    def prepare(self, summary: RunSummary) -> None:
+        self._embedder = self._embedder or load_embedder(self.settings)
+        summary.place("embedding", actor_nodes(self.embedder))
+        summary.place("llm", actor_nodes(self.model))
+        check_shareable(self.settings, self.model, self.embedder)
+
+    def plan(
+        self, db: Database, summary: RunSummary, policy: RunPolicy, scope: Scope, size: int
+    ) -> tuple[list[ShardSpec], Due]:
+        return plan_task(db, summary, policy, scope, size)
+
+    def planned(self, due: Due, specs: Sequence[ShardSpec]) -> None:
+        self.progress = Progress(total=due.conversations)
+        self.progress.artifact = create_progress_artifact(
+            0.0,
+            key="slowwave-progress",
+            description=f"{due.conversations} conversations, {due.episodes} episodes",
+        )
+        get_run_logger().info(
+            "%d conversations due (%d episodes), in %d shard(s)",
+            due.conversations,
+            due.episodes,
+            len(specs),
+        )
+
+    def shards(
+        self,
+        db: Database,
+        specs: Sequence[ShardSpec],
+        scope: Scope,
+        policy: RunPolicy,
+        summary: RunSummary,
+    ) -> None:
+        # shards use connections of their own, to the server this run uses
+        shard_settings = self.settings.model_copy(update={"database_url": SecretStr(db.url)})
+        run_shards(shard_settings, specs, scope, self.model, self.embedder, summary, self.progress)
+
+    def profiles(self, db: Database, summary: RunSummary, policy: ProfilePolicy) -> None:
+        profile_task(db, self.model, summary, policy)
+
+
 def consolidate_run(
     settings: Settings,
     *,
@@ -212,50 +265,30 @@ def consolidate_run(
     model: StructuredModel | None = None,
     embedder: Embedder | None = None,
 ) -> RunSummary:
-    """The body of the nightly and backfill flows (call it inside a flow)."""
-    logger = get_run_logger()
+    """The body of the nightly and backfill flows (call it inside a flow): ``drive_run`` with
+    the flow's steps, then the run's summary published."""
     own_model, own_embedder = model is None, embedder is None
     with Database(settings) as db:
         migrate(db)
-        flow_run_id = str(flow_run.get_id() or "")
         if conversations is not None:  # references (c:…) from the CLI: ids from here on
             with db.connection() as conn:
                 conversations = resolve_conversations(conn, conversations)
         model = model or load_model(settings)
+        steps = FlowSteps(settings, model, embedder)
         try:
-            with recorded_run(
-                db, kind=kind, flow_run_id=flow_run_id, lease_s=settings.claim_lease_s
-            ) as summary:
-                policy = RunPolicy.of(settings, model)  # a budget that cannot work is recorded
-                embedder = embedder or load_embedder(settings)
-                summary.place("embedding", actor_nodes(embedder))
-                summary.place("llm", actor_nodes(model))
-                check_shareable(settings, model, embedder)
-                scope = Scope.of(summary, conversations)
-                specs, due = plan_task(db, summary, policy, scope, settings.shard_conversations)
-                progress = Progress(total=due.conversations)
-                progress.artifact = create_progress_artifact(
-                    0.0,
-                    key="slowwave-progress",
-                    description=f"{due.conversations} conversations, {due.episodes} episodes",
-                )
-                logger.info(
-                    "%d conversations due (%d episodes), in %d shard(s)",
-                    due.conversations,
-                    due.episodes,
-                    len(specs),
-                )
-                # shards use connections of their own, to the server this run uses
-                shard_settings = settings.model_copy(update={"database_url": SecretStr(db.url)})
-                run_shards(shard_settings, specs, scope, model, embedder, summary, progress)
-                count_left_pending(db, summary, policy, scope)
-                if policy.profile.enabled:
-                    profile_task(db, model, summary, policy.profile)
+            summary = drive_run(
+                db,
+                settings,
+                steps,
+                kind=kind,
+                conversations=conversations,
+                flow_run_id=str(flow_run.get_id() or ""),
+            )
         finally:
             if own_model:
                 model.close()
-            if own_embedder and embedder is not None:
-                embedder.close()
+            if own_embedder and steps.loaded_embedder is not None:
+                steps.loaded_embedder.close()
     publish(summary)
     return summary
 

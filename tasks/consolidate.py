@@ -515,6 +515,89 @@ def consolidate_shard(
     )
 
 
+class RunSteps:
+    """How the steps of a run execute. These defaults run them in this process, the shards one
+    after another (tests, benchmarks, embedding programs); the nightly and backfill flows run
+    them as Prefect tasks (``slowwave.flows.consolidate.FlowSteps``). Either way ``drive_run``
+    is the one order of a run."""
+
+    def __init__(self, model: StructuredModel, embedder: Embedder | None) -> None:
+        self.model = model
+        self._embedder = embedder
+
+    @property
+    def loaded_embedder(self) -> Embedder | None:
+        """The embedder, if one was given or loaded (to close it after)."""
+        return self._embedder
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            raise RuntimeError("the run's embedder is loaded by prepare()")
+        return self._embedder
+
+    def prepare(self, summary: RunSummary) -> None:
+        """Inside the recorded run, before anything is planned (what fails here is recorded)."""
+
+    def plan(
+        self, db: Database, summary: RunSummary, policy: RunPolicy, scope: Scope, size: int
+    ) -> tuple[list[ShardSpec], Due]:
+        return plan_run(db, summary, policy, scope, size)
+
+    def planned(self, due: Due, specs: Sequence[ShardSpec]) -> None:
+        """What is due is known, before any shard starts."""
+
+    def shards(
+        self,
+        db: Database,
+        specs: Sequence[ShardSpec],
+        scope: Scope,
+        policy: RunPolicy,
+        summary: RunSummary,
+    ) -> None:
+        """Every shard; each one's summary merged into the run's, a failed one's too."""
+        for spec in specs:
+            shard = ShardWork(spec, scope)
+            try:
+                run_shard(db, shard, self.model, self.embedder, policy)
+            finally:
+                if shard.summary is not None:
+                    summary.merge(shard.summary)
+
+    def profiles(self, db: Database, summary: RunSummary, policy: ProfilePolicy) -> None:
+        profile_run(db, self.model, summary, policy)
+
+
+def drive_run(
+    db: Database,
+    settings: Settings,
+    steps: RunSteps,
+    *,
+    kind: str,
+    conversations: Sequence[str] | None = None,
+    flow_run_id: str | None = None,
+) -> RunSummary:
+    """A whole run, the one order every run follows: recorded (its row, its leases renewed,
+    its claims released and its outcome stored whatever happens) → its policy → what it
+    consolidates → a plan of shards from a count of what is due → the shards, each claiming
+    its own conversations → what it leaves pending, counted → the conversations' profiles."""
+    with recorded_run(
+        db, kind=kind, flow_run_id=flow_run_id, lease_s=settings.claim_lease_s
+    ) as summary:
+        policy = RunPolicy.of(
+            settings, steps.model
+        )  # inside: a budget that cannot work is recorded
+        steps.prepare(summary)
+        scope = Scope.of(summary, conversations)
+        specs, due = steps.plan(db, summary, policy, scope, settings.shard_conversations)
+        steps.planned(due, specs)
+        steps.shards(db, specs, scope, policy, summary)
+        count_left_pending(db, summary, policy, scope)
+        if policy.profile.enabled:
+            steps.profiles(db, summary, policy.profile)
+    return summary
+
+
 def consolidate(
     db: Database,
     model: StructuredModel,
@@ -525,21 +608,12 @@ def consolidate(
     conversations: Sequence[str] | None = None,
     flow_run_id: str | None = None,
 ) -> RunSummary:
-    """A whole run in this process: plan its shards, claim and consolidate them one after
-    another, release the rest, record the run."""
-    with recorded_run(
-        db, kind=kind, flow_run_id=flow_run_id, lease_s=settings.claim_lease_s
-    ) as summary:
-        policy = RunPolicy.of(settings, model)  # inside: a budget that cannot work is recorded
-        scope = Scope.of(summary, conversations)
-        specs, _ = plan_run(db, summary, policy, scope, settings.shard_conversations)
-        for spec in specs:
-            shard = ShardWork(spec, scope)
-            try:
-                run_shard(db, shard, model, embedder, policy)
-            finally:  # what a failed shard did is counted too
-                if shard.summary is not None:
-                    summary.merge(shard.summary)
-        count_left_pending(db, summary, policy, scope)
-        profile_run(db, model, summary, policy.profile)
-    return summary
+    """A whole run in this process (``drive_run`` with the in-process steps)."""
+    return drive_run(
+        db,
+        settings,
+        RunSteps(model, embedder),
+        kind=kind,
+        conversations=conversations,
+        flow_run_id=flow_run_id,
+    )
