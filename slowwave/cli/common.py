@@ -1,0 +1,132 @@
+"""What every command shares: the consoles, the options, one-line errors, and the database
+opened, migrated and connected once."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, is_dataclass
+from datetime import datetime
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any, ParamSpec, TypeVar
+
+import psycopg
+import typer
+from rich.console import Console
+
+from slowwave.models.errors import SlowwaveError
+from slowwave.models.settings import Settings, get_settings
+from slowwave.sql.db import Database, migrate
+from slowwave.tasks.ingest.transcripts import Format
+
+console = Console()
+errors = Console(stderr=True)
+
+SourceArgument = Annotated[
+    Path, typer.Argument(help="A transcript file (JSONL, Parquet) or LoCoMo JSON.")
+]
+FormatOption = Annotated[
+    Format | None,
+    typer.Option("--format", "-f", help="jsonl, parquet or locomo (default: by suffix)."),
+]
+AllowForgottenOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-forgotten",
+        help="Ingest messages of conversations that were forgotten (refused by default, so "
+        "that re-running a source does not bring a forgotten conversation back).",
+    ),
+]
+ConversationsOption = Annotated[
+    list[str] | None,
+    typer.Option("--conversation", "-c", help="Only these conversations (repeatable)."),
+]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# What a user can act on: every SlowwaveError (the root of slowwave's own), and a file that
+# is not there.
+EXPECTED_ERRORS: tuple[type[Exception], ...] = (FileNotFoundError, SlowwaveError)
+
+
+def one_line_errors(func: Callable[P, R]) -> Callable[P, R]:
+    """Turn the errors a user can act on into one line on stderr and exit code 1."""
+
+    @wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except EXPECTED_ERRORS as exc:
+            errors.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+
+    return wrapper
+
+
+@contextmanager
+def open_database(settings: Settings | None = None) -> Iterator[Database]:
+    with Database(settings or get_settings()) as db:
+        yield db
+
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+AsOfOption = Annotated[
+    datetime | None,
+    typer.Option(
+        "--as-of",
+        help="What was valid at this event time (ISO 8601; UTC when no zone is given).",
+        formats=["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"],
+    ),
+]
+ReasonOption = Annotated[
+    str, typer.Option("--reason", "-r", help="Why (kept with the operation, for audit).")
+]
+ByOption = Annotated[
+    str | None, typer.Option("--by", help="Who asks (default: the operating-system user).")
+]
+
+
+def operator(by: str | None) -> str:
+    import getpass
+
+    return by or getpass.getuser()
+
+
+def ensure_migrated(db: Database) -> None:
+    """Commands that write need the schema; migrating is idempotent and cheap."""
+    migrate(db)
+
+
+@contextmanager
+def connected(settings: Settings | None = None) -> Iterator[psycopg.Connection]:
+    """The one way a command reaches the database: opened (the embedded server started when
+    it is the one), refused with one line when its schema is not this version's, and a pooled
+    connection for the command's work."""
+    with open_database(settings) as db:
+        ensure_migrated(db)
+        with db.connection() as conn:
+            yield conn
+
+
+def emit(data: Any, as_json: bool, show: Callable[[], None]) -> None:
+    """A command's result: as JSON (``--json``: dataclasses and pydantic models as their
+    fields, ids and times as strings), or shown for a person by ``show``."""
+    if not as_json:
+        show()
+        return
+    typer.echo(json.dumps(_jsonable(data), indent=2, default=str))
+
+
+def _jsonable(data: Any) -> Any:
+    if hasattr(data, "model_dump"):
+        return data.model_dump(mode="json")
+    if is_dataclass(data) and not isinstance(data, type):
+        return _jsonable(asdict(data))
+    if isinstance(data, dict):
+        return {str(k): _jsonable(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [_jsonable(v) for v in data]
+    return data

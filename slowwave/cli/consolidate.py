@@ -1,0 +1,102 @@
+"""`slowwave backfill` and `slowwave consolidate`: the flows, run here, and their summaries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from slowwave.cli.common import (
+    AllowForgottenOption,
+    ConversationsOption,
+    FormatOption,
+    SourceArgument,
+    console,
+    errors,
+    one_line_errors,
+    open_database,
+)
+from slowwave.cli.ingest import print_ingest
+from slowwave.models.ids import conversation_ref
+from slowwave.models.llm import check_runtime
+from slowwave.models.run import RunSummary
+from slowwave.models.settings import get_settings
+from slowwave.sql.db import migrate
+from slowwave.tasks.ingest.rejects import Reject
+from slowwave.tasks.ingest.transcripts import IngestReport
+
+
+@one_line_errors
+def backfill_command(
+    path: SourceArgument,
+    fmt: FormatOption = None,
+    conversation: ConversationsOption = None,
+    allow_forgotten: AllowForgottenOption = False,
+) -> None:
+    """Ingest a historical transcript, then consolidate everything pending (the backfill flow)."""
+    from slowwave.flows.backfill import backfill
+
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    preflight()
+    state = backfill(
+        source=str(path.resolve()),
+        format=fmt,
+        conversations=references(conversation),
+        allow_forgotten=allow_forgotten,
+        return_state=True,
+    )
+    print_flow_result(state)
+
+
+def references(conversations: list[str] | None) -> list[str] | None:
+    """Conversations as a flow's parameters carry them: by reference (``c:…``), never by id,
+    since Prefect keeps every flow run's parameters and a forget cannot reach them there."""
+    if conversations is None:
+        return None
+    return [c if c.startswith("c:") else conversation_ref(c) for c in conversations]
+
+
+def preflight() -> None:
+    """What a run needs, checked before Prefect or any engine starts, so that an unreachable
+    database, a schema of another embedding dimension or a model not set up is one line on
+    stderr within seconds, not a traceback from inside a flow."""
+    settings = get_settings()
+    with open_database(settings) as db:
+        migrate(db)
+    check_runtime(settings)
+
+
+def print_flow_result(state: Any) -> None:
+    data = state.result(raise_on_failure=False)
+    if isinstance(data, dict):
+        if isinstance(data.get("ingest"), dict):
+            report = data.pop("ingest")
+            rejects = [Reject(**r) for r in report.pop("first_rejects", [])]
+            print_ingest(IngestReport(**report, first_rejects=rejects))
+        print_summary(RunSummary.model_validate(data))
+    if not state.is_completed():
+        errors.print(f"[bold red]error:[/] the run {state.name}: {state.message}", highlight=False)
+        raise typer.Exit(1)
+
+
+def print_summary(summary: RunSummary) -> None:
+    table = Table("run " + str(summary.run_id), summary.status, show_lines=False)
+    for label, value in summary.counter_rows():
+        table.add_row(label, str(value))
+    console.print(table)
+    for failure in summary.failures[:10]:
+        state = "quarantined" if failure.quarantined else "will retry"
+        console.print(f"  {failure.conversation_id}: {state}: {failure.reason}", highlight=False)
+
+
+@one_line_errors
+def consolidate_command(
+    conversation: ConversationsOption = None,
+) -> None:
+    """Consolidate everything that is due (the nightly flow, run here)."""
+    from slowwave.flows.consolidate import nightly
+
+    preflight()
+    print_flow_result(nightly(conversations=references(conversation), return_state=True))

@@ -1,0 +1,86 @@
+"""`slowwave db`: the schema and the state of the database, and the embedded server."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from slowwave.cli.common import (
+    console,
+    one_line_errors,
+    open_database,
+)
+from slowwave.models.settings import get_settings
+from slowwave.sql.db import migrate
+from slowwave.sql.db.embedded import stop_embedded
+from slowwave.sql.db.migrate import check_dimension
+from slowwave.sql.db.status import COUNTS, DatabaseStatus, read_status
+from slowwave.tasks.runs import mark_crashed
+
+app = typer.Typer(help="Schema and state of the database.", no_args_is_help=True)
+
+
+@app.command("migrate")
+@one_line_errors
+def db_migrate() -> None:
+    """Create or upgrade the schema (a no-op when it is current)."""
+    with open_database() as db:
+        report = migrate(db)
+        for label in report.applied:
+            console.print(f"applied  {label}")
+        console.print(
+            f"schema current on {db.where()}: {len(report.applied)} applied, "
+            f"{len(report.already)} already present, embeddings {report.embedding_dim}-d"
+        )
+
+
+@app.command("status")
+@one_line_errors
+def db_status(
+    conversations: Annotated[
+        bool, typer.Option("--conversations", "-c", help="Counts per conversation.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Episodes pending / consolidated / quarantined and facts active / invalidated."""
+    with open_database() as db, db.raw_connection() as conn:
+        status = read_status(conn, db.where(), per_conversation=conversations)
+        if status.migrations_pending == 0:  # runs whose process died are marked crashed
+            mark_crashed(conn, get_settings().claim_lease_s)
+    if as_json:
+        typer.echo(status.model_dump_json(indent=2))
+    else:
+        print_status(status)
+    check_dimension(status.embedding_dim, get_settings().embedding_dim)
+
+
+def print_status(status: DatabaseStatus) -> None:
+    console.print(
+        f"{status.where}: {status.migrations_applied} migration(s) applied, "
+        f"{status.migrations_pending} pending, embeddings {status.embedding_dim or '-'}-d"
+    )
+    table = Table("conversation", *[c.replace("_", " ") for c in COUNTS])
+    for row in status.conversations or []:
+        table.add_row(row.conversation_id, *[str(getattr(row, c)) for c in COUNTS])
+    table.add_row("[bold]total", *[f"[bold]{getattr(status.totals, c)}" for c in COUNTS])
+    console.print(table)
+
+
+@app.command("stop")
+@one_line_errors
+def db_stop(
+    force: Annotated[
+        bool, typer.Option("--force", help="Stop even while other processes hold it.")
+    ] = False,
+) -> None:
+    """Stop the embedded Postgres (e.g. one left running by a killed process)."""
+    settings = get_settings()
+    if settings.database_url is not None:
+        console.print("DATABASE_URL is set: slowwave does not manage that server.")
+        return
+    if stop_embedded(settings.pgdata, force=force):
+        console.print(f"stopped the embedded Postgres in {settings.pgdata}")
+    else:
+        console.print(f"no embedded Postgres running in {settings.pgdata}")

