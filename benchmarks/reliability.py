@@ -31,7 +31,6 @@ import argparse
 import os
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -308,7 +307,7 @@ def forget_in_flight(db: Any, home: Path, conversations: int) -> Scenario:
     from slowwave.models.faultpoints import POINTS
     from slowwave.tasks.forget import forget_conversation
     from slowwave.tasks.ingest.load import load_episodes
-    from tests.fix_forget import columns_holding
+    from tests.fix_forget import columns_holding, new_marker
     from tests.reliability.fix_crash import hit_for
     from tests.reliability.fix_in_flight import arrive_during
     from tests.reliability.test_forget_in_flight import secret_conversation
@@ -316,7 +315,7 @@ def forget_in_flight(db: Any, home: Path, conversations: int) -> Scenario:
     clean = clean_outcome(db, home, conversations)  # of the stories alone
     scenario = Scenario()
     for point in POINTS:
-        marker = f"zqxv{uuid.uuid4().hex}"
+        marker = new_marker()
         secret, episodes = secret_conversation(marker)
         stories(db, conversations)
         with db.connection() as conn:

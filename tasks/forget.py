@@ -22,6 +22,7 @@ import ast
 import json
 import logging
 import re
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -283,9 +284,37 @@ def _names(line: str, conversation_id: str) -> bool:
     return any(f"conversation_id{sep}{q}" in excerpt for q in quoted for sep in ('": ', "': "))
 
 
+# How long a purge waits for transactions that began before the forget committed.
+OLD_SNAPSHOTS_WAIT_S = 120.0
+
+
+def _old_snapshots_gone(conn: psycopg.Connection) -> bool:
+    """Wait until no other session of this database is in a transaction that began before now
+    (the forget has committed): none can still see the deleted rows."""
+    now = conn.execute("SELECT clock_timestamp()").fetchone()
+    deadline = time.monotonic() + OLD_SNAPSHOTS_WAIT_S
+    while time.monotonic() < deadline:
+        row = conn.execute(sql.statement("old_snapshots"), {"since": now[0] if now else None})
+        if not (row.fetchone() or (0,))[0]:
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def _purge(db: Database, report: ForgetReport) -> None:
-    """Rewrite the tables so no deleted tuple stays in their files, then move the WAL on."""
+    """Rewrite the tables so no deleted tuple stays in their files, then move the WAL on.
+
+    A rewrite keeps a deleted row that some transaction may still see: one that began before
+    the forget committed (a run's statement on other conversations, say). The purge first waits
+    for those to end, bounded; one still open then is named in the report."""
     with db.connection() as conn:  # autocommit: VACUUM cannot run in a transaction
+        if not _old_snapshots_gone(conn):
+            report.purge_note = (
+                "a transaction that began before the forget was still open after "
+                f"{OLD_SNAPSHOTS_WAIT_S:.0f} s: rows it could see may stay in the files until the "
+                "next purge (slowwave forget again, or VACUUM FULL)"
+            )
+            logger.warning("forget: %s", report.purge_note)
         try:
             conn.execute(f"VACUUM (FULL) {', '.join(PURGED)}")
             # the planner's statistics sample column values: sample what is left, then rewrite

@@ -4,7 +4,6 @@ home, search finds nothing, and a tombstone without content records the deletion
 from __future__ import annotations
 
 import json
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from slowwave.tasks.ingest.rejects import Reject, RejectsReport
 from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
 from slowwave.tasks.search import has_facts, search
 from tests.fix_episodes import with_settings
-from tests.fix_forget import columns_holding, files_holding, transcript
+from tests.fix_forget import columns_holding, files_holding, new_marker, transcript
 from tests.reliability.fix_commands import CommandModel, HashEmbedder
 
 T0 = datetime(2024, 3, 1, 9, tzinfo=UTC)
@@ -30,7 +29,7 @@ T0 = datetime(2024, 3, 1, 9, tzinfo=UTC)
 def test_forgetting_a_conversation_leaves_no_byte_of_it_and_a_tombstone_without_content(
     db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path
 ) -> None:
-    marker = f"zqxv{uuid.uuid4().hex}"
+    marker = new_marker()
     source = transcript(tmp_path / "chats.jsonl", marker)
     ingest(db, source, IngestPolicy.of(with_settings(settings, summarize_on_ingest=False)))
     consolidate(db, CommandModel(), HashEmbedder(), settings, kind="backfill")

@@ -30,7 +30,13 @@ from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
 from slowwave.tasks.revert import RevertRefused, revert_run
 from slowwave.tasks.search import search
 from tests.fix_episodes import with_settings
-from tests.fix_forget import columns_holding, files_holding, prefect_holding, transcript
+from tests.fix_forget import (
+    columns_holding,
+    files_holding,
+    new_marker,
+    prefect_holding,
+    transcript,
+)
 from tests.reliability.crash_child import settings_for
 from tests.reliability.fix_commands import CommandModel, HashEmbedder, said, story_episodes
 from tests.reliability.fix_faults import FaultyModel
@@ -91,7 +97,7 @@ def test_a_forget_during_a_run_leaves_nothing_of_the_conversation_and_the_run_wr
     point: str,
     hit: int,
 ) -> None:
-    marker = f"zqxv{uuid.uuid4().hex}"
+    marker = new_marker()
     secret, episodes = secret_conversation(marker)
     load_episodes(conn, episodes + story_episodes(1))  # and a conversation that stays
     conn.commit()
@@ -131,7 +137,7 @@ def test_a_forget_during_a_run_leaves_nothing_of_the_conversation_and_the_run_wr
 def test_forgetting_a_fact_a_run_is_updating_forgets_the_successor_written_from_it(
     db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path
 ) -> None:
-    marker = f"zqxv{uuid.uuid4().hex}"
+    marker = new_marker()
     old, new = f"Lea lives in Ghent, code {marker}a.", f"Lea lives in Antwerp, code {marker}b."
     run_settings = settings_for(db.url, tmp_path)
     load_episodes(conn, said("lea", f"remember: {old}", "remember: Lea plays the cello."))
@@ -164,7 +170,7 @@ def test_forgetting_a_fact_a_run_is_updating_forgets_the_successor_written_from_
 def test_a_forgotten_conversation_is_refused_at_ingest_unless_the_operator_overrides(
     db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path
 ) -> None:
-    marker = f"zqxv{uuid.uuid4().hex}"
+    marker = new_marker()
     source = transcript(tmp_path / "chats.jsonl", marker)
     policy = IngestPolicy.of(with_settings(settings, summarize_on_ingest=False))
     assert ingest(db, source, policy).ingested == 4
