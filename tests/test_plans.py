@@ -499,6 +499,7 @@ NOT_PLANNED = {
     "load_refuse",
     "profile_read",  # by primary key
     "profile_write",  # an upsert of the run's profiles by primary key
+    "old_snapshots",  # pg_stat_activity, a view of the server's sessions, not a table
 }
 
 
