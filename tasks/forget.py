@@ -301,6 +301,35 @@ def _old_snapshots_gone(conn: psycopg.Connection) -> bool:
     return False
 
 
+# At most this many WAL segments are written past (max_wal_size's default holds 64).
+MAX_WAL_SEGMENTS = 1024
+
+
+def _rotate_wal(conn: psycopg.Connection) -> None:
+    """Move the write-ahead log past every segment file that exists now, then checkpoint, so
+    that each is removed, not kept.
+
+    With recycling on, a checkpoint renames an old segment to a future name, its bytes intact,
+    and the log later overwrites only what it writes into it; recycling is turned off first
+    (a checkpoint makes the checkpointer read the setting). A future segment recycled before
+    then is passed too: a switch moves on only from a segment the log wrote into, so each step
+    writes a small record first."""
+    conn.execute("ALTER SYSTEM SET wal_recycle = off")
+    conn.execute("SELECT pg_reload_conf()")
+    conn.execute("CHECKPOINT")  # the checkpointer reloads before it runs a requested one
+    row = conn.execute(sql.statement("wal_segments_last")).fetchone()
+    last = str(row[0]) if row and row[0] else ""
+    for _ in range(MAX_WAL_SEGMENTS):
+        conn.execute("SELECT pg_logical_emit_message(false, 'slowwave.forget', 'rotate')")
+        current = conn.execute("SELECT pg_walfile_name(pg_switch_wal())").fetchone()
+        if current is None or str(current[0]) >= last:
+            break
+    for _ in range(2):
+        conn.execute("SELECT pg_logical_emit_message(false, 'slowwave.forget', 'rotate')")
+        conn.execute("SELECT pg_switch_wal()")
+        conn.execute("CHECKPOINT")
+
+
 def _purge(db: Database, report: ForgetReport) -> None:
     """Rewrite the tables so no deleted tuple stays in their files, then move the WAL on.
 
@@ -325,11 +354,7 @@ def _purge(db: Database, report: ForgetReport) -> None:
             return
         try:
             conn.execute("VACUUM (FULL) pg_catalog.pg_statistic")
-            conn.execute("ALTER SYSTEM SET wal_recycle = off")
-            conn.execute("SELECT pg_reload_conf()")
-            for _ in range(2):
-                conn.execute("SELECT pg_switch_wal()")
-                conn.execute("CHECKPOINT")
+            _rotate_wal(conn)
         except psycopg.errors.InsufficientPrivilege as exc:
             report.purge_note = (
                 "tables rewritten; the statistics catalog and the write-ahead log are the "

@@ -500,6 +500,7 @@ NOT_PLANNED = {
     "profile_read",  # by primary key
     "profile_write",  # an upsert of the run's profiles by primary key
     "old_snapshots",  # pg_stat_activity, a view of the server's sessions, not a table
+    "wal_segments_last",  # the server's WAL folder, not a table
 }
 
 
