@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import slowwave
+from slowwave.sql.db import Database
 from tests.fix_processes import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,7 +71,7 @@ def test_every_export_resolves_and_every_error_a_user_can_act_on_is_a_slowwave_e
 
 @pytest.mark.slow
 def test_a_backfill_through_the_api_ends_with_the_facts_the_cli_ends_with(
-    settings: slowwave.Settings, locomo_path: Path, tmp_path: Path
+    db: Database, settings: slowwave.Settings, locomo_path: Path, tmp_path: Path
 ) -> None:
     replay = {"llm_runtime": "replay", "replay_data": str(locomo_path)}
     mine = slowwave.Settings(**{**settings.model_dump(), **replay}, _env_file=None)  # type: ignore[call-arg]
@@ -89,7 +90,7 @@ def test_a_backfill_through_the_api_ends_with_the_facts_the_cli_ends_with(
 
 
 def test_an_agent_records_messages_through_the_path_ingest_takes(
-    settings: slowwave.Settings,
+    db: Database, settings: slowwave.Settings
 ) -> None:
     conversation = f"agent-{uuid.uuid4().hex[:8]}"
     messages = [

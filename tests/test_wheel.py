@@ -23,6 +23,7 @@ import pytest
 
 import slowwave
 from slowwave.models.processes import free_port, start_in_own_group, stop_process_tree
+from slowwave.sql.db import Database
 
 ROOT = Path(__file__).resolve().parents[1]
 CONVERSATION = "conv-30"
@@ -77,7 +78,7 @@ def run(bin_dir: Path, cwd: Path, env: dict[str, str], *args: str) -> str:
 
 @pytest.mark.slow
 def test_the_wheel_installs_beside_a_models_package_and_runs_and_deploys_from_an_empty_folder(
-    tmp_path: Path, locomo_path: Path, settings: slowwave.Settings
+    db: Database, tmp_path: Path, locomo_path: Path, settings: slowwave.Settings
 ) -> None:
     wheel = build_wheel(tmp_path / "dist")
     tops = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
