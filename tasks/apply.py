@@ -297,9 +297,10 @@ def _apply(
             conn, [c for c in chunks if c.plan.chunk_id not in dropped], run_id
         )
     with around("lock_targets", conn):
-        live, vanished = _vanished_targets(conn, live)
-        conflicts += vanished
         known = _lock_targets(conn, [c.plan for c in live])
+        live, vanished = _vanished_targets(conn, live, known)
+        conflicts += vanished
+        _refuse_foreign_targets([c.plan for c in live], known)
         holders = _lock_slot_holders(conn, [c.plan for c in live], known) if policy.slots else {}
     with around("dedupe", conn):
         nearest = _nearest_duplicates(conn, live, policy, known)
@@ -408,18 +409,22 @@ def _lock_episodes(
 
 
 def _vanished_targets(
-    conn: psycopg.Connection, chunks: Sequence[ChunkToApply]
+    conn: psycopg.Connection, chunks: Sequence[ChunkToApply], known: dict[UUID, Known]
 ) -> tuple[list[ChunkToApply], list[tuple[ChunkToApply, str]]]:
     """Split off the chunks whose plans act on facts that no longer exist: forgotten or
     reverted while the chunk was in flight. Not the chunk's failure: a conflict, left with its
-    conversation's later chunks for a later run, which decides on what holds then."""
-    targets = {a.target_id for c in chunks for a in c.plan.actions if a.target_id is not None}
-    if not targets:
+    conversation's later chunks for a later run, which decides on what holds then. Only a
+    target the lock did not find is looked up (rare: the usual batch reads nothing more)."""
+    unknown = {
+        a.target_id
+        for c in chunks
+        for a in c.plan.actions
+        if a.target_id is not None and a.target_id not in known
+    }
+    if not unknown:
         return list(chunks), []
-    rows = conn.execute(sql.statement("facts_existing"), {"ids": sorted(targets)}).fetchall()
-    gone = targets - {r[0] for r in rows}
-    if not gone:
-        return list(chunks), []
+    rows = conn.execute(sql.statement("facts_existing"), {"ids": sorted(unknown)}).fetchall()
+    gone = unknown - {r[0] for r in rows}
     live: list[ChunkToApply] = []
     conflicts: list[tuple[ChunkToApply, str]] = []
     for chunk in chunks:
@@ -454,14 +459,25 @@ def _lock_targets(conn: psycopg.Connection, plans: Sequence[Plan]) -> dict[UUID,
             "conversations": [conversation for _, conversation in wanted],
         },
     ).fetchall()
-    known = {r[0]: Known(valid_at=r[1], vector=r[2].to_numpy()) for r in rows}
-    missing = sorted((c, str(f)) for f, c in wanted if f not in known)
+    return {r[0]: Known(valid_at=r[1], vector=r[2].to_numpy()) for r in rows}
+
+
+def _refuse_foreign_targets(plans: Sequence[Plan], known: dict[UUID, Known]) -> None:
+    """A plan that acts on a fact that exists but is not an active fact of its own
+    conversation: refused (``IsolationViolation``)."""
+    missing = sorted(
+        {
+            (p.conversation_id, str(a.target_id))
+            for p in plans
+            for a in p.actions
+            if a.target_id is not None and a.target_id not in known
+        }
+    )
     if missing:
         raise IsolationViolation(  # the failure names the conversation; its reason must not
             f"plan acts on {len(missing)} fact(s) that are not active facts of its "
             f"conversation: {[f for _, f in missing]}"
         )
-    return known
 
 
 def _lock_slot_holders(

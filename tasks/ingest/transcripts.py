@@ -47,6 +47,12 @@ class IngestReport:
     rejects_path: str | None = None
     first_rejects: list[Reject] = field(default_factory=list)
 
+    def count_rejects(self, rejects: RejectsReport) -> None:
+        """What the rejects report holds: how many, the first few, and where (when any)."""
+        self.rejected = rejects.count
+        self.first_rejects = rejects.first
+        self.rejects_path = str(rejects.path) if rejects.count else None
+
 
 def detect_format(path: Path) -> Format:
     suffix = path.suffix.lower()
@@ -107,9 +113,7 @@ def ingest(
             _ingest_locomo(conn, path, policy, report, rejects, window)
         else:
             _ingest_transcript(conn, path, fmt, policy, report, rejects, progress, window)
-        report.rejected = rejects.count
-        report.first_rejects = rejects.first
-        report.rejects_path = str(rejects.path) if rejects.count else None
+        report.count_rejects(rejects)
     return report
 
 
@@ -138,9 +142,7 @@ def record(
     path = policy.home / "rejects" / "recorded.rejects.jsonl"
     with RejectsReport(path) as rejects, db.connection() as conn:
         _stage_and_segment(conn, [batch], source, policy, report, rejects, None, (None, None))
-        report.rejected = rejects.count
-        report.first_rejects = rejects.first
-        report.rejects_path = str(rejects.path) if rejects.count else None
+        report.count_rejects(rejects)
     return report
 
 
