@@ -13,8 +13,7 @@ from prefect.cache_policies import NONE
 from prefect.runtime import flow_run
 from prefect.states import State
 
-from slowwave.flows.consolidate import consolidate_run, final_state
-from slowwave.models.llm import load_model
+from slowwave.flows.consolidate import consolidate_run, final_state, start_model
 from slowwave.models.llm.base import StructuredModel
 from slowwave.models.settings import get_settings
 from slowwave.sql.db import Database, migrate
@@ -93,7 +92,7 @@ def backfill(
         f"{report.rejected} rejected"
     )
     settings = get_settings()
-    model = load_model(settings)
+    model = start_model(settings)
     try:
         if settings.summarize_on_ingest and settings.llm_runtime != "replay":
             written = summarize_task(model, conversations)

@@ -12,8 +12,9 @@ so the engine is fed continuously. Each shard returns its counts and stage times
 the run's summary artifact.
 
 Transient failures (an engine restart, a dropped connection) are retried with backoff; poison
-work is quarantined by the core and listed. The run ends Completed — with a warning artifact
-when some conversations failed — and Failed only when nothing could be done.
+work is quarantined by the core and listed. The run ends Completed only when every chunk went
+through; a run in which some failed ends Failed, named ``CompletedWithFailures``, tagged, with
+a WARNING line per failed conversation and a warning artifact (conversations by reference).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +42,7 @@ from prefect.tasks import exponential_backoff
 from pydantic import SecretStr
 
 from slowwave.flows.runners import check_shareable, shard_runner, spread
+from slowwave.models import interrupt
 from slowwave.models.embedding import load_embedder
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.ids import conversation_ref
@@ -134,16 +137,39 @@ def profile_task(
     profile_run(db, model, summary, policy)
 
 
+@contextmanager
+def reported(what: str) -> Iterator[None]:
+    """Log ``what`` as it starts and how long it took: a model's load or an engine's start-up
+    is told as what it is, not folded into the next task's time."""
+    logger = get_run_logger()
+    logger.info("%s…", what)
+    start = time.perf_counter()
+    yield
+    logger.info("%s: done in %.1f s", what, time.perf_counter() - start)
+
+
+def start_model(settings: Settings) -> StructuredModel:
+    """The configured language model, its start-up (an engine, a server) logged as such."""
+    model = settings.openai_model if settings.llm_runtime == "openai" else settings.llm_model
+    with reported(f"starting the language model ({settings.llm_runtime}, {model})"):
+        return load_model(settings)
+
+
 @dataclass
 class Progress:
-    """The run's progress artifact in conversations done, moved on at most every few seconds:
-    as shards on threads finish conversations, or as shards on Ray finish."""
+    """The run's progress in conversations done: its artifact moved on at most every
+    ``interval_s``, and a log line (in the UI and the terminal of a local run) at most every
+    ``log_interval_s``, as shards on threads finish conversations, or as shards on Ray
+    finish."""
 
     total: int
     interval_s: float = 2.0
+    log_interval_s: float = 10.0
     done: int = 0
     artifact: Any = None
+    logger: Any = None
     _shown: float = field(default=0.0, init=False)
+    _logged: float = field(default_factory=time.monotonic, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
     def finish(self) -> None:
@@ -156,6 +182,9 @@ class Progress:
         with self._lock:
             self.done += finished
             now = time.monotonic()
+            if self.logger is not None and finished and now - self._logged >= self.log_interval_s:
+                self._logged = now
+                self.logger.info("%d of %d conversations done", self.done, self.total)
             if self.done < self.total and now - self._shown < self.interval_s:
                 return
             self._shown = now
@@ -179,29 +208,67 @@ def summary_table(summary: RunSummary) -> list[dict[str, Any]]:
 
 
 def publish(summary: RunSummary) -> None:
-    """The run's summary table, and a warning listing failed conversations if any."""
+    """The run's summary table; when chunks failed, a warning artifact listing them, a WARNING
+    log line per conversation and the run's tags (``failures``, ``quarantined``), each naming
+    conversations by reference only (Prefect's store is out of a forget's reach)."""
     create_table_artifact(
         table=summary_table(summary),
         key="slowwave-run-summary",
         description=f"slowwave {summary.kind} run `{summary.run_id}`: {summary.status}",
     )
-    if summary.failures:
-        lines = [
-            f"# {len(summary.failures)} chunk(s) failed",
-            "",
-            "| conversation | episodes | state | reason |",
-            "|---|---|---|---|",
-        ]
-        for f in summary.failures[:200]:
-            state = "quarantined" if f.quarantined else "retried next run"
-            reason = f.reason.replace("|", "\\|")[:300]
-            ref = conversation_ref(f.conversation_id)  # Prefect keeps no conversation id
-            lines.append(f"| {ref} | {f.episodes} | {state} | {reason} |")
-        create_markdown_artifact(
-            markdown="\n".join(lines),
-            key="slowwave-run-failures",
-            description="Conversations whose chunks failed in this run",
-        )
+    if not summary.failures:
+        return
+    failed = failed_conversations(summary)
+    lines = [
+        f"# {summary.chunks_failed} chunk(s) of {len(failed)} conversation(s) failed",
+        "",
+        "Quarantined episodes wait for `slowwave quarantine release`; the others are taken "
+        "again by the next run. A conversation is named by its reference: "
+        "`slowwave quarantine list` shows its id.",
+        "",
+    ]
+    for ref, failure in failed.items():
+        lines.append(f"- **{ref}**: {failure}")
+    create_markdown_artifact(
+        markdown="\n".join(lines),
+        key="slowwave-run-failures",
+        description="Conversations whose chunks failed in this run",
+    )
+    logger = get_run_logger()
+    for ref, failure in list(failed.items())[:FAILURES_LOGGED]:
+        logger.warning("conversation %s: %s", ref, failure)
+    if len(failed) > FAILURES_LOGGED:
+        logger.warning("and %d more conversations failed", len(failed) - FAILURES_LOGGED)
+    tag_run("failures", *(["quarantined"] if summary.episodes_quarantined else []))
+
+
+# WARNING lines a run logs for its failed conversations, at most (the artifact has them all)
+FAILURES_LOGGED = 50
+
+
+def failed_conversations(summary: RunSummary) -> dict[str, str]:
+    """Each failed conversation's reference and what happened to it, its reasons whole."""
+    by_ref: dict[str, list[str]] = {}
+    for f in summary.failures:
+        state = "quarantined" if f.quarantined else "taken again next run"
+        line = f"{f.episodes} episode(s) {state}: {f.reason}"
+        by_ref.setdefault(conversation_ref(f.conversation_id), []).append(line)
+    return {ref: "; ".join(lines) for ref, lines in by_ref.items()}
+
+
+def tag_run(*tags: str) -> None:
+    """Add ``tags`` to the current flow run (searchable and shown in the UI's runs list)."""
+    from uuid import UUID
+
+    from prefect.client.orchestration import get_client
+
+    current_id = flow_run.get_id()
+    if current_id is None:
+        return
+    run_id = UUID(current_id)
+    with get_client(sync_client=True) as client:
+        current = client.read_flow_run(run_id)
+        client.update_flow_run(run_id, tags=sorted({*current.tags, *tags}))
 
 
 class FlowSteps(RunSteps):
@@ -217,7 +284,9 @@ class FlowSteps(RunSteps):
         self.progress = Progress(total=0)
 
     def prepare(self, summary: RunSummary) -> None:
-        self._embedder = self._embedder or load_embedder(self.settings)
+        if self._embedder is None:
+            with reported(f"loading the embedding model {self.settings.embedding_model}"):
+                self._embedder = load_embedder(self.settings)
         summary.place("embedding", actor_nodes(self.embedder))
         summary.place("llm", actor_nodes(self.model))
         check_shareable(self.settings, self.model, self.embedder)
@@ -228,7 +297,7 @@ class FlowSteps(RunSteps):
         return plan_task(db, summary, policy, scope, size)
 
     def planned(self, due: Due, specs: Sequence[ShardSpec]) -> None:
-        self.progress = Progress(total=due.conversations)
+        self.progress = Progress(total=due.conversations, logger=get_run_logger())
         self.progress.artifact = create_progress_artifact(
             0.0,
             key="slowwave-progress",
@@ -273,7 +342,7 @@ def consolidate_run(
         if conversations is not None:  # references (c:…) from the CLI: ids from here on
             with db.connection() as conn:
                 conversations = resolve_conversations(conn, conversations)
-        model = model or load_model(settings)
+        model = model or start_model(settings)
         steps = FlowSteps(settings, model, embedder)
         try:
             summary = drive_run(
@@ -309,7 +378,7 @@ def run_shards(
     queued = deque(ShardWork(spec, scope) for spec in specs)
     running: dict[PrefectFuture[RunSummary], ShardWork] = {}
     failure: BaseException | None = None
-    with shard_runner(settings) as runner:
+    with shard_runner(settings) as runner, interrupt.stops_threads():
         while running or (queued and failure is None):
             while queued and failure is None and len(running) < settings.shard_concurrency:
                 shard = queued.popleft()
@@ -341,12 +410,21 @@ def run_shards(
 
 
 def final_state(summary: RunSummary, **extra: Any) -> State:
-    """Completed unless nothing could be done; the summary (and ``extra``) as its data."""
+    """Completed when every chunk went through; otherwise a Failed state (red in the UI and
+    on the deployment's activity bar, and what Prefect's failure automations watch): named
+    ``CompletedWithFailures`` when some chunks were applied, plain Failed when none could be.
+    The summary (and ``extra``) is its data either way."""
     data = {**summary.model_dump(mode="json"), **extra}
     if summary.chunks and summary.chunks_failed == summary.chunks:
         return Failed(message=f"all {summary.chunks} chunk(s) failed", data=data)
-    message = "completed" if not summary.failures else f"{summary.chunks_failed} chunk(s) failed"
-    return Completed(message=message, data=data)
+    if summary.failures:
+        conversations = len({f.conversation_id for f in summary.failures})
+        message = (
+            f"{summary.chunks_failed} of {summary.chunks} chunk(s) failed, in {conversations} "
+            f"conversation(s); {summary.episodes_quarantined} episode(s) quarantined"
+        )
+        return Failed(name="CompletedWithFailures", message=message, data=data)
+    return Completed(message="completed", data=data)
 
 
 def nightly_run_name() -> str:

@@ -33,3 +33,32 @@ def conversation_ref(conversation_id: str) -> str:
     SHA-256. slowwave's own listings (``slowwave quarantine list``) show the id beside it while
     the conversation exists; a forget removes every row it could be mapped back by."""
     return f"c:{digest(conversation_id)[:12]}"
+
+
+# A short id is the start of an id's last group (its random part; a UUID v7's first groups are
+# its time, shared by every row made in the same minute), at least this long, longer where
+# another id of its kind starts the same way (``slowwave.tasks.ids``).
+SHORT_MIN = 7
+SHORT_MAX = 12
+_HEX = frozenset("0123456789abcdef")
+
+
+def short_key(id_: uuid.UUID) -> str:
+    """An id's last group: what short ids are prefixes of."""
+    return str(id_)[-SHORT_MAX:]
+
+
+def parse_id(text: str) -> uuid.UUID | str:
+    """A typed id: a whole UUID, or a short id (4 to 12 hex digits, the start of the last
+    group), returned lower-cased for ``tasks.ids.resolve``."""
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        pass
+    short = text.strip().lower()
+    if not 4 <= len(short) <= SHORT_MAX or not set(short) <= _HEX:
+        raise ValueError(
+            f"{text!r} is not an id: a whole UUID, or the 4 to {SHORT_MAX} first hex digits "
+            "of its last group as the tables print it"
+        )
+    return short

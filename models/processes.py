@@ -31,6 +31,24 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
+def run_in_foreground(args: Sequence[str], env: dict[str, str], grace_s: float = 20.0) -> int:
+    """Run a long-lived command (a server, a worker) as this process's own foreground work:
+    its exit status, or, when this process is interrupted (Ctrl-C, SIGTERM), the interrupt
+    passed on to it as SIGINT, ``grace_s`` for it to stop as it does on Ctrl-C, then whatever
+    it left stopped by pid; the interrupt is raised again. It runs in a session of its own,
+    so that one Ctrl-C reaches it once, through this process."""
+    process = subprocess.Popen(list(args), env=env, start_new_session=True)
+    try:
+        return process.wait()
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(grace_s)
+        stop_process_tree(process, timeout_s=5.0)
+        raise
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket() as sock:
@@ -95,8 +113,12 @@ class LocalServer:
         log: Path,
         health_url: str,
         startup_timeout_s: float,
+        stop_grace_s: float = 30.0,
     ) -> None:
+        """``stop_grace_s``: how long a stop waits after SIGTERM before it kills (a server with
+        nothing to save, like a model's, need not finish the answer it is generating)."""
         self.what = what
+        self.stop_grace_s = stop_grace_s
         self.command = list(command)
         self.env = env
         self.log = log
@@ -125,7 +147,7 @@ class LocalServer:
 
     def stop(self) -> None:
         process, self.process = self.process, None
-        if process is not None and (left := stop_process_tree(process)):
+        if process is not None and (left := stop_process_tree(process, self.stop_grace_s)):
             raise ServerError(f"{self.what} processes {left} did not stop")
 
     def _healthy(self) -> bool:

@@ -6,6 +6,8 @@ and a test keeps the two in step, so a setting is documented exactly once: here.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -459,6 +461,40 @@ def describe_invalid(exc: ValidationError) -> str:
         shown = f"={given!r}" if isinstance(given, str | int | float) else ""
         parts.append(f"SLOWWAVE_{name}{shown}: {error['msg']}")
     return "invalid setting " + "; ".join(parts)
+
+
+# ``SLOWWAVE_*`` variables that are not settings: what ``slowwave deploy`` hands its flow runs,
+# and the test suite's own switches.
+NOT_SETTINGS = frozenset({"SLOWWAVE_WORKING_DIR"})
+NOT_SETTINGS_PREFIXES = ("SLOWWAVE_REQUIRE_", "SLOWWAVE_TEST_")
+
+
+def unknown_variables(names: Iterable[str]) -> list[tuple[str, str | None]]:
+    """The ``SLOWWAVE_*`` names among ``names`` that no setting reads (a typo is otherwise
+    ignored without a word), each with the closest setting's variable, if one is close."""
+    import difflib
+
+    known = {f"SLOWWAVE_{name.upper()}" for name in Settings.model_fields}
+    unknown = []
+    for name in sorted(set(names)):
+        upper = name.upper()
+        if not upper.startswith("SLOWWAVE_") or upper in known or upper in NOT_SETTINGS:
+            continue
+        if upper.startswith(NOT_SETTINGS_PREFIXES):
+            continue
+        close = difflib.get_close_matches(upper, sorted(known), n=1, cutoff=0.75)
+        unknown.append((name, close[0] if close else None))
+    return unknown
+
+
+def environment_names(env_file: Path = Path(".env")) -> list[str]:
+    """The variable names slowwave's settings are read from: the environment and ``.env``."""
+    from dotenv import dotenv_values
+
+    names = list(os.environ)
+    if env_file.is_file():
+        names += [n for n in dotenv_values(env_file) if n]
+    return names
 
 
 @lru_cache(maxsize=1)

@@ -25,6 +25,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from uuid import UUID
 
+from slowwave.models import interrupt
 from slowwave.models.chunk import ApplyResult, OpenChunk, PreparedChunk
 from slowwave.models.episode import Episode
 from slowwave.models.llm.base import ModelAnswer, StructuredModel, submit
@@ -103,7 +104,7 @@ def run_chains(
         queue.popleft()
         if result.forgotten:  # forgotten while in flight: nothing more of it, anywhere
             summary.episodes_forgotten += len(_episodes(queue, result.episode_ids))
-            queue.clear()
+            withdraw([result.conversation_id])
         elif result.conflict:  # another run holds the conversation now: the rest is theirs
             summary.episodes_conflicted += len(_episodes(queue, result.episode_ids))
             queue.clear()
@@ -121,8 +122,26 @@ def run_chains(
             del queues[result.conversation_id]
             finished += 1
 
+    def withdraw(conversations: Sequence[str]) -> None:
+        """Take conversations away from the work in flight (a forget takes one, an interrupt
+        all): their queued chunks dropped, their model requests cancelled, nothing of theirs
+        applied. Their episodes stay claimed until the run releases them."""
+        gone = set(conversations)
+        for conversation in gone:
+            queues[conversation].clear()
+        ready[:] = [c for c in ready if c not in gone]
+        for future in [f for f, o in waiting.items() if o.plan.conversation_id in gone]:
+            future.cancel()
+            del waiting[future]
+
+    def stop_if_interrupted() -> None:
+        if interrupt.requested():
+            withdraw(list(queues))
+            raise interrupt.Interrupted()
+
     try:
         while ready or waiting:
+            stop_if_interrupted()
             answered: list[tuple[OpenChunk, ModelAnswer | None]] = []
             if ready:
                 opened = stages.open([queues[c][0] for c in ready])
@@ -134,9 +153,12 @@ def run_chains(
                 waiting.update(zip(futures, asking, strict=True))
                 summary.add_time("model", time.perf_counter() - start)
             start = time.perf_counter()
-            if waiting and not answered:
-                wait(waiting, return_when=FIRST_COMPLETED)
+            if waiting and not answered:  # never waits on a model call past an interrupt
+                while not wait(waiting, interrupt.POLL_S, FIRST_COMPLETED).done:
+                    if interrupt.requested():
+                        break
             summary.add_time("model", time.perf_counter() - start)
+            stop_if_interrupted()  # an answer back and not applied is dropped with the rest
             for future in [f for f in waiting if f.done()]:
                 item = waiting.pop(future)
                 answered.append((item, answer_of(model, str(item.plan.chunk_id), future)))

@@ -25,7 +25,7 @@ from uuid import UUID
 import numpy as np
 import psycopg
 
-from slowwave.models import faultpoints
+from slowwave.models import faultpoints, interrupt
 from slowwave.models.chunk import ApplyResult, OpenChunk, PreparedChunk
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.episode import Episode
@@ -581,6 +581,7 @@ def drive_run(
     its claims released and its outcome stored whatever happens) → its policy → what it
     consolidates → a plan of shards from a count of what is due → the shards, each claiming
     its own conversations → what it leaves pending, counted → the conversations' profiles."""
+    interrupt.clear()  # an interrupt of an earlier run in this process is not this one's
     with recorded_run(
         db, kind=kind, flow_run_id=flow_run_id, lease_s=settings.claim_lease_s
     ) as summary:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from typing import Any
 from uuid import UUID
 
 import psycopg
@@ -52,7 +53,7 @@ class RevertReport:
     episodes_taken_back: int = 0  # claims of runs in flight on the reverted conversations
 
 
-def list_runs(conn: psycopg.Connection, limit: int = 20) -> list[dict[str, object]]:
+def list_runs(conn: psycopg.Connection, limit: int = 20) -> list[dict[str, Any]]:
     """The latest runs, newest first, with their counts."""
     with conn.cursor(row_factory=dict_row) as cur:
         return list(cur.execute(sql.statement("runs_list"), {"limit": limit}).fetchall())

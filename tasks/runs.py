@@ -90,10 +90,19 @@ def _process_gone(pid: int, started_at: datetime) -> bool:
     return created > started_at  # the pid was reused by a process started after the run
 
 
-def finish_run(conn: psycopg.Connection, summary: RunSummary, error: str | None = None) -> None:
-    """Store the final counts; status says whether anything failed."""
+def finish_run(
+    conn: psycopg.Connection,
+    summary: RunSummary,
+    error: str | None = None,
+    *,
+    interrupted: bool = False,
+) -> None:
+    """Store the final counts; status says whether anything failed, or that the operator
+    interrupted the run (what it applied before stays; its claims were given back)."""
     summary.finished_at = datetime.now(UTC)
-    if error is not None or (summary.chunks and summary.chunks_failed == summary.chunks):
+    if interrupted:
+        summary.status = "interrupted"
+    elif error is not None or (summary.chunks and summary.chunks_failed == summary.chunks):
         summary.status = "failed"
     elif summary.chunks_failed:
         summary.status = "completed_with_failures"
@@ -175,16 +184,25 @@ def recorded_run(
             logger.warning("marked %d run(s) whose process died as crashed", len(crashed))
         summary = start_run(conn, kind=kind, flow_run_id=flow_run_id)
     error: str | None = None
+    interrupted = False
     renewal: AbstractContextManager[object] = (
         LeaseRenewal(db, summary.run_id, lease_s) if lease_s is not None else nullcontext()
     )
     try:
         with renewal:
             yield summary
-    except BaseException as exc:
+    except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
+        raise
+    except BaseException as exc:  # Ctrl-C, SIGTERM, a cancellation from Prefect
+        interrupted = True
+        error = (
+            "interrupted by the operator (SIGINT)"
+            if isinstance(exc, KeyboardInterrupt)
+            else f"stopped: {type(exc).__name__} {exc}".strip()
+        )
         raise
     finally:
         with db.connection() as conn:
             release(conn, summary.run_id)
-            finish_run(conn, summary, error)
+            finish_run(conn, summary, error, interrupted=interrupted)

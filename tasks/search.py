@@ -15,7 +15,7 @@ from __future__ import annotations
 import calendar
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Literal
@@ -80,6 +80,27 @@ def has_facts(conn: psycopg.Connection, conversation_id: str) -> bool:
         sql.statement("conversation_facts"), {"conversation_id": conversation_id}
     ).fetchone()
     return bool(row and row[0])
+
+
+class UnknownConversation(SlowwaveError, LookupError):
+    """A command named a conversation with no episode and no fact."""
+
+
+def require_known(conn: psycopg.Connection, conversations: Iterable[str]) -> None:
+    """Refuse conversations slowwave has never heard of, with where to look, rather than
+    answer with an empty table."""
+    unknown = [
+        row[0]
+        for row in conn.execute(
+            sql.statement("conversations_unknown"), {"ids": list(conversations)}
+        ).fetchall()
+    ]
+    if unknown:
+        names = ", ".join(repr(c) for c in unknown)
+        raise UnknownConversation(
+            f"no conversation {names}: nothing was ingested or recorded under that id (the "
+            "ids there are: `slowwave db status --conversations`)"
+        )
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,7 @@ def test_backfill_ingests_then_consolidates_in_event_time(
     assert result.returncode == 0, result.stderr
     assert "│ locomo │ 4124 │ 4124     │ 0        │ 187           │" in result.stdout
     assert "completed" in result.stdout
-    status = json.loads(run_cli(tmp_path, "db", "status", "--json", "-c").stdout)
+    status = json.loads(run_cli(tmp_path, "db", "status", "--json", "--conversations").stdout)
     conv30 = next(c for c in status["conversations"] if c["conversation_id"] == "conv-30")
     assert conv30["episodes_pending"] == 0 and conv30["facts_active"] > 0
     assert status["totals"]["episodes_pending"] == 187 - conv30["episodes_consolidated"]

@@ -16,6 +16,7 @@ from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
 from tests.fix_episodes import consolidated_once
+from tests.fix_model_server import fake_model
 from tests.fix_prefect import completed_tasks
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "transcripts"
@@ -32,6 +33,8 @@ def _artifact(key: str) -> object:
         )
     assert found, f"no artifact {key}"
     data = found[0].data
+    if found[0].type == "markdown":
+        return data
     return json.loads(data) if isinstance(data, str) else data
 
 
@@ -80,6 +83,59 @@ def test_the_backfill_flow_ingests_then_consolidates_and_fails_only_when_nothing
     assert summary["conversations"] == 3 and summary["episodes_consolidated"] == 10
     ingest_table = _artifact("slowwave-ingest")
     assert ingest_table[0]["ingested"] == 26  # type: ignore[index]
+
+
+def test_a_run_with_a_quarantined_conversation_is_red_in_prefect_and_warns_naming_it_by_ref(
+    prefect_api: None,
+    db: Database,
+    conn: psycopg.Connection,
+    flow_settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The model answers Kenji's chunks with no JSON, and one attempt is all a chunk gets:
+    Kenji's episodes are quarantined while the others' facts are written. Prefect shows a
+    failed run (named for what happened), tagged, with a WARNING line and an artifact that
+    name the conversation by its reference, never by its id, the reason readable whole."""
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.client.schemas.objects import StateType
+
+    from slowwave.cli.prefect import drain_to_api
+    from slowwave.flows.backfill import backfill
+    from slowwave.models.ids import conversation_ref
+    from slowwave.models.settings import get_settings
+
+    with fake_model(garble=("Osaka",)) as model:
+        for name, value in model.env(SLOWWAVE_MAX_ATTEMPTS="1").items():
+            monkeypatch.setenv(name, value)
+        get_settings.cache_clear()
+        state = backfill(source=str(EXAMPLES / "sample-chats.jsonl"), return_state=True)
+    assert state.type == StateType.FAILED and state.name == "CompletedWithFailures"
+    assert "quarantined" in (state.message or "")
+    summary = state.result(raise_on_failure=False)
+    assert summary["facts_inserted"] > 0 and summary["episodes_quarantined"] > 0
+    assert {f["conversation_id"] for f in summary["failures"]} == {"kenji"}
+    reason = summary["failures"][0]["reason"]
+    assert len(reason) > 40
+
+    run_id = state.state_details.flow_run_id
+    drain_to_api()  # the log lines still on their way
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(run_id)
+        logs = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run_id])))
+    assert run.state is not None and run.state.name == "CompletedWithFailures"
+    assert run.state.type == StateType.FAILED
+    assert {"failures", "quarantined"} <= set(run.tags)
+    warnings = [log.message for log in logs if log.level == 30]
+    ref = conversation_ref("kenji")
+    assert any(ref in w and reason in w for w in warnings), warnings
+    assert not any("kenji" in log.message for log in logs)
+    failures = str(_artifact("slowwave-run-failures"))
+    assert ref in failures and reason in failures and "kenji" not in failures
+    (quarantined,) = conn.execute(
+        "SELECT count(*) FROM episodic_memory WHERE conversation_id = 'kenji' "
+        "AND quarantined_at IS NOT NULL"
+    ).fetchone()  # type: ignore[misc]
+    assert quarantined == summary["episodes_quarantined"]
 
 
 def test_a_shard_hit_by_a_dropped_connection_is_retried_and_goes_on_where_it_stopped(

@@ -44,6 +44,8 @@ def test_a_user_reads_reverts_and_forgets_from_the_command_line(
     assert forgot.returncode == 0, forgot.stderr[-2000:]
     report = json.loads(forgot.stdout)
     assert report["rows"]["episodes"] == 19 and report["purged"] is True
-    status = json.loads(run_cli(tmp_path, "db", "status", "-c", "--json", **env).stdout)
+    status = json.loads(
+        run_cli(tmp_path, "db", "status", "--conversations", "--json", **env).stdout
+    )
     assert "conv-30" not in {c["conversation_id"] for c in status["conversations"]}
     assert len(status["conversations"]) == 6  # the six other LoCoMo conversations, untouched

@@ -383,6 +383,23 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
         # (runs: a row per night, read whole)
         "run_status": ({"run_id": uuid.uuid4()}, {"Seq Scan on consolidation_runs"}),
         "runs_list": ({"limit": 20}, {"Seq Scan on consolidation_runs"}),
+        # short ids typed or printed: facts and episodes by their index; runs read whole
+        "short_ids": (
+            {"prefixes": ["5be01c2", "0a9f"], "kind": "fact", "limit": 2},
+            {"Index Scan on semantic_memory_short_id"},
+        ),
+        "short_ids as of episodes": (
+            {"prefixes": ["5be01c2"], "kind": "episode", "limit": 2},
+            {"Index Scan on episodic_memory_short_id"},
+        ),
+        "conversations_unknown": (
+            {"ids": ["conv-3", "nobody"]},
+            {
+                "Index Only Scan on episodic_memory_pending_idx",
+                "Index Only Scan on episodic_memory_quarantined_idx",
+                "Index Only Scan on semantic_memory_validity_idx",
+            },
+        ),
         "revert_dependents": (
             {"run_id": uuid.uuid4()},
             {"Seq Scan on consolidation_runs", "Seq Scan on consolidation_chunks"},

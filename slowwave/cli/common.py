@@ -14,7 +14,9 @@ from typing import Annotated, Any, ParamSpec, TypeVar
 
 import psycopg
 import typer
+from rich import box
 from rich.console import Console
+from rich.table import Column, Table
 
 from slowwave.models.errors import SlowwaveError
 from slowwave.models.settings import Settings, get_settings
@@ -47,6 +49,9 @@ ConversationsOption = Annotated[
 P = ParamSpec("P")
 R = TypeVar("R")
 
+# The exit status after Ctrl-C, as shells report a process ended by SIGINT (128 + 2).
+INTERRUPTED = 130
+
 # What a user can act on: every SlowwaveError (the root of slowwave's own), and a file that
 # is not there.
 EXPECTED_ERRORS: tuple[type[Exception], ...] = (FileNotFoundError, SlowwaveError)
@@ -62,6 +67,14 @@ def one_line_errors(func: Callable[P, R]) -> Callable[P, R]:
         except EXPECTED_ERRORS as exc:
             errors.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
+        except KeyboardInterrupt:  # Ctrl-C (models.interrupt): unwound, servers stopped
+            errors.print(
+                "interrupted: nothing half-applied; a run records it and gives back its claims "
+                "(run the command again to go on)",
+                highlight=False,
+                soft_wrap=True,
+            )
+            raise typer.Exit(INTERRUPTED) from None
 
     return wrapper
 
@@ -77,6 +90,7 @@ AsOfOption = Annotated[
     datetime | None,
     typer.Option(
         "--as-of",
+        metavar="TIME",
         help="What was valid at this event time (ISO 8601; UTC when no zone is given).",
         formats=["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"],
     ),
@@ -130,3 +144,34 @@ def _jsonable(data: Any) -> Any:
     if isinstance(data, list | tuple):
         return [_jsonable(v) for v in data]
     return data
+
+
+def table(*columns: Column | str, title: str | None = None) -> Table:
+    """A table that fits 80 columns and uses 200: no frame, two spaces between columns, text
+    wrapped within its column (never cut with an ellipsis). Ids and numbers go in
+    ``id_column`` and ``number_column``: never wrapped, never shrunk below their width."""
+    return Table(
+        *columns,
+        title=title,
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),  # with the frame's blank, two spaces between columns
+        title_justify="left",
+        caption_justify="left",
+    )
+
+
+def id_column(header: str, width: int = 7) -> Column:
+    """A column of (short) ids: whole, whatever the terminal's width, so they can be copied
+    into the commands that take them."""
+    return Column(header, no_wrap=True, min_width=max(width, len(header)), overflow="ignore")
+
+
+def number_column(header: str) -> Column:
+    return Column(header, no_wrap=True, justify="right", min_width=len(header))
+
+
+def text_column(header: str, *, ratio: int = 1) -> Column:
+    """Free text (a fact, an error): takes the room left, wrapped, folded inside long words."""
+    return Column(header, ratio=ratio, overflow="fold")

@@ -18,13 +18,15 @@ from slowwave.cli.common import (
     open_database,
 )
 from slowwave.cli.ingest import print_ingest
+from slowwave.cli.prefect import flow_api
+from slowwave.models import interrupt
 from slowwave.models.ids import conversation_ref
 from slowwave.models.llm import check_runtime
 from slowwave.models.run import RunSummary
 from slowwave.models.settings import get_settings
 from slowwave.sql.db import migrate
 from slowwave.tasks.ingest.rejects import Reject
-from slowwave.tasks.ingest.transcripts import IngestReport
+from slowwave.tasks.ingest.transcripts import IngestReport, check_source
 
 
 @one_line_errors
@@ -34,19 +36,21 @@ def backfill_command(
     conversation: ConversationsOption = None,
     allow_forgotten: AllowForgottenOption = False,
 ) -> None:
-    """Ingest a historical transcript, then consolidate everything pending (the backfill flow)."""
+    """Ingest a historical transcript, then consolidate everything pending (the backfill flow).
+
+    Examples: slowwave backfill chats.jsonl | slowwave backfill locomo10.json -c conv-26"""
     from slowwave.flows.backfill import backfill
 
-    if not path.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
+    fmt = check_source(path, fmt)  # before the database, Prefect or a model starts
     preflight()
-    state = backfill(
-        source=str(path.resolve()),
-        format=fmt,
-        conversations=references(conversation),
-        allow_forgotten=allow_forgotten,
-        return_state=True,
-    )
+    with flow_api(get_settings()):
+        state = backfill(
+            source=str(path.resolve()),
+            format=fmt,
+            conversations=references(conversation),
+            allow_forgotten=allow_forgotten,
+            return_state=True,
+        )
     print_flow_result(state)
 
 
@@ -69,6 +73,10 @@ def preflight() -> None:
 
 
 def print_flow_result(state: Any) -> None:
+    """The run's ingest and summary tables, then how it ended: exit 0 only when every chunk
+    went through; 130 when the operator interrupted it; 1 otherwise, saying what to do."""
+    if interrupt.requested():  # the flow recorded the crash; the run row says interrupted
+        raise KeyboardInterrupt
     data = state.result(raise_on_failure=False)
     if isinstance(data, dict):
         if isinstance(data.get("ingest"), dict):
@@ -77,7 +85,16 @@ def print_flow_result(state: Any) -> None:
             print_ingest(IngestReport(**report, first_rejects=rejects))
         print_summary(RunSummary.model_validate(data))
     if not state.is_completed():
-        errors.print(f"[bold red]error:[/] the run {state.name}: {state.message}", highlight=False)
+        hint = (
+            " (slowwave quarantine list; slowwave runs list)"
+            if state.name == "CompletedWithFailures"
+            else ""
+        )
+        errors.print(
+            f"[bold red]error:[/] the run ended {state.name}: {state.message}{hint}",
+            highlight=False,
+            soft_wrap=True,
+        )
         raise typer.Exit(1)
 
 
@@ -95,8 +112,12 @@ def print_summary(summary: RunSummary) -> None:
 def consolidate_command(
     conversation: ConversationsOption = None,
 ) -> None:
-    """Consolidate everything that is due (the nightly flow, run here)."""
+    """Consolidate everything that is due (the nightly flow, run here).
+
+    Examples: slowwave consolidate | slowwave consolidate -c dana -c kenji"""
     from slowwave.flows.consolidate import nightly
 
     preflight()
-    print_flow_result(nightly(conversations=references(conversation), return_state=True))
+    with flow_api(get_settings()):
+        state = nightly(conversations=references(conversation), return_state=True)
+    print_flow_result(state)

@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
+from rich.table import Column
 
 from slowwave.cli.common import (
     console,
+    number_column,
     one_line_errors,
     open_database,
+    table,
 )
 from slowwave.models.settings import get_settings
 from slowwave.sql.db import migrate
@@ -19,7 +21,11 @@ from slowwave.sql.db.migrate import check_dimension
 from slowwave.sql.db.status import COUNTS, DatabaseStatus, read_status
 from slowwave.tasks.runs import mark_crashed
 
-app = typer.Typer(help="Schema and state of the database.", no_args_is_help=True)
+app = typer.Typer(
+    rich_markup_mode=None,  # plain help: no <bool> on flags, choices never cut mid-word
+    help="Schema and state of the database.",
+    no_args_is_help=True,
+)
 
 
 @app.command("migrate")
@@ -40,11 +46,13 @@ def db_migrate() -> None:
 @one_line_errors
 def db_status(
     conversations: Annotated[
-        bool, typer.Option("--conversations", "-c", help="Counts per conversation.")
+        bool, typer.Option("--conversations", help="Counts per conversation.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """Episodes pending / consolidated / quarantined and facts active / invalidated."""
+    """Episodes pending / consolidated / quarantined and facts active / invalidated.
+
+    Example: slowwave db status --conversations"""
     with open_database() as db, db.raw_connection() as conn:
         status = read_status(conn, db.where(), per_conversation=conversations)
         if status.migrations_pending == 0:  # runs whose process died are marked crashed
@@ -56,16 +64,36 @@ def db_status(
     check_dimension(status.embedding_dim, get_settings().embedding_dim)
 
 
+# `db status`'s column headers, narrow enough for 80 columns (the caption says what they are)
+HEADERS = {
+    "episodes_pending": "pending",
+    "episodes_consolidated": "done",
+    "episodes_quarantined": "quar.",
+    "facts_active": "facts",
+    "facts_invalidated": "ended",
+    "facts_active_chars": "chars",
+    "facts_active_tokens": "tokens",
+}
+
+
 def print_status(status: DatabaseStatus) -> None:
     console.print(
         f"{status.where}: {status.migrations_applied} migration(s) applied, "
         f"{status.migrations_pending} pending, embeddings {status.embedding_dim or '-'}-d"
     )
-    table = Table("conversation", *[c.replace("_", " ") for c in COUNTS])
+    longest = max((len(r.conversation_id) for r in status.conversations or []), default=5)
+    shown = table(
+        Column("conversation", overflow="fold", min_width=min(longest, 24)),
+        *[number_column(HEADERS[c]) for c in COUNTS],
+    )
+    shown.caption = (
+        "episodes pending / done / quarantined; facts active / ended; the active facts' "
+        "characters and tokens"
+    )
     for row in status.conversations or []:
-        table.add_row(row.conversation_id, *[str(getattr(row, c)) for c in COUNTS])
-    table.add_row("[bold]total", *[f"[bold]{getattr(status.totals, c)}" for c in COUNTS])
-    console.print(table)
+        shown.add_row(row.conversation_id, *[str(getattr(row, c)) for c in COUNTS])
+    shown.add_row("[bold]total", *[f"[bold]{getattr(status.totals, c)}" for c in COUNTS])
+    console.print(shown)
 
 
 @app.command("stop")

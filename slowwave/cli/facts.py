@@ -6,8 +6,9 @@ import uuid
 from datetime import UTC
 from typing import Annotated, Any
 
+import psycopg
 import typer
-from rich.table import Column, Table
+from rich.table import Column
 
 from slowwave.cli.common import (
     AsOfOption,
@@ -17,34 +18,59 @@ from slowwave.cli.common import (
     connected,
     console,
     emit,
+    id_column,
+    number_column,
     one_line_errors,
     operator,
+    table,
+    text_column,
 )
 from slowwave.tasks.history import fact_history, list_facts, undelete
+from slowwave.tasks.ids import resolve, shorten
+from slowwave.tasks.search import require_known
 
 app = typer.Typer(
-    help="A conversation's facts, a fact's versions, undelete.", invoke_without_command=True
+    rich_markup_mode=None,  # plain help: no <bool> on flags, choices never cut mid-word
+    help="A conversation's facts, a fact's versions, undelete.",
+    invoke_without_command=True,
 )
 
 
-def print_facts(facts: list[Any], title: str, *, ids: bool = False, ended: bool = False) -> None:
-    """Category, fact, event-time validity and how many episodes evidence it; ``ids`` adds
-    what `facts history` and `facts undelete` take (the id, the version, the run)."""
-    columns: list[Column | str] = ["category", Column("fact", ratio=1)]
+def print_facts(
+    facts: list[Any],
+    title: str,
+    *,
+    ids: dict[uuid.UUID, str] | None = None,
+    runs: dict[uuid.UUID, str] | None = None,
+    ended: bool = False,
+) -> None:
+    """Category, fact, event-time validity and how many episodes evidence it; with ``ids``
+    (short ids by id) also what `facts history` and `facts undelete` take: the short id, the
+    version and the run that wrote it."""
+    columns: list[Column] = [Column("category", no_wrap=True), text_column("fact")]
     columns += [Column("valid from", no_wrap=True)]
     columns += [Column("until", no_wrap=True)] if ended else []
-    columns += [Column("sources", justify="right")]
-    if ids:
-        columns = [Column("id", no_wrap=True), "v", *columns, Column("run", no_wrap=True)]
-    table = Table(*columns, title=title)
+    columns += [number_column("src")]
+    if ids is not None:
+        columns = [id_column("id"), number_column("v"), *columns, id_column("run")]
+    shown = table(*columns, title=title)
     for f in facts:
         row = [f.category, f.fact, f.valid_at.date().isoformat()]
         row += [f.invalid_at.date().isoformat() if f.invalid_at else ""] if ended else []
         row += [str(len(f.source_episodic_ids))]
-        if ids:
-            row = [str(f.id), str(f.version or ""), *row, str(f.created_by_run_id or "")[:8]]
-        table.add_row(*row)
-    console.print(table)
+        if ids is not None:
+            run = (runs or {}).get(f.created_by_run_id, "") if f.created_by_run_id else ""
+            row = [ids[f.id], str(f.version or ""), *row, run]
+        shown.add_row(*row)
+    console.print(shown)
+
+
+def short_ids(
+    conn: psycopg.Connection, facts: list[Any]
+) -> tuple[dict[uuid.UUID, str], dict[uuid.UUID, str]]:
+    """The facts' short ids and their runs'."""
+    runs = shorten(conn, "run", (f.created_by_run_id for f in facts if f.created_by_run_id))
+    return shorten(conn, "fact", (f.id for f in facts)), runs
 
 
 @app.callback()
@@ -63,7 +89,9 @@ def facts_command(
     ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """A conversation's facts: active ones, those valid at --as-of, or --all."""
+    """A conversation's facts: active ones, those valid at --as-of, or --all.
+
+    Examples: slowwave facts -c dana --ids | slowwave facts -c dana --as-of 2023-06-01"""
     if ctx.invoked_subcommand is not None:
         return
     if conversation is None:
@@ -72,32 +100,46 @@ def facts_command(
         as_of = as_of.replace(tzinfo=UTC)
     with connected() as conn:
         facts = list_facts(conn, conversation, as_of=as_of, everything=everything)
+        if not facts:
+            require_known(conn, [conversation])
+        short, runs = short_ids(conn, facts) if ids and not as_json else ({}, {})
     scope = "all" if everything else (f"valid at {as_of.isoformat()}" if as_of else "active")
     title = f"{conversation}: {len(facts)} fact(s), {scope}"
-    emit(facts, as_json, lambda: print_facts(facts, title, ids=ids, ended=everything))
+    emit(
+        facts,
+        as_json,
+        lambda: print_facts(facts, title, ids=short if ids else None, runs=runs, ended=everything),
+    )
 
 
 @app.command("history")
 @one_line_errors
 def facts_history(
-    fact_id: Annotated[uuid.UUID, typer.Argument(help="Any version's id.")],
+    fact: Annotated[str, typer.Argument(help="Any version's id, or short id (facts --ids).")],
     as_json: JsonOption = False,
 ) -> None:
-    """Every version of a fact, oldest first: what it said, when it held, which run wrote it."""
+    """Every version of a fact, oldest first: what it said, when it held, which run wrote it.
+
+    Example: slowwave facts history 5be01c2"""
     with connected() as conn:
-        versions = fact_history(conn, fact_id)
+        versions = fact_history(conn, resolve(conn, "fact", fact))
+        short, runs = short_ids(conn, versions)
     title = f"{len(versions)} version(s)"
-    emit(versions, as_json, lambda: print_facts(versions, title, ids=True, ended=True))
+    emit(versions, as_json, lambda: print_facts(versions, title, ids=short, runs=runs, ended=True))
 
 
 @app.command("undelete")
 @one_line_errors
 def facts_undelete(
-    fact_id: Annotated[uuid.UUID, typer.Argument(help="The invalidated fact.")],
+    fact: Annotated[str, typer.Argument(help="The invalidated fact: its id, or short id.")],
     reason: ReasonOption,
     by: ByOption = None,
 ) -> None:
-    """Make an invalidated fact hold again (a successor that replaced it is ended)."""
+    """Make an invalidated fact hold again (a successor that replaced it is ended).
+
+    Example: slowwave facts undelete 5be01c2 --reason "invalidated by a misread date"
+    """
     with connected() as conn:
+        fact_id = resolve(conn, "fact", fact)
         ended = undelete(conn, fact_id, by=operator(by), reason=reason)
     console.print(f"fact {fact_id} holds again; successor(s) ended: {len(ended)}")

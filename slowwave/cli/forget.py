@@ -19,8 +19,15 @@ from slowwave.cli.common import (
     operator,
 )
 from slowwave.models.settings import get_settings
-from slowwave.sql.db import migrate
+from slowwave.sql.db import Database, migrate
 from slowwave.tasks.forget import ForgetReport, forget_conversation, forget_fact
+from slowwave.tasks.ids import resolve
+
+
+def fact_id(db: Database, fact: str | None) -> uuid.UUID:
+    assert fact is not None
+    with db.connection() as conn:
+        return resolve(conn, "fact", fact)
 
 
 @one_line_errors
@@ -29,7 +36,9 @@ def forget_command(
     conversation: Annotated[
         str | None, typer.Option("--conversation", "-c", help="Forget this conversation.")
     ] = None,
-    fact: Annotated[uuid.UUID | None, typer.Option("--fact", help="Forget this fact.")] = None,
+    fact: Annotated[
+        str | None, typer.Option("--fact", help="Forget this fact: its id, or short id.")
+    ] = None,
     by: ByOption = None,
     no_purge: Annotated[
         bool, typer.Option("--no-purge", help="Skip rewriting the tables (VACUUM FULL).")
@@ -39,7 +48,11 @@ def forget_command(
     """Hard-delete a conversation or a fact for a privacy request, and leave a tombstone.
 
     Runs here, not through Prefect, so that the id is not kept with a flow run's parameters
-    (the forget deployment is there for the UI)."""
+    (the forget deployment is there for the UI).
+
+    Examples: slowwave forget -c dana -r "erasure request #4411" |
+    slowwave forget --fact 5be01c2 -r "wrong person"
+    """
     if (conversation is None) == (fact is None):
         raise typer.BadParameter("name --conversation or --fact, one of them")
     settings = get_settings()
@@ -55,7 +68,9 @@ def forget_command(
                 purge=not no_purge,
             )
             if conversation is not None
-            else forget_fact(db, fact, by=operator(by), reason=reason, purge=not no_purge)  # type: ignore[arg-type]
+            else forget_fact(
+                db, fact_id(db, fact), by=operator(by), reason=reason, purge=not no_purge
+            )
         )
     if as_json:
         typer.echo(json.dumps(asdict(report), indent=2))

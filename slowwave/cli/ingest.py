@@ -25,7 +25,13 @@ from slowwave.cli.common import (
     open_database,
 )
 from slowwave.models.settings import Settings, get_settings
-from slowwave.tasks.ingest.transcripts import Format, IngestPolicy, IngestReport, ingest
+from slowwave.tasks.ingest.transcripts import (
+    Format,
+    IngestPolicy,
+    IngestReport,
+    check_source,
+    ingest,
+)
 
 
 @one_line_errors
@@ -34,7 +40,10 @@ def ingest_command(
     fmt: FormatOption = None,
     allow_forgotten: AllowForgottenOption = False,
 ) -> None:
-    """Turn a transcript into episodes: validated, idempotent, in event time."""
+    """Turn a transcript into episodes: validated, idempotent, in event time.
+
+    Examples: slowwave ingest chats.jsonl | slowwave ingest locomo10.json --format locomo"""
+    fmt = check_source(path, fmt)  # before the database starts
     report = run_ingest(path, fmt, allow_forgotten=allow_forgotten)
     print_ingest(report)
 

@@ -17,7 +17,11 @@ from slowwave.cli.common import (
 )
 from slowwave.models.settings import get_settings
 
-app = typer.Typer(help="Model weights for the runtimes.", no_args_is_help=True)
+app = typer.Typer(
+    rich_markup_mode=None,  # plain help: no <bool> on flags, choices never cut mid-word
+    help="Model weights for the runtimes.",
+    no_args_is_help=True,
+)
 
 
 class Engine(StrEnum):

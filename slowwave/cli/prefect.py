@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import typer
 
+from slowwave.cli.common import INTERRUPTED, errors, one_line_errors
+from slowwave.models.processes import LocalServer, ServerError, free_port, run_in_foreground
 from slowwave.models.settings import Settings, get_settings
+
+# How long a temporary Prefect API may take to answer (10-15 s on two cores).
+TEMPORARY_API_STARTUP_S = 120.0
 
 
 def prefect_env(settings: Settings) -> dict[str, str]:
@@ -23,7 +32,6 @@ def prefect_env(settings: Settings) -> dict[str, str]:
 
 def _prefect(*args: str, settings: Settings, check: bool = True) -> int:
     import subprocess
-    import sys
 
     command = [sys.executable, "-m", "prefect", *args]
     return subprocess.run(
@@ -31,20 +39,43 @@ def _prefect(*args: str, settings: Settings, check: bool = True) -> int:
     ).returncode
 
 
+@one_line_errors
 def server_command() -> None:
-    """Run a Prefect server (UI + API) for slowwave, on SLOWWAVE_PREFECT_PORT."""
-    import subprocess
-    import sys
+    """Run a Prefect server (UI + API) for slowwave, on 127.0.0.1:SLOWWAVE_PREFECT_PORT, until
+    Ctrl-C. slowwave's commands in any terminal report to it while it runs; plain `prefect`
+    commands need PREFECT_API_URL (printed at start).
 
+    Example: slowwave server"""
     settings = get_settings()
     env = prefect_env(settings)
     env.pop("PREFECT_API_URL", None)
     # with --port the UI still calls 4200; the API port setting moves both
     env["PREFECT_SERVER_API_PORT"] = str(settings.prefect_port)
     env["PREFECT_SERVER_API_HOST"] = "127.0.0.1"
-    raise typer.Exit(subprocess.call([sys.executable, "-m", "prefect", "server", "start"], env=env))
+    if answers(server_url(settings)):
+        raise ServerError(
+            f"a Prefect server already answers on port {settings.prefect_port}: use it, or set "
+            "SLOWWAVE_PREFECT_PORT to run another"
+        )
+    errors.print(
+        f"Prefect UI: http://127.0.0.1:{settings.prefect_port}  (Ctrl-C stops it). In other "
+        f"terminals: export PREFECT_API_URL={server_url(settings)}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    foreground([sys.executable, "-m", "prefect", "server", "start"], env)
 
 
+def foreground(command: list[str], env: dict[str, str]) -> None:
+    """A server or worker until it ends (its status) or Ctrl-C (130, after it stopped)."""
+    try:
+        status = run_in_foreground(command, env)
+    except KeyboardInterrupt:
+        raise typer.Exit(INTERRUPTED) from None
+    raise typer.Exit(status)
+
+
+@one_line_errors
 def deploy_command() -> None:
     """Create the `process` work pool if missing, then deploy slowwave's prefect.yaml (nightly,
     backfill, revert, forget); their runs start in this folder."""
@@ -59,9 +90,86 @@ def deploy_command() -> None:
         )
 
 
+@one_line_errors
 def worker_command() -> None:
-    """Serve the `process` work pool: run scheduled and requested slowwave flows."""
+    """Serve the `process` work pool: run scheduled and requested slowwave flows, until
+    Ctrl-C (the flow runs it started are stopped with it).
+
+    Example: slowwave worker"""
     settings = get_settings()
-    raise typer.Exit(
-        _prefect("worker", "start", "--pool", "process", settings=settings, check=False)
+    foreground(
+        [sys.executable, "-m", "prefect", "worker", "start", "--pool", "process"],
+        prefect_env(settings),
     )
+
+
+def server_url(settings: Settings) -> str:
+    return f"http://127.0.0.1:{settings.prefect_port}/api"
+
+
+def answers(api_url: str) -> bool:
+    try:
+        return httpx.get(f"{api_url}/health", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+@contextmanager
+def flow_api(settings: Settings) -> Iterator[str]:
+    """The Prefect API a flow run in this process reports to, for the block.
+
+    ``PREFECT_API_URL`` when it is set; else `slowwave server` on ``SLOWWAVE_PREFECT_PORT``
+    when it answers, so the run shows in the UI the operator started (never a second server
+    on its database); else a temporary server of this command's own, in a process group of
+    its own (a terminal's Ctrl-C leaves it up to record how the run ended), without its UI,
+    stopped by pid when the block ends."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    given = os.environ.get("PREFECT_API_URL") or PREFECT_API_URL.value()
+    if given:
+        yield given
+        return
+    if answers(server_url(settings)):
+        with temporary_settings({PREFECT_API_URL: server_url(settings)}):
+            yield server_url(settings)
+        return
+    port = free_port()
+    env = {
+        **prefect_env(settings),
+        "PREFECT_SERVER_API_HOST": "127.0.0.1",
+        "PREFECT_SERVER_API_PORT": str(port),
+        "PREFECT_UI_ENABLED": "false",
+    }
+    env.pop("PREFECT_API_URL", None)
+    log = settings.home / "run" / "prefect-api.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    url = f"http://127.0.0.1:{port}/api"
+    api = LocalServer(
+        "the temporary Prefect API",
+        [sys.executable, "-m", "prefect", "server", "start", "--no-services"],
+        env,
+        log,
+        f"{url}/health",
+        TEMPORARY_API_STARTUP_S,
+    )
+    errors.print(
+        f"starting a temporary Prefect API for this run (`slowwave server` is not running on "
+        f"port {settings.prefect_port})",
+        highlight=False,
+    )
+    with api, temporary_settings({PREFECT_API_URL: url}):
+        try:
+            yield url
+        finally:
+            drain_to_api()
+
+
+def drain_to_api(timeout_s: float = 10.0) -> None:
+    """Send the log lines and events Prefect still holds before the API they go to stops (as
+    Prefect's own test harness does); otherwise they are retried against a closed port, for a
+    minute, when this process exits."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=timeout_s)
+    EventsWorker.drain_all(timeout=timeout_s)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC
 from typing import Annotated
 
 import typer
-from rich.table import Table
+from rich.table import Column
 
 from slowwave.cli.common import (
     ConversationsOption,
@@ -14,11 +15,18 @@ from slowwave.cli.common import (
     connected,
     console,
     emit,
+    id_column,
+    number_column,
     one_line_errors,
+    table,
+    text_column,
 )
+from slowwave.tasks.ids import resolve, shorten
 from slowwave.tasks.quarantine import QuarantinedEpisode, list_quarantined, release
+from slowwave.tasks.search import require_known
 
 app = typer.Typer(
+    rich_markup_mode=None,  # plain help: no <bool> on flags, choices never cut mid-word
     help="Episodes set aside after repeated failures: list them, release them.",
     no_args_is_help=True,
 )
@@ -30,26 +38,37 @@ def quarantine_list(
     conversation: ConversationsOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Quarantined episodes with their attempts and last error, oldest first."""
+    """Quarantined episodes with their attempts and last error, oldest first.
+
+    Example: slowwave quarantine list -c dana"""
     with connected() as conn:
+        if conversation:
+            require_known(conn, conversation)
         episodes = list_quarantined(conn, conversations=conversation)
-    emit(episodes, as_json, lambda: print_quarantined(episodes))
+        short = shorten(conn, "episode", (e.id for e in episodes))
+    emit(episodes, as_json, lambda: print_quarantined(episodes, short))
 
 
-def print_quarantined(episodes: list[QuarantinedEpisode]) -> None:
+def print_quarantined(episodes: list[QuarantinedEpisode], short: dict[uuid.UUID, str]) -> None:
     if not episodes:
         console.print("no quarantined episodes")
         return
-    table = Table("conversation", "episode", "attempts", "quarantined at", "last error")
+    shown = table(
+        Column("conversation", overflow="fold"),
+        id_column("episode"),
+        number_column("tries"),
+        Column("since (UTC)", no_wrap=True),
+        text_column("last error", ratio=2),
+    )
     for e in episodes:
-        table.add_row(
+        shown.add_row(
             e.conversation_id,
-            e.external_key,
+            short[e.id],
             str(e.attempts),
-            e.quarantined_at.isoformat(timespec="seconds"),
-            (e.last_error or "")[:200],
+            e.quarantined_at.astimezone(UTC).strftime("%m-%d %H:%M"),
+            e.last_error or "",
         )
-    console.print(table)
+    console.print(shown)
 
 
 @app.command("release")
@@ -60,17 +79,25 @@ def quarantine_release(
     ],
     conversation: ConversationsOption = None,
     episode: Annotated[
-        list[uuid.UUID] | None, typer.Option("--episode", "-e", help="Only these episode ids.")
+        list[str] | None,
+        typer.Option("--episode", "-e", help="Only these episodes: ids or short ids."),
     ] = None,
     release_all: Annotated[
         bool, typer.Option("--all", help="Every quarantined episode of every conversation.")
     ] = False,
 ) -> None:
-    """Give quarantined episodes back to pending, attempts reset; the next run takes them."""
+    """Give quarantined episodes back to pending, attempts reset; the next run takes them.
+
+    Examples: slowwave quarantine release -c dana -r "prompt fixed" |
+    slowwave quarantine release -e 1c9a0e4 -r "model upgraded"
+    """
     if not (conversation or episode or release_all):
         raise typer.BadParameter("name --conversation or --episode, or say --all")
     with connected() as conn:
-        released = release(conn, reason, conversations=conversation, episodes=episode)
+        if conversation:
+            require_known(conn, conversation)
+        episodes = [resolve(conn, "episode", e) for e in episode] if episode else None
+        released = release(conn, reason, conversations=conversation, episodes=episodes)
     total = sum(released.values())
     console.print(f"released {total} episode(s) in {len(released)} conversation(s)")
     for conversation_id, count in released.items():

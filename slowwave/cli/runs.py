@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC
 from typing import Annotated, Any
 
 import typer
-from rich.table import Column, Table
+from rich.table import Column
 
 from slowwave.cli.common import (
     ByOption,
@@ -15,13 +16,23 @@ from slowwave.cli.common import (
     connected,
     console,
     emit,
+    id_column,
+    number_column,
     one_line_errors,
     operator,
+    table,
 )
+from slowwave.cli.prefect import flow_api
+from slowwave.models.settings import get_settings
 from slowwave.tasks.history import HistoryError
+from slowwave.tasks.ids import resolve, shorten
 from slowwave.tasks.revert import check_revertable, list_runs
 
-app = typer.Typer(help="Consolidation runs: list them, revert one.", no_args_is_help=True)
+app = typer.Typer(
+    rich_markup_mode=None,  # plain help: no <bool> on flags, choices never cut mid-word
+    help="Consolidation runs: list them, revert one.",
+    no_args_is_help=True,
+)
 
 
 @app.command("list")
@@ -30,43 +41,52 @@ def runs_list(
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, help="How many runs.")] = 20,
     as_json: JsonOption = False,
 ) -> None:
-    """The latest consolidation runs, newest first."""
+    """The latest consolidation runs, newest first (short ids: `runs revert` takes them).
+
+    Example: slowwave runs list -n 5"""
     with connected() as conn:
         runs = list_runs(conn, limit)
-    emit(runs, as_json, lambda: print_runs(runs))
+        short = shorten(conn, "run", (r["id"] for r in runs))
+    emit(runs, as_json, lambda: print_runs(runs, short))
 
 
-def print_runs(runs: list[dict[str, object]]) -> None:
-    table = Table(
-        Column("run", no_wrap=True),
+# how `runs list` names a status in its narrow column
+STATUS_SHORT = {"completed_with_failures": "failures"}
+
+
+def print_runs(runs: list[dict[str, Any]], short: dict[uuid.UUID, str]) -> None:
+    shown = table(
+        id_column("run"),
         Column("kind", no_wrap=True),
         Column("status", no_wrap=True),
-        Column("started", no_wrap=True),
-        "conv.",
-        "episodes",
-        "new",
-        "upd.",
-        "inv.",
+        Column("started (UTC)", no_wrap=True),
+        number_column("conv."),
+        number_column("episodes"),
+        number_column("new"),
+        number_column("upd."),
+        number_column("inv."),
     )
     for r in runs:
-        table.add_row(
-            str(r["id"]),
+        shown.add_row(
+            short[r["id"]],
             str(r["kind"]),
-            str(r["status"]),
-            r["started_at"].isoformat(timespec="minutes"),  # type: ignore[attr-defined]
+            STATUS_SHORT.get(str(r["status"]), str(r["status"])),
+            r["started_at"].astimezone(UTC).strftime("%m-%d %H:%M"),
             str(r["conversations"]),
             str(r["episodes_consolidated"]),
             str(r["facts_inserted"]),
             str(r["facts_updated"]),
             str(r["facts_invalidated"]),
         )
-    console.print(table)
+    console.print(shown)
+    if any(r["status"] == "completed_with_failures" for r in runs):
+        console.print("failures: completed, some chunks failed (slowwave quarantine list)")
 
 
 @app.command("revert")
 @one_line_errors
 def runs_revert(
-    run_id: Annotated[uuid.UUID, typer.Argument(help="The run to undo.")],
+    run: Annotated[str, typer.Argument(help="The run to undo: its id, or short id.")],
     reason: ReasonOption,
     cascade: Annotated[
         bool, typer.Option("--cascade", help="Revert the runs built on it first, newest first.")
@@ -74,16 +94,20 @@ def runs_revert(
     by: ByOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Undo everything a run applied, in one transaction (the revert flow, run here)."""
+    """Undo everything a run applied, in one transaction (the revert flow, run here).
+
+    Example: slowwave runs revert 3f9c2a1 --reason "model mis-read dates" --cascade"""
     from slowwave.flows.history import revert
 
     if not reason.strip():
         raise HistoryError("a revert needs a reason (--reason)")
     with connected() as conn, conn.transaction():
+        run_id = resolve(conn, "run", run)
         check_revertable(conn, run_id, cascade=cascade)  # refused: one line, no flow
-    state = revert(
-        run_id=str(run_id), reason=reason, by=operator(by), cascade=cascade, return_state=True
-    )
+    with flow_api(get_settings()):
+        state = revert(
+            run_id=str(run_id), reason=reason, by=operator(by), cascade=cascade, return_state=True
+        )
     result = state.result(raise_on_failure=False)
     if not state.is_completed() or not isinstance(result, dict):
         raise HistoryError(f"the revert flow {state.name}: {state.message}")
@@ -91,8 +115,10 @@ def runs_revert(
 
 
 def print_revert(result: dict[str, Any]) -> None:
-    table = Table("revert", ", ".join(r[:13] for r in result["runs"]))
+    shown = table(Column("reverted", no_wrap=True), number_column("rows"))
     for key, value in result.items():
         if key != "runs":
-            table.add_row(key.replace("_", " "), str(value))
-    console.print(table)
+            shown.add_row(key.replace("_", " "), str(value))
+    for run_id in result["runs"]:
+        console.print(f"run {run_id} reverted", highlight=False)
+    console.print(shown)

@@ -26,6 +26,13 @@ class OutputFormat(StrEnum):
     json = "json"
 
 
+def no_facts(conversation: str) -> str:
+    return (
+        f"conversation {conversation!r} has no facts (no such conversation, or nothing of it "
+        "consolidated yet: see `slowwave db status --conversations`)"
+    )
+
+
 @one_line_errors
 def search_command(
     query: Annotated[str, typer.Argument(help="What to look for.")],
@@ -42,7 +49,9 @@ def search_command(
         typer.Option("--split-guidelines", help="md as Known Facts / Behavioral Guidelines."),
     ] = False,
 ) -> None:
-    """Hybrid search over one conversation's facts."""
+    """Hybrid search over one conversation's facts.
+
+    Example: slowwave search "where does she work" -c dana -k 5 --format json"""
     if ranker not in ("hybrid", "vector", "fulltext"):
         raise typer.BadParameter("--ranker must be hybrid, vector or fulltext")
     if as_of is not None and as_of.tzinfo is None:
@@ -58,10 +67,7 @@ def search_command(
             ranker=ranker,  # type: ignore[arg-type]
         )
         if not hits and not memory.has_facts(conversation):
-            raise SearchError(
-                f"conversation {conversation!r} has no facts (no such conversation, or nothing "
-                "of it consolidated yet: see `slowwave db status --conversations`)"
-            )
+            raise SearchError(no_facts(conversation))
     if output is OutputFormat.json:
         typer.echo(json.dumps([h.model_dump(mode="json") for h in hits], indent=2))
     else:
@@ -73,9 +79,14 @@ def context_command(
     conversation: Annotated[str, typer.Option("--conversation", "-c", help="Conversation id.")],
     budget: Annotated[int, typer.Option("--budget", help="Token budget.")] = 500,
 ) -> None:
-    """Guidelines and top identity / preference facts for a system prompt."""
+    """Guidelines and top identity / preference facts for a system prompt.
+
+    Example: slowwave context -c dana --budget 300"""
     with Memory(get_settings()) as memory:
-        typer.echo(memory.context(conversation, budget))
+        block = memory.context(conversation, budget)
+        if not block.strip() and not memory.has_facts(conversation):
+            raise SearchError(no_facts(conversation))
+    typer.echo(block)
 
 
 @one_line_errors

@@ -19,6 +19,7 @@ import psycopg
 from pydantic import ValidationError
 
 from slowwave import sql
+from slowwave.models.errors import SlowwaveError
 from slowwave.models.ids import conversation_ref
 from slowwave.models.settings import Settings
 from slowwave.sql.copy import copy_rows
@@ -54,6 +55,10 @@ class IngestReport:
         self.rejects_path = str(rejects.path) if rejects.count else None
 
 
+class SourceError(SlowwaveError, ValueError):
+    """A source that cannot be read as asked: no format to tell, or the wrong one."""
+
+
 def detect_format(path: Path) -> Format:
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
@@ -62,7 +67,54 @@ def detect_format(path: Path) -> Format:
         return "parquet"
     if suffix == ".json":
         return "locomo"
-    raise ValueError(f"cannot tell the format of {path}; pass --format jsonl|parquet|locomo")
+    raise SourceError(f"cannot tell the format of {path}; pass --format jsonl|parquet|locomo")
+
+
+def check_source(path: Path, fmt: Format | None) -> Format:
+    """The source's format, checked before anything starts: the file is there, and its first
+    line is what the format says (a LoCoMo document read as JSONL would be one reject per
+    line, and nothing ingested)."""
+    if not path.exists():
+        raise FileNotFoundError(f"no such file: {path}")
+    if not path.is_file():
+        raise SourceError(f"{path} is not a file: ingest takes one transcript file")
+    fmt = fmt or detect_format(path)
+    if fmt == "parquet":
+        return fmt
+    with path.open("rb") as source:
+        first = next((line.strip() for line in source if line.strip()), b"")
+    try:
+        line = json.loads(first)
+    except ValueError:
+        line = None
+    # a first line that is no message: a LoCoMo document (refused), or a bad line (a reject)
+    whole = _document(path) if not isinstance(line, dict) and first[:1] in (b"[", b"{") else None
+    if fmt == "jsonl" and (_locomo(line) or _locomo(whole)):
+        raise SourceError(f"{path} is a LoCoMo JSON document: pass --format locomo")
+    if fmt == "locomo" and isinstance(line, dict) and "text" in line:
+        raise SourceError(f"{path} holds a message per line: pass --format jsonl")
+    return fmt
+
+
+# A file whose first line is no message is read whole to tell a JSON document from JSONL
+# with a bad first line, up to this size (LoCoMo's files are a few MB).
+DOCUMENT_MAX_BYTES = 256 * 1024 * 1024
+
+
+def _document(path: Path) -> Any:
+    if path.stat().st_size > DOCUMENT_MAX_BYTES:
+        return None
+    try:
+        return json.loads(path.read_bytes())
+    except ValueError:
+        return None
+
+
+def _locomo(value: Any) -> bool:
+    """A LoCoMo document, or one of its samples: conversations under ``conversation``."""
+    if isinstance(value, list) and value:
+        value = value[0]
+    return isinstance(value, dict) and "conversation" in value and "text" not in value
 
 
 @dataclass(frozen=True)
@@ -105,7 +157,7 @@ def ingest(
     """
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
-    fmt = fmt or detect_format(path)
+    fmt = check_source(path, fmt)
     report = IngestReport(source=str(path), format=fmt)
     with RejectsReport(report_path(path, policy.home)) as rejects, db.connection() as conn:
         window = (since, until)

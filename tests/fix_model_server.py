@@ -1,0 +1,108 @@
+"""A test double for the language model over the wire: an OpenAI-compatible endpoint on
+127.0.0.1, in a thread of the test process, that slowwave reaches with
+``SLOWWAVE_LLM_RUNTIME=openai`` from any process. Each chat completion answers one new fact
+citing the chunk's first episode; a prompt holding one of ``garble`` gets an answer that is
+not JSON (the chunk fails); with ``hold`` given, every request after the first ``hold_after``
+waits on it unanswered (a model call in flight)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class FakeModel:
+    url: str = ""
+    garble: tuple[str, ...] = ()
+    hold: threading.Event | None = None
+    hold_after: int = 0
+    held: threading.Event = field(default_factory=threading.Event)
+    calls: int = 0
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """The settings that point slowwave at this endpoint (no summaries: one call a chunk)."""
+        return {
+            "SLOWWAVE_LLM_RUNTIME": "openai",
+            "SLOWWAVE_OPENAI_BASE_URL": self.url,
+            "SLOWWAVE_OPENAI_MODEL": "fake",
+            "SLOWWAVE_OPENAI_SCHEMA_DIALECT": "json_object",
+            "SLOWWAVE_OPENAI_STRICT_SCHEMA": "false",
+            "SLOWWAVE_OPENAI_TIMEOUT_S": "600",
+            "SLOWWAVE_SUMMARIZE_ON_INGEST": "false",
+            **extra,
+        }
+
+    def answer(self, prompt: str) -> str:
+        if any(word in prompt for word in self.garble):
+            return "I cannot answer that in JSON, sorry."
+        after = prompt.split("### E1 |", 1)  # the chunk's first episode, its first line
+        first = after[1].split("\n")[1].strip()[:120] if len(after) > 1 else ""
+        fact = {
+            "action": "new",
+            "category": "experience",
+            "fact": f"The user said: {first or 'something'}",
+            "keywords": ["said"],
+            "episodes": ["E1"],
+        }
+        return json.dumps({"facts": [fact]})
+
+
+@contextmanager
+def fake_model(
+    *, garble: tuple[str, ...] = (), hold: threading.Event | None = None, hold_after: int = 0
+) -> Iterator[FakeModel]:
+    model = FakeModel(garble=garble, hold=hold, hold_after=hold_after)
+    count = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            return None
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with count:
+                model.calls += 1
+                waits = model.hold is not None and model.calls > model.hold_after
+            if waits and model.hold is not None:
+                model.held.set()
+                model.hold.wait(300)
+            prompt = "\n".join(m["content"] for m in body["messages"])
+            self._send(
+                {
+                    "choices": [
+                        {"message": {"content": model.answer(prompt)}, "finish_reason": "stop"}
+                    ],
+                    "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": 40},
+                }
+            )
+
+        def _send(self, payload: dict[str, Any]) -> None:
+            data = json.dumps(payload).encode()
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:  # the client went away (an interrupted run)
+                pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    model.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    try:
+        yield model
+    finally:
+        if model.hold is not None:
+            model.hold.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
