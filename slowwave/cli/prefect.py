@@ -49,6 +49,9 @@ def server_command() -> None:
     settings = get_settings()
     env = prefect_env(settings)
     env.pop("PREFECT_API_URL", None)
+    # in a terminal, Prefect would stop to ask which profile should point at the server:
+    # slowwave's commands find it by its port, plain `prefect` ones by the line printed below
+    env["PREFECT_CLI_PROMPT"] = "false"
     # with --port the UI still calls 4200; the API port setting moves both
     env["PREFECT_SERVER_API_PORT"] = str(settings.prefect_port)
     env["PREFECT_SERVER_API_HOST"] = "127.0.0.1"
