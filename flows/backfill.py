@@ -13,7 +13,7 @@ from prefect.cache_policies import NONE
 from prefect.runtime import flow_run
 from prefect.states import State
 
-from slowwave.flows.consolidate import consolidate_run, final_state, start_model
+from slowwave.flows.consolidate import consolidate_run, final_state, reported, start_model
 from slowwave.models.llm.base import StructuredModel
 from slowwave.models.settings import get_settings
 from slowwave.sql.db import Database, migrate
@@ -95,7 +95,8 @@ def backfill(
     model = start_model(settings)
     try:
         if settings.summarize_on_ingest and settings.llm_runtime != "replay":
-            written = summarize_task(model, conversations)
+            with reported("writing the summaries of episodes that have none, with the model"):
+                written = summarize_task(model, conversations)
             print(f"summaries written for {written.summarized} episodes, {written.failed} failed")
         summary = consolidate_run(
             settings, kind="backfill", conversations=conversations, model=model

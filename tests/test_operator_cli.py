@@ -153,3 +153,24 @@ def test_version_and_help_with_an_example(tmp_path: Path) -> None:
     helped = run_cli(tmp_path, "runs", "revert", "--help", COLUMNS="80")
     assert "Example: slowwave runs revert" in helped.stdout
     assert "<bool>" not in helped.stdout
+
+
+def test_every_command_s_help_has_an_example() -> None:
+    import typer
+
+    from slowwave.cli import app
+
+    def commands(group: object, path: str) -> list[tuple[str, object]]:
+        found = []
+        for name, command in getattr(group, "commands", {}).items():
+            found += commands(command, f"{path} {name}")
+            if not getattr(command, "commands", None):
+                found.append((f"{path} {name}", command))
+        return found
+
+    missing = [
+        name
+        for name, command in commands(typer.main.get_command(app), "slowwave")
+        if "Example" not in (getattr(command, "help", "") or "")
+    ]
+    assert missing == []

@@ -31,7 +31,9 @@ app = typer.Typer(
 @app.command("migrate")
 @one_line_errors
 def db_migrate() -> None:
-    """Create or upgrade the schema (a no-op when it is current)."""
+    """Create or upgrade the schema (a no-op when it is current).
+
+    Example: DATABASE_URL=postgresql://app@db/memory slowwave db migrate"""
     with open_database() as db:
         report = migrate(db)
         for label in report.applied:
@@ -103,7 +105,9 @@ def db_stop(
         bool, typer.Option("--force", help="Stop even while other processes hold it.")
     ] = False,
 ) -> None:
-    """Stop the embedded Postgres (e.g. one left running by a killed process)."""
+    """Stop the embedded Postgres (e.g. one left running by a killed process).
+
+    Example: slowwave db stop --force"""
     settings = get_settings()
     if settings.database_url is not None:
         console.print("DATABASE_URL is set: slowwave does not manage that server.")

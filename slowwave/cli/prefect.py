@@ -81,7 +81,9 @@ def foreground(command: list[str], env: dict[str, str]) -> None:
 @one_line_errors
 def deploy_command() -> None:
     """Create the `process` work pool if missing, then deploy slowwave's prefect.yaml (nightly,
-    backfill, revert, forget); their runs start in this folder."""
+    backfill, revert, forget); their runs start in this folder.
+
+    Example: cd /srv/memory && slowwave deploy"""
     from importlib.resources import as_file, files
 
     settings = get_settings()

@@ -97,7 +97,9 @@ def profile_command(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="The stored row as JSON.")] = False,
 ) -> None:
-    """The model-written profile of a conversation's active facts."""
+    """The model-written profile of a conversation's active facts.
+
+    Example: slowwave profile -c dana --refresh"""
     settings = get_settings()
     if refresh:
         from slowwave.models.llm import load_model

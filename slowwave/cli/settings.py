@@ -24,7 +24,9 @@ def show_settings(
         typer.Option("--sync-readme", help="Rewrite the settings table in this README."),
     ] = None,
 ) -> None:
-    """Show the effective settings (secrets hidden), or document them all."""
+    """Show the effective settings (secrets hidden), or document them all.
+
+    Example: SLOWWAVE_CHUNK_SIZE=4 slowwave settings"""
     if sync_readme_path is not None:
         changed = sync_readme(sync_readme_path)
         console.print(f"{sync_readme_path}: {'updated' if changed else 'already current'}")
