@@ -49,6 +49,14 @@ def run_in_foreground(args: Sequence[str], env: dict[str, str], grace_s: float =
         raise
 
 
+def answers(url: str) -> bool:
+    """Whether a server on 127.0.0.1 answers ``url`` (a health endpoint) with 200."""
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket() as sock:
@@ -151,10 +159,7 @@ class LocalServer:
             raise ServerError(f"{self.what} processes {left} did not stop")
 
     def _healthy(self) -> bool:
-        try:
-            return httpx.get(self.health_url, timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
+        return answers(self.health_url)
 
     def __enter__(self) -> LocalServer:
         self.start()

@@ -13,10 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import psutil
 
-from slowwave.models.processes import free_port
+from slowwave.models.processes import answers, free_port
 from tests.fix_model_server import fake_model
 from tests.fix_terminal import Terminal
 
@@ -40,13 +39,6 @@ def _fresh_shell(folder: Path, **extra: str) -> dict[str, str]:
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["PREFECT_HOME"] = str(folder / ".prefect")  # ~/.prefect of this test's "user"
     return {**env, **extra}
-
-
-def _up(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=2).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 def _stop_with_ctrl_c(terminal: Terminal, name: str) -> None:
@@ -75,7 +67,7 @@ def test_the_readme_operator_section_works_as_written_in_a_fresh_folder(tmp_path
         worker: Terminal | None = None
         try:
             deadline = time.monotonic() + 180
-            while not _up(f"http://127.0.0.1:{port}/api/health"):
+            while not answers(f"http://127.0.0.1:{port}/api/health"):
                 assert time.monotonic() < deadline, server.output[-3000:]
                 assert server.poll() is None, server.output[-3000:]
                 time.sleep(0.5)

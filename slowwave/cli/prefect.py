@@ -8,11 +8,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
 import typer
 
 from slowwave.cli.common import INTERRUPTED, errors, one_line_errors
-from slowwave.models.processes import LocalServer, ServerError, free_port, run_in_foreground
+from slowwave.models.processes import (
+    LocalServer,
+    ServerError,
+    answers,
+    free_port,
+    run_in_foreground,
+)
 from slowwave.models.settings import Settings, get_settings
 
 # How long a temporary Prefect API may take to answer (10-15 s on two cores).
@@ -55,7 +60,7 @@ def server_command() -> None:
     # with --port the UI still calls 4200; the API port setting moves both
     env["PREFECT_SERVER_API_PORT"] = str(settings.prefect_port)
     env["PREFECT_SERVER_API_HOST"] = "127.0.0.1"
-    if answers(server_url(settings)):
+    if answers(f"{server_url(settings)}/health"):
         raise ServerError(
             f"a Prefect server already answers on port {settings.prefect_port}: use it, or set "
             "SLOWWAVE_PREFECT_PORT to run another"
@@ -112,13 +117,6 @@ def server_url(settings: Settings) -> str:
     return f"http://127.0.0.1:{settings.prefect_port}/api"
 
 
-def answers(api_url: str) -> bool:
-    try:
-        return httpx.get(f"{api_url}/health", timeout=2).status_code == 200
-    except httpx.TransportError:
-        return False
-
-
 @contextmanager
 def flow_api(settings: Settings) -> Iterator[str]:
     """The Prefect API a flow run in this process reports to, for the block.
@@ -134,7 +132,7 @@ def flow_api(settings: Settings) -> Iterator[str]:
     if given:
         yield given
         return
-    if answers(server_url(settings)):
+    if answers(f"{server_url(settings)}/health"):
         with temporary_settings({PREFECT_API_URL: server_url(settings)}):
             yield server_url(settings)
         return
