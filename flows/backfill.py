@@ -14,8 +14,10 @@ from prefect.runtime import flow_run
 from prefect.states import State
 
 from slowwave.flows.consolidate import consolidate_run, final_state, reported, start_model
+from slowwave.models.ids import conversation_ref
 from slowwave.models.llm.base import StructuredModel
 from slowwave.models.settings import get_settings
+from slowwave.models.tenant import DEFAULT_TENANT, conversation_key
 from slowwave.sql.db import Database, migrate
 from slowwave.tasks.forget import resolve_conversations
 from slowwave.tasks.ingest.summarize import SummaryReport, summarize_missing
@@ -29,6 +31,7 @@ def ingest_task(
     since: datetime | None,
     until: datetime | None,
     allow_forgotten: bool = False,
+    tenant: str = DEFAULT_TENANT,
 ) -> IngestReport:
     settings = get_settings()
     with Database(settings) as db:
@@ -36,7 +39,7 @@ def ingest_task(
         report = ingest(
             db,
             Path(source),
-            IngestPolicy.of(settings, allow_forgotten=allow_forgotten),
+            IngestPolicy.of(settings, allow_forgotten=allow_forgotten, tenant=tenant),
             fmt=fmt,
             since=since,
             until=until,
@@ -82,11 +85,18 @@ def backfill(
     since: datetime | None = None,
     until: datetime | None = None,
     allow_forgotten: bool = False,
+    tenant: str = DEFAULT_TENANT,
 ) -> State:
-    """Ingest ``source`` (messages from ``since`` to before ``until``), then consolidate
-    (optionally only ``conversations``: their references, ``c:…``, or their ids). Messages of
-    forgotten conversations are refused, unless ``allow_forgotten``."""
-    report = ingest_task(source, format, since, until, allow_forgotten)
+    """Ingest ``source`` (messages from ``since`` to before ``until``) as the ``tenant``'s
+    conversations, then consolidate (optionally only ``conversations``: their references,
+    ``c:…``, or the tenant's ids). Messages of forgotten conversations are refused, unless
+    ``allow_forgotten``."""
+    if conversations is not None:  # the tenant's ids, by reference from here on
+        conversations = [
+            c if c.startswith("c:") else conversation_ref(conversation_key(c, tenant))
+            for c in conversations
+        ]
+    report = ingest_task(source, format, since, until, allow_forgotten, tenant)
     print(
         f"ingested {report.ingested} of {report.read} messages into {report.episodes} episodes, "
         f"{report.rejected} rejected"

@@ -8,6 +8,8 @@ from uuid import UUID
 
 from pydantic import AwareDatetime, BaseModel, Field
 
+from slowwave.models.tenant import conversation_key
+
 
 class Message(BaseModel):
     """One message of an episode's transcript."""
@@ -48,6 +50,16 @@ class Episode(BaseModel):
         "episode's messages before this index are consolidated. None: the part (or the whole "
         "episode) finishes it.",
     )
+
+    def in_tenant(self, tenant: str) -> Episode:
+        """This episode as ``tenant``'s: its conversation and its source key (unique across
+        tenants) made the tenant's (``models.tenant``)."""
+        return self.model_copy(
+            update={
+                "conversation_id": conversation_key(self.conversation_id, tenant),
+                "external_key": conversation_key(self.external_key, tenant),
+            }
+        )
 
     @property
     def part_key(self) -> str:

@@ -8,11 +8,14 @@
 | `speaker` (or `role`) | string | yes | who said it |
 | `text` | string, not empty | yes | what was said |
 | `session_id` | string (or integer) | no | a session boundary given by the source |
+| `surprise` | number, 0 to 1 | no | how unexpected; an episode's is its messages' highest |
 """
 
 from __future__ import annotations
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+
+from slowwave.models.tenant import conversation_problem
 
 
 class TranscriptMessage(BaseModel):
@@ -26,6 +29,14 @@ class TranscriptMessage(BaseModel):
     speaker: str = Field(min_length=1, description="Who said it (`role` is read too).")
     text: str = Field(description="What was said; not empty.")
     session_id: str | None = Field(default=None, description="Session given by the source.")
+    surprise: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description="How unexpected the message was, 0 to 1; an episode's is its messages' "
+        "highest (none given: computed at consolidation).",
+    )
 
     @field_validator("conversation_id", "speaker", "text", mode="before")
     @classmethod
@@ -58,6 +69,16 @@ class TranscriptMessage(BaseModel):
             raise ValueError("is empty")
         return value
 
+    @field_validator("conversation_id")
+    @classmethod
+    def _conversation(cls, value: str) -> str:
+        """A conversation id is part of a stored key (``models.tenant``): no control
+        characters."""
+        problem = conversation_problem(value)
+        if problem is not None and problem != "is empty":
+            raise ValueError(problem)
+        return value
+
     @field_validator("message_id", "session_id", mode="before")
     @classmethod
     def _id_text(cls, value: object) -> object:
@@ -66,6 +87,13 @@ class TranscriptMessage(BaseModel):
         if isinstance(value, bool) or not isinstance(value, str | int):
             raise ValueError(f"must be a string or an integer, not {type(value).__name__}")
         return str(value)
+
+    @field_validator("surprise", mode="before")
+    @classmethod
+    def _surprise_number(cls, value: object) -> object:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise ValueError(f"must be a number from 0 to 1, not {type(value).__name__}")
+        return value
 
     @field_validator("timestamp", mode="before")
     @classmethod

@@ -8,6 +8,9 @@
     slowwave.revert(summary.run_id, reason="prompt bug", by="ops", settings=settings)
     slowwave.forget(conversation_id="conv-26", reason="erasure request", by="dpo")
 
+Conversations are a tenant's (``tenant=``, the default tenant when none is named): the same id
+in two tenants names two conversations (``slowwave.models.tenant``).
+
 Each call opens the database the settings name (the embedded server by default), migrates it
 when needed and closes it. ``backfill`` and ``consolidate`` run here, in this process, with the
 models the settings name (or the ones passed); the Prefect flows drive the same run
@@ -27,6 +30,7 @@ from slowwave.models.llm import load_model
 from slowwave.models.llm.base import StructuredModel
 from slowwave.models.run import RunSummary
 from slowwave.models.settings import Settings, get_settings
+from slowwave.models.tenant import DEFAULT_TENANT, conversation_key
 from slowwave.sql.db import Database, migrate
 from slowwave.tasks.consolidate import consolidate as consolidate_run
 from slowwave.tasks.forget import ForgetReport, forget_conversation, forget_fact
@@ -50,6 +54,7 @@ def ingest(
     *,
     format: Format | None = None,
     allow_forgotten: bool = False,
+    tenant: str = DEFAULT_TENANT,
     settings: Settings | None = None,
 ) -> IngestReport:
     """A transcript (JSONL, Parquet or a LoCoMo file) into episodes: validated, idempotent, in
@@ -57,30 +62,34 @@ def ingest(
     conversation's messages are refused unless ``allow_forgotten``."""
     settings = settings or get_settings()
     with database(settings) as db:
-        policy = IngestPolicy.of(settings, allow_forgotten=allow_forgotten)
+        policy = IngestPolicy.of(settings, allow_forgotten=allow_forgotten, tenant=tenant)
         return ingest_source(db, Path(source), policy, fmt=format)
 
 
 def consolidate(
     *,
     conversations: Sequence[str] | None = None,
+    tenant: str = DEFAULT_TENANT,
     kind: str = "manual",
     settings: Settings | None = None,
     model: StructuredModel | None = None,
     embedder: Embedder | None = None,
 ) -> RunSummary:
     """A whole run here: everything due (with ``conversations``: every pending episode of
-    those), exactly once, recorded like any run. ``model`` and ``embedder`` default to the
-    settings' (loaded, and closed after)."""
+    those, the ``tenant``'s), exactly once, recorded like any run. ``model`` and ``embedder``
+    default to the settings' (loaded, and closed after)."""
     settings = settings or get_settings()
     own_model, own_embedder = model is None, embedder is None
     model = model or load_model(settings)
     try:
         embedder = embedder or load_embedder(settings)
+        keys = (
+            [conversation_key(c, tenant) for c in conversations]
+            if conversations is not None
+            else None
+        )
         with database(settings) as db:
-            return consolidate_run(
-                db, model, embedder, settings, kind=kind, conversations=conversations
-            )
+            return consolidate_run(db, model, embedder, settings, kind=kind, conversations=keys)
     finally:
         if own_model:
             model.close()
@@ -94,16 +103,22 @@ def backfill(
     format: Format | None = None,
     conversations: Sequence[str] | None = None,
     allow_forgotten: bool = False,
+    tenant: str = DEFAULT_TENANT,
     settings: Settings | None = None,
     model: StructuredModel | None = None,
     embedder: Embedder | None = None,
 ) -> RunSummary:
-    """Ingest ``source``, then consolidate every pending episode (of ``conversations``, when
-    given): what ``slowwave backfill`` does, here."""
-    ingest(source, format=format, allow_forgotten=allow_forgotten, settings=settings)
+    """Ingest ``source`` as the ``tenant``'s, then consolidate every pending episode (of
+    ``conversations``, when given): what ``slowwave backfill`` does, here."""
+    ingest(source, format=format, allow_forgotten=allow_forgotten, tenant=tenant, settings=settings)
     names = list(conversations) if conversations is not None else None
     return consolidate(
-        conversations=names, kind="backfill", settings=settings, model=model, embedder=embedder
+        conversations=names,
+        tenant=tenant,
+        kind="backfill",
+        settings=settings,
+        model=model,
+        embedder=embedder,
     )
 
 
@@ -126,17 +141,23 @@ def forget(
     by: str,
     conversation_id: str | None = None,
     fact_id: UUID | str | None = None,
+    tenant: str = DEFAULT_TENANT,
     purge: bool = True,
     settings: Settings | None = None,
 ) -> ForgetReport:
-    """Hard-delete a conversation (or one fact) for a privacy request, whatever runs beside
-    it, and leave a tombstone without content."""
+    """Hard-delete a conversation of the ``tenant`` (or one fact) for a privacy request,
+    whatever runs beside it, and leave a tombstone without content."""
     if (conversation_id is None) == (fact_id is None):
         raise ValueError("name a conversation_id or a fact_id, one of them")
     settings = settings or get_settings()
     with database(settings) as db:
         if conversation_id is not None:
             return forget_conversation(
-                db, conversation_id, home=settings.home, by=by, reason=reason, purge=purge
+                db,
+                conversation_key(conversation_id, tenant),
+                home=settings.home,
+                by=by,
+                reason=reason,
+                purge=purge,
             )
         return forget_fact(db, UUID(str(fact_id)), by=by, reason=reason, purge=purge)

@@ -12,6 +12,10 @@ with Memory() as memory:
     print(memory.profile("conv-26"))  # with SLOWWAVE_PROFILES on: the model-written profile
     for version in memory.history(hits[0].id):
         print(version.version, version.fact, version.valid_at, version.invalid_at)
+
+A ``Memory`` reads and records one tenant's conversations (``Memory(tenant="acme")``; the
+default tenant when none is named): another tenant's conversation of the same id is never
+reached, and the records it returns name conversations as the tenant knows them.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from slowwave.models.embedding import load_embedder
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.history import FactVersion
 from slowwave.models.settings import Settings, get_settings
+from slowwave.models.tenant import DEFAULT_TENANT, check_tenant, conversation_key, conversation_of
 from slowwave.sql.db import Database, migrate
 from slowwave.tasks.history import fact_history, get_version, list_facts
 from slowwave.tasks.ingest.transcripts import IngestPolicy, IngestReport, record
@@ -48,10 +53,29 @@ class Memory:
     """An agent's access to slowwave's memory for one process: record messages (episodic),
     read what the nightly runs consolidated (semantic)."""
 
-    def __init__(self, settings: Settings | None = None, embedder: Embedder | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        embedder: Embedder | None = None,
+        *,
+        tenant: str = DEFAULT_TENANT,
+        database: Database | None = None,
+    ) -> None:
         self.settings = settings or get_settings()
-        self._db = Database(self.settings)
+        self.tenant = check_tenant(tenant)
+        self._own_db = database is None
+        self._db = database or Database(self.settings)
         self._embedder = embedder
+
+    def key(self, conversation_id: str) -> str:
+        """The stored key of this tenant's conversation (``models.tenant``)."""
+        return conversation_key(conversation_id, self.tenant)
+
+    def _theirs(self, versions: Iterable[FactVersion]) -> list[FactVersion]:
+        return [
+            v.model_copy(update={"conversation_id": conversation_of(v.conversation_id)})
+            for v in versions
+        ]
 
     @property
     def embedder(self) -> Embedder:
@@ -76,7 +100,7 @@ class Memory:
                 conn,
                 self.embedder,
                 query,
-                conversation_id,
+                self.key(conversation_id),
                 k,
                 category=category,
                 as_of=as_of,
@@ -100,7 +124,7 @@ class Memory:
         ``allow_forgotten``. The next run consolidates them. The report lists what was
         refused, with the reasons."""
         self.ensure_schema()
-        policy = IngestPolicy.of(self.settings, allow_forgotten=allow_forgotten)
+        policy = IngestPolicy.of(self.settings, allow_forgotten=allow_forgotten, tenant=self.tenant)
         return record(self._db.open(), conversation_id, messages, policy)
 
     def ensure_schema(self) -> None:
@@ -110,21 +134,21 @@ class Memory:
     def has_facts(self, conversation_id: str) -> bool:
         """Whether the conversation has any consolidated fact (valid now or once)."""
         with self._db.open().connection() as conn:
-            return has_facts(conn, conversation_id)
+            return has_facts(conn, self.key(conversation_id))
 
     def context(
         self, conversation_id: str, budget_tokens: int = 500, *, as_of: datetime | None = None
     ) -> str:
         """Guidelines and the top identity / preference facts, packed into a token budget."""
         with self._db.open().connection() as conn:
-            return context(conn, conversation_id, budget_tokens, as_of=as_of)
+            return context(conn, self.key(conversation_id), budget_tokens, as_of=as_of)
 
     def profile(self, conversation_id: str) -> Profile | None:
         """The conversation's stored profile (written after runs with ``SLOWWAVE_PROFILES`` on,
         or by ``slowwave profile --refresh``); None if it has none. ``stale``: its facts changed
         since it was written."""
         with self._db.open().connection() as conn:
-            return read_profile(conn, conversation_id)
+            return read_profile(conn, self.key(conversation_id))
 
     def facts(
         self, conversation_id: str, *, as_of: datetime | None = None, everything: bool = False
@@ -134,24 +158,27 @@ class Memory:
         if as_of is not None and as_of.tzinfo is None:
             as_of = as_of.replace(tzinfo=UTC)
         with self._db.open().connection() as conn:
-            return list_facts(conn, conversation_id, as_of=as_of, everything=everything)
+            facts = list_facts(conn, self.key(conversation_id), as_of=as_of, everything=everything)
+        return self._theirs(facts)
 
     def history(self, fact_id: UUID) -> list[FactVersion]:
-        """Every version of the fact, oldest first (lineage both ways)."""
+        """Every version of the fact, oldest first (lineage both ways); a fact of another
+        tenant is no fact."""
         with self._db.open().connection() as conn:
-            return fact_history(conn, fact_id)
+            return self._theirs(fact_history(conn, fact_id, tenant=self.tenant))
 
     def get_version(self, fact_id: UUID, n: int) -> FactVersion:
         """Version ``n`` (1 = the first) of the fact's chain."""
         with self._db.open().connection() as conn:
-            return get_version(conn, fact_id, n)
+            return self._theirs([get_version(conn, fact_id, n, tenant=self.tenant)])[0]
 
     @staticmethod
     def markdown(hits: Sequence[SearchHit], *, split_guidelines: bool = False) -> str:
         return render_split(hits) if split_guidelines else render_markdown(hits)
 
     def close(self) -> None:
-        self._db.close()
+        if self._own_db:
+            self._db.close()
         if self._embedder is not None:
             self._embedder.close()
 

@@ -32,6 +32,9 @@ class ClaimPolicy:
     threshold: int
     flashbulb: float
     due_after_s: int
+    # an episode whose last message is younger than this (the segmentation gap) is still open:
+    # its conversation may go on in it, and no claim takes it yet
+    open_s: int
     lease_s: int
     max_conversations: int
     chunk_size: int
@@ -42,6 +45,7 @@ class ClaimPolicy:
             threshold=settings.episode_threshold,
             flashbulb=settings.flashbulb_surprise,
             due_after_s=settings.due_after_s,
+            open_s=settings.segment_gap_s,
             lease_s=settings.claim_lease_s,
             max_conversations=settings.claim_max_conversations,
             chunk_size=settings.chunk_size,
@@ -253,6 +257,7 @@ def _params(
         "threshold": policy.threshold,
         "flashbulb": policy.flashbulb,
         "due_after_s": policy.due_after_s,
+        "open_s": policy.open_s,
         "everything": everything,
         "lease_s": policy.lease_s,
         "max_conversations": policy.max_conversations,

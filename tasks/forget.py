@@ -36,6 +36,7 @@ from tenacity import retry, retry_if_exception_type, stop_after_attempt
 
 from slowwave import sql
 from slowwave.models.ids import digest
+from slowwave.models.tenant import conversation_of
 from slowwave.sql.db import Database
 from slowwave.tasks.history import HistoryError
 
@@ -79,14 +80,19 @@ __all__ = [
 ]
 
 
-def hold_conversations(conn: psycopg.Connection, conversation_ids: Iterable[str]) -> set[str]:
+def hold_conversations(
+    conn: psycopg.Connection, conversation_ids: Iterable[str], *, exclusive: bool = False
+) -> set[str]:
     """First thing in a transaction that writes about these conversations: hold them against a
     forget or a revert until it ends, and return those already forgotten, about which it must
-    write nothing."""
+    write nothing. ``exclusive``: against every other writer too (an ingest, which may grow a
+    conversation's latest episode; a claim skips a conversation held so)."""
     ids = sorted(set(conversation_ids))
     if not ids:
         return set()
-    conn.execute(sql.statement("hold_conversations"), {"conversations": ids})
+    conn.execute(
+        sql.statement("hold_conversations"), {"conversations": ids, "exclusive": exclusive}
+    )
     return forgotten_among(conn, ids)  # a snapshot taken after the lock
 
 
@@ -168,7 +174,8 @@ def forget_conversation(
     _needs_reason(reason)
     report = ForgetReport("forget_conversation", digest(conversation_id))
     _delete_conversation(db, conversation_id, report, by, reason)
-    report.reject_lines = _forget_rejects(home, conversation_id)  # once the rows are gone
+    # once the rows are gone; a reject line names the conversation by its id in its tenant
+    report.reject_lines = _forget_rejects(home, conversation_of(conversation_id))
     if purge:
         _purge(db, report)
     return report

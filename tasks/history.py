@@ -13,6 +13,7 @@ from psycopg.rows import dict_row
 from slowwave import sql
 from slowwave.models.errors import SlowwaveError
 from slowwave.models.history import FactVersion
+from slowwave.models.tenant import tenant_of
 
 
 class HistoryError(SlowwaveError, ValueError):
@@ -23,18 +24,23 @@ def _versions(rows: list[dict[str, Any]]) -> list[FactVersion]:
     return [FactVersion(**row, version=i) for i, row in enumerate(rows, start=1)]
 
 
-def fact_history(conn: psycopg.Connection, fact_id: UUID) -> list[FactVersion]:
-    """Every version of the fact (lineage both ways), oldest first."""
+def fact_history(
+    conn: psycopg.Connection, fact_id: UUID, *, tenant: str | None = None
+) -> list[FactVersion]:
+    """Every version of the fact (lineage both ways), oldest first. With ``tenant``, a fact of
+    another tenant's conversation is no fact (a chain never leaves its conversation)."""
     with conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(sql.statement("fact_history"), {"id": fact_id}).fetchall()
-    if not rows:
+    if not rows or (tenant is not None and tenant_of(rows[0]["conversation_id"]) != tenant):
         raise HistoryError(f"no fact {fact_id}")
     return _versions(rows)
 
 
-def get_version(conn: psycopg.Connection, fact_id: UUID, n: int) -> FactVersion:
+def get_version(
+    conn: psycopg.Connection, fact_id: UUID, n: int, *, tenant: str | None = None
+) -> FactVersion:
     """Version ``n`` (1 = the first) of the fact's chain, as seed 002 names it."""
-    versions = fact_history(conn, fact_id)
+    versions = fact_history(conn, fact_id, tenant=tenant)
     if not 1 <= n <= len(versions):
         raise HistoryError(f"fact {fact_id} has {len(versions)} version(s), not {n}")
     return versions[n - 1]

@@ -34,13 +34,17 @@ class QuarantinedEpisode(BaseModel):
 
 
 def list_quarantined(
-    conn: psycopg.Connection, *, conversations: Sequence[str] | None = None, limit: int = 1000
+    conn: psycopg.Connection,
+    *,
+    conversations: Sequence[str] | None = None,
+    tenant: str | None = None,
+    limit: int = 1000,
 ) -> list[QuarantinedEpisode]:
-    """Quarantined episodes, oldest quarantine first."""
+    """Quarantined episodes (of ``conversations``, of the ``tenant``'s), oldest first."""
     with conn.cursor(row_factory=class_row(QuarantinedEpisode)) as cur:
         return cur.execute(
             sql.statement("quarantine_list"),
-            {"conversations": _list(conversations), "limit": limit},
+            {"conversations": _list(conversations), "tenant": tenant, "limit": limit},
         ).fetchall()
 
 

@@ -31,6 +31,7 @@ from slowwave.models.category import Category
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.errors import SlowwaveError
 from slowwave.models.settings import Settings
+from slowwave.models.tenant import shown
 
 Ranker = Literal["hybrid", "vector", "fulltext"]
 
@@ -96,7 +97,7 @@ def require_known(conn: psycopg.Connection, conversations: Iterable[str]) -> Non
         ).fetchall()
     ]
     if unknown:
-        names = ", ".join(repr(c) for c in unknown)
+        names = ", ".join(repr(shown(c)) for c in unknown)
         raise UnknownConversation(
             f"no conversation {names}: nothing was ingested or recorded under that id (the "
             "ids there are: `slowwave db status --conversations`)"
@@ -198,8 +199,10 @@ def search(
     as_of: datetime | None = None,
     ranker: Ranker = "hybrid",
     policy: SearchPolicy | None = None,
+    vector: np.ndarray | None = None,
 ) -> list[SearchHit]:
-    """The top ``k`` facts of ``conversation_id`` for ``query``."""
+    """The top ``k`` facts of ``conversation_id`` for ``query`` (``vector``: its embedding,
+    when the caller has it already: a server embeds concurrent queries as one batch)."""
     policy = policy or SearchPolicy()
     if k < 1:
         raise SearchError(f"k must be at least 1, not {k}")
@@ -211,11 +214,10 @@ def search(
         category = Category(category)
     if as_of is not None and as_of.tzinfo is None:
         raise ValueError("as_of needs a time zone")
-    vector = (
-        embedder.embed([query])[0]
-        if ranker != "fulltext"
-        else np.zeros(embedder.dim, dtype=np.float32)
-    )
+    if ranker == "fulltext":
+        vector = np.zeros(embedder.dim, dtype=np.float32)
+    elif vector is None:
+        vector = embedder.embed([query])[0]
     hybrid = ranker == "hybrid"  # the channels beyond the two rankers serve hybrid search only
     time_from, time_to = (
         temporal_window(query, policy) if hybrid and policy.temporal_weight > 0 else (None, None)

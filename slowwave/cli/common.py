@@ -20,6 +20,7 @@ from rich.table import Column, Table
 
 from slowwave.models.errors import SlowwaveError
 from slowwave.models.settings import Settings, get_settings
+from slowwave.models.tenant import conversation_key
 from slowwave.sql.db import Database, migrate
 from slowwave.tasks.ingest.transcripts import Format
 
@@ -41,10 +42,27 @@ AllowForgottenOption = Annotated[
         "that re-running a source does not bring a forgotten conversation back).",
     ),
 ]
+TenantOption = Annotated[
+    str,
+    typer.Option(
+        "--tenant",
+        "-t",
+        help="Whose conversations: a tenant's name (the same id in two tenants names two "
+        "conversations).",
+    ),
+]
 ConversationsOption = Annotated[
     list[str] | None,
     typer.Option("--conversation", "-c", help="Only these conversations (repeatable)."),
 ]
+
+
+def keys(conversations: list[str] | None, tenant: str) -> list[str] | None:
+    """The stored keys of the tenant's conversations named on the command line."""
+    if conversations is None:
+        return None
+    return [conversation_key(c, tenant) for c in conversations]
+
 
 P = ParamSpec("P")
 R = TypeVar("R")

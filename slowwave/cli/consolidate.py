@@ -12,6 +12,7 @@ from slowwave.cli.common import (
     ConversationsOption,
     FormatOption,
     SourceArgument,
+    TenantOption,
     console,
     errors,
     one_line_errors,
@@ -24,6 +25,7 @@ from slowwave.models.ids import conversation_ref
 from slowwave.models.llm import check_runtime
 from slowwave.models.run import RunSummary
 from slowwave.models.settings import get_settings
+from slowwave.models.tenant import DEFAULT_TENANT, check_tenant, conversation_key, shown
 from slowwave.sql.db import migrate
 from slowwave.tasks.ingest.rejects import Reject
 from slowwave.tasks.ingest.transcripts import IngestReport, check_source
@@ -34,6 +36,7 @@ def backfill_command(
     path: SourceArgument,
     fmt: FormatOption = None,
     conversation: ConversationsOption = None,
+    tenant: TenantOption = DEFAULT_TENANT,
     allow_forgotten: AllowForgottenOption = False,
 ) -> None:
     """Ingest a historical transcript, then consolidate everything pending (the backfill flow).
@@ -47,19 +50,24 @@ def backfill_command(
         state = backfill(
             source=str(path.resolve()),
             format=fmt,
-            conversations=references(conversation),
+            conversations=references(conversation, tenant),
             allow_forgotten=allow_forgotten,
+            tenant=check_tenant(tenant),
             return_state=True,
         )
     print_flow_result(state)
 
 
-def references(conversations: list[str] | None) -> list[str] | None:
-    """Conversations as a flow's parameters carry them: by reference (``c:…``), never by id,
-    since Prefect keeps every flow run's parameters and a forget cannot reach them there."""
+def references(conversations: list[str] | None, tenant: str) -> list[str] | None:
+    """The tenant's conversations as a flow's parameters carry them: by reference (``c:…``, as
+    given or made from the id), never by id, since Prefect keeps every flow run's parameters
+    and a forget cannot reach them there."""
     if conversations is None:
         return None
-    return [c if c.startswith("c:") else conversation_ref(c) for c in conversations]
+    return [
+        c if c.startswith("c:") else conversation_ref(conversation_key(c, tenant))
+        for c in conversations
+    ]
 
 
 def preflight() -> None:
@@ -105,12 +113,15 @@ def print_summary(summary: RunSummary) -> None:
     console.print(table)
     for failure in summary.failures[:10]:
         state = "quarantined" if failure.quarantined else "will retry"
-        console.print(f"  {failure.conversation_id}: {state}: {failure.reason}", highlight=False)
+        console.print(
+            f"  {shown(failure.conversation_id)}: {state}: {failure.reason}", highlight=False
+        )
 
 
 @one_line_errors
 def consolidate_command(
     conversation: ConversationsOption = None,
+    tenant: TenantOption = DEFAULT_TENANT,
 ) -> None:
     """Consolidate everything that is due (the nightly flow, run here).
 
@@ -119,5 +130,5 @@ def consolidate_command(
 
     preflight()
     with flow_api(get_settings()):
-        state = nightly(conversations=references(conversation), return_state=True)
+        state = nightly(conversations=references(conversation, tenant), return_state=True)
     print_flow_result(state)

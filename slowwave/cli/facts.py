@@ -15,6 +15,7 @@ from slowwave.cli.common import (
     ByOption,
     JsonOption,
     ReasonOption,
+    TenantOption,
     connected,
     console,
     emit,
@@ -25,6 +26,7 @@ from slowwave.cli.common import (
     table,
     text_column,
 )
+from slowwave.models.tenant import DEFAULT_TENANT, conversation_key, shown
 from slowwave.tasks.history import fact_history, list_facts, undelete
 from slowwave.tasks.ids import resolve, shorten
 from slowwave.tasks.search import require_known
@@ -80,6 +82,7 @@ def facts_command(
     conversation: Annotated[
         str | None, typer.Option("--conversation", "-c", help="Conversation id.")
     ] = None,
+    tenant: TenantOption = DEFAULT_TENANT,
     as_of: AsOfOption = None,
     everything: Annotated[
         bool, typer.Option("--all", help="Every fact it ever had, every version.")
@@ -99,12 +102,16 @@ def facts_command(
     if as_of is not None and as_of.tzinfo is None:
         as_of = as_of.replace(tzinfo=UTC)
     with connected() as conn:
-        facts = list_facts(conn, conversation, as_of=as_of, everything=everything)
+        key = conversation_key(conversation, tenant)
+        facts = [
+            f.model_copy(update={"conversation_id": conversation})
+            for f in list_facts(conn, key, as_of=as_of, everything=everything)
+        ]
         if not facts:
-            require_known(conn, [conversation])
+            require_known(conn, [key])
         short, runs = short_ids(conn, facts) if ids and not as_json else ({}, {})
     scope = "all" if everything else (f"valid at {as_of.isoformat()}" if as_of else "active")
-    title = f"{conversation}: {len(facts)} fact(s), {scope}"
+    title = f"{shown(key)}: {len(facts)} fact(s), {scope}"
     emit(
         facts,
         as_json,

@@ -13,12 +13,14 @@ from slowwave.cli.common import (
     ByOption,
     JsonOption,
     ReasonOption,
+    TenantOption,
     console,
     one_line_errors,
     open_database,
     operator,
 )
 from slowwave.models.settings import get_settings
+from slowwave.models.tenant import DEFAULT_TENANT, conversation_key
 from slowwave.sql.db import Database, migrate
 from slowwave.tasks.forget import ForgetReport, forget_conversation, forget_fact
 from slowwave.tasks.ids import resolve
@@ -36,6 +38,7 @@ def forget_command(
     conversation: Annotated[
         str | None, typer.Option("--conversation", "-c", help="Forget this conversation.")
     ] = None,
+    tenant: TenantOption = DEFAULT_TENANT,
     fact: Annotated[
         str | None, typer.Option("--fact", help="Forget this fact: its id, or short id.")
     ] = None,
@@ -61,7 +64,7 @@ def forget_command(
         report: ForgetReport = (
             forget_conversation(
                 db,
-                conversation,
+                conversation_key(conversation, tenant),
                 home=settings.home,
                 by=operator(by),
                 reason=reason,

@@ -12,15 +12,19 @@ from rich.table import Column
 from slowwave.cli.common import (
     ConversationsOption,
     JsonOption,
+    TenantOption,
     connected,
     console,
     emit,
     id_column,
+    keys,
     number_column,
     one_line_errors,
     table,
     text_column,
 )
+from slowwave.models.tenant import DEFAULT_TENANT
+from slowwave.models.tenant import shown as shown_key
 from slowwave.tasks.ids import resolve, shorten
 from slowwave.tasks.quarantine import QuarantinedEpisode, list_quarantined, release
 from slowwave.tasks.search import require_known
@@ -36,15 +40,17 @@ app = typer.Typer(
 @one_line_errors
 def quarantine_list(
     conversation: ConversationsOption = None,
+    tenant: TenantOption = DEFAULT_TENANT,
     as_json: JsonOption = False,
 ) -> None:
     """Quarantined episodes with their attempts and last error, oldest first.
 
     Example: slowwave quarantine list -c dana"""
+    named = keys(conversation, tenant)
     with connected() as conn:
-        if conversation:
-            require_known(conn, conversation)
-        episodes = list_quarantined(conn, conversations=conversation)
+        if named:
+            require_known(conn, named)
+        episodes = list_quarantined(conn, conversations=named)
         short = shorten(conn, "episode", (e.id for e in episodes))
     emit(episodes, as_json, lambda: print_quarantined(episodes, short))
 
@@ -62,7 +68,7 @@ def print_quarantined(episodes: list[QuarantinedEpisode], short: dict[uuid.UUID,
     )
     for e in episodes:
         shown.add_row(
-            e.conversation_id,
+            shown_key(e.conversation_id),
             short[e.id],
             str(e.attempts),
             e.quarantined_at.astimezone(UTC).strftime("%m-%d %H:%M"),
@@ -78,6 +84,7 @@ def quarantine_release(
         str, typer.Option("--reason", "-r", help="Who asked and why (kept in the decision log).")
     ],
     conversation: ConversationsOption = None,
+    tenant: TenantOption = DEFAULT_TENANT,
     episode: Annotated[
         list[str] | None,
         typer.Option("--episode", "-e", help="Only these episodes: ids or short ids."),
@@ -93,12 +100,13 @@ def quarantine_release(
     """
     if not (conversation or episode or release_all):
         raise typer.BadParameter("name --conversation or --episode, or say --all")
+    named = keys(conversation, tenant)
     with connected() as conn:
-        if conversation:
-            require_known(conn, conversation)
+        if named:
+            require_known(conn, named)
         episodes = [resolve(conn, "episode", e) for e in episode] if episode else None
-        released = release(conn, reason, conversations=conversation, episodes=episodes)
+        released = release(conn, reason, conversations=named, episodes=episodes)
     total = sum(released.values())
     console.print(f"released {total} episode(s) in {len(released)} conversation(s)")
     for conversation_id, count in released.items():
-        console.print(f"  {conversation_id}: {count}", highlight=False)
+        console.print(f"  {shown_key(conversation_id)}: {count}", highlight=False)

@@ -11,12 +11,14 @@ import typer
 
 from slowwave.cli.common import (
     AsOfOption,
+    TenantOption,
     one_line_errors,
     open_database,
 )
 from slowwave.memory import Memory
 from slowwave.models.category import Category
 from slowwave.models.settings import get_settings
+from slowwave.models.tenant import DEFAULT_TENANT, conversation_key
 from slowwave.tasks.history import HistoryError
 from slowwave.tasks.search import SearchError, has_facts
 
@@ -37,6 +39,7 @@ def no_facts(conversation: str) -> str:
 def search_command(
     query: Annotated[str, typer.Argument(help="What to look for.")],
     conversation: Annotated[str, typer.Option("--conversation", "-c", help="Conversation id.")],
+    tenant: TenantOption = DEFAULT_TENANT,
     k: Annotated[int, typer.Option("-k", help="How many facts.")] = 10,
     category: Annotated[
         Category | None, typer.Option("--category", help="Only this category.")
@@ -56,7 +59,7 @@ def search_command(
         raise typer.BadParameter("--ranker must be hybrid, vector or fulltext")
     if as_of is not None and as_of.tzinfo is None:
         as_of = as_of.replace(tzinfo=UTC)
-    with Memory(get_settings()) as memory:
+    with Memory(get_settings(), tenant=tenant) as memory:
         memory.ensure_schema()
         hits = memory.search(
             query,
@@ -77,12 +80,13 @@ def search_command(
 @one_line_errors
 def context_command(
     conversation: Annotated[str, typer.Option("--conversation", "-c", help="Conversation id.")],
+    tenant: TenantOption = DEFAULT_TENANT,
     budget: Annotated[int, typer.Option("--budget", help="Token budget.")] = 500,
 ) -> None:
     """Guidelines and top identity / preference facts for a system prompt.
 
     Example: slowwave context -c dana --budget 300"""
-    with Memory(get_settings()) as memory:
+    with Memory(get_settings(), tenant=tenant) as memory:
         block = memory.context(conversation, budget)
         if not block.strip() and not memory.has_facts(conversation):
             raise SearchError(no_facts(conversation))
@@ -92,6 +96,7 @@ def context_command(
 @one_line_errors
 def profile_command(
     conversation: Annotated[str, typer.Option("--conversation", "-c", help="Conversation id.")],
+    tenant: TenantOption = DEFAULT_TENANT,
     refresh: Annotated[
         bool, typer.Option("--refresh", help="Write it now with the configured model.")
     ] = False,
@@ -106,16 +111,21 @@ def profile_command(
         from slowwave.tasks.profile import ProfilePolicy, refresh_profiles
 
         with open_database(settings) as db, db.connection() as conn:
-            if not has_facts(conn, conversation):
+            if not has_facts(conn, conversation_key(conversation, tenant)):
                 raise HistoryError(f"conversation {conversation!r} has no facts")
             model = load_model(settings)
             try:
-                report = refresh_profiles(conn, model, [conversation], ProfilePolicy.of(settings))
+                report = refresh_profiles(
+                    conn,
+                    model,
+                    [conversation_key(conversation, tenant)],
+                    ProfilePolicy.of(settings),
+                )
             finally:
                 model.close()
         if report.failed:
             raise HistoryError(f"the model did not write a profile of {conversation!r}")
-    with Memory(settings) as memory:
+    with Memory(settings, tenant=tenant) as memory:
         profile = memory.profile(conversation)
     if profile is None or profile.profile is None:
         raise HistoryError(

@@ -3,6 +3,8 @@
 -- surprise >= %(flashbulb)s, one that an earlier run already claimed (a crashed or failed
 -- run's tail), or one recorded more than %(due_after_s)s seconds ago. With %(everything)s (a
 -- backfill, or a run that names its conversations) every pending episode is due.
+-- An episode still open is not taken: its last message is younger than %(open_s)s seconds (the
+-- segmentation gap) by the wall clock, so the conversation may go on in it (ingest_segment).
 -- A conversation is taken whole or not at all: skipped while any of its pending episodes is
 -- under another run's live lease, and guarded by a transaction-level advisory lock so that two
 -- claimers running this statement at the same moment cannot split it between them. A run
@@ -13,6 +15,7 @@ WITH due AS MATERIALIZED (  -- sorted first: the locks below are taken in order,
     SELECT conversation_id, min(start_at) AS oldest
     FROM episodic_memory
     WHERE consolidated_at IS NULL AND quarantined_at IS NULL
+      AND (end_at < now() - make_interval(secs => %(open_s)s) OR first_claimed_at IS NOT NULL)
       AND (%(conversations)s::text[] IS NULL OR conversation_id = ANY(%(conversations)s::text[]))
       AND NOT conversation_id = ANY(%(taken)s::text[])
     GROUP BY conversation_id
@@ -42,6 +45,7 @@ claimed AS (
         first_claimed_at = coalesce(e.first_claimed_at, now())
     WHERE e.conversation_id = ANY (ARRAY(SELECT conversation_id FROM locked))
       AND e.consolidated_at IS NULL AND e.quarantined_at IS NULL
+      AND (e.end_at < now() - make_interval(secs => %(open_s)s) OR e.first_claimed_at IS NOT NULL)
       AND (e.claimed_until IS NULL OR e.claimed_until < now()
            OR (e.claimed_by = %(run_id)s AND e.claim_shard = %(shard)s))
     RETURNING e.id, e.conversation_id, e.external_key, e.messages, e.summary,

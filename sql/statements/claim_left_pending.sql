@@ -1,23 +1,33 @@
 -- After a run's shards: the pending episodes the run did not take, and why (counted per
 -- reason). held: under another run's live lease; not_due: their conversation is not due
--- (slowwave_due); over_cap: due, but beyond the run's %(max_conversations)s (or due only after
--- the run planned its shards).
-WITH pending AS (
-    SELECT conversation_id,
-           count(*) AS episodes,
-           coalesce(bool_or(claimed_until >= now()), false) AS held,
-           %(everything)s
-               OR slowwave_due(count(*), max(coalesce(surprise, novelty)),
-                               bool_or(first_claimed_at IS NOT NULL),
-                               min(created_at), %(threshold)s::integer, %(flashbulb)s::real,
-                               now() - make_interval(secs => %(due_after_s)s)) AS due
+-- (slowwave_due), or the episode is still open (younger than %(open_s)s seconds, claim.sql);
+-- over_cap: due, but beyond the run's %(max_conversations)s (or due only after the run planned
+-- its shards).
+WITH episodes AS (
+    SELECT *,
+           end_at >= now() - make_interval(secs => %(open_s)s) AND first_claimed_at IS NULL
+               AS open
     FROM episodic_memory
     WHERE consolidated_at IS NULL AND quarantined_at IS NULL
       AND claimed_by IS DISTINCT FROM %(run_id)s
       AND (%(conversations)s::text[] IS NULL OR conversation_id = ANY(%(conversations)s::text[]))
+), pending AS (
+    SELECT conversation_id,
+           count(*) FILTER (WHERE NOT open) AS episodes,
+           count(*) FILTER (WHERE open) AS open,
+           coalesce(bool_or(claimed_until >= now()), false) AS held,
+           %(everything)s
+               OR slowwave_due(count(*) FILTER (WHERE NOT open),
+                               max(coalesce(surprise, novelty)) FILTER (WHERE NOT open),
+                               bool_or(first_claimed_at IS NOT NULL),
+                               min(created_at) FILTER (WHERE NOT open),
+                               %(threshold)s::integer, %(flashbulb)s::real,
+                               now() - make_interval(secs => %(due_after_s)s)) AS due
+    FROM episodes
     GROUP BY conversation_id
 )
 SELECT coalesce(sum(episodes) FILTER (WHERE held), 0)::bigint AS held,
-       coalesce(sum(episodes) FILTER (WHERE NOT held AND NOT due), 0)::bigint AS not_due,
+       coalesce(sum(episodes) FILTER (WHERE NOT held AND NOT due), 0)::bigint
+           + coalesce(sum(open) FILTER (WHERE NOT held), 0)::bigint AS not_due,
        coalesce(sum(episodes) FILTER (WHERE NOT held AND due), 0)::bigint AS over_cap
 FROM pending

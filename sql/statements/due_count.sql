@@ -5,6 +5,7 @@ WITH due AS (
     SELECT count(*) AS episodes
     FROM episodic_memory
     WHERE consolidated_at IS NULL AND quarantined_at IS NULL
+      AND (end_at < now() - make_interval(secs => %(open_s)s) OR first_claimed_at IS NOT NULL)
       AND (%(conversations)s::text[] IS NULL OR conversation_id = ANY(%(conversations)s::text[]))
     GROUP BY conversation_id
     HAVING (%(everything)s

@@ -6,5 +6,14 @@ CREATE TEMP TABLE slowwave_ingest (
     at              timestamptz NOT NULL,
     speaker         text NOT NULL,
     text            text NOT NULL,
-    session_id      text
+    session_id      text,
+    surprise        real
+) ON COMMIT DROP;
+-- the episode each staged conversation may go on in (ingest_tails)
+CREATE TEMP TABLE slowwave_ingest_tails (
+    episode_id      uuid PRIMARY KEY,
+    conversation_id text NOT NULL UNIQUE,
+    end_at          timestamptz NOT NULL,
+    session_id      text,
+    messages        integer NOT NULL
 ) ON COMMIT DROP

@@ -42,14 +42,19 @@ def load_episodes(
 
 
 def refuse_forgotten(
-    conn: psycopg.Connection, staged: str, refuse: str, allow_forgotten: bool
+    conn: psycopg.Connection,
+    staged: str,
+    refuse: str,
+    allow_forgotten: bool,
+    *,
+    exclusive: bool = False,
 ) -> list[tuple[object, ...]]:
     """Inside the loading transaction, once the rows are staged and before any is written:
-    hold their conversations against a forget (statement ``staged``: their ids), and take the
-    rows of forgotten ones out of the staging table (statement ``refuse``: what was taken),
-    unless ``allow_forgotten``."""
+    hold their conversations against a forget (statement ``staged``: their ids; ``exclusive``:
+    against other ingests of them too), and take the rows of forgotten ones out of the staging
+    table (statement ``refuse``: what was taken), unless ``allow_forgotten``."""
     conversations = [r[0] for r in conn.execute(sql.statement(staged)).fetchall()]
-    forgotten = hold_conversations(conn, conversations)
+    forgotten = hold_conversations(conn, conversations, exclusive=exclusive)
     if not forgotten or allow_forgotten:
         return []
     return list(

@@ -30,6 +30,7 @@ class Row(NamedTuple):
     speaker: str
     text: str
     session_id: str | None
+    surprise: float | None = None
 
 
 COLUMNS = (
@@ -40,6 +41,7 @@ COLUMNS = (
     ("speaker", "text"),
     ("text", "text"),
     ("session_id", "text"),
+    ("surprise", "float4"),
 )
 
 
@@ -88,6 +90,7 @@ def validate(
         speaker=message.speaker,
         text=message.text,
         session_id=message.session_id,
+        surprise=message.surprise,
     )
     return row, None
 

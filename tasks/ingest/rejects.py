@@ -30,9 +30,10 @@ def report_path(source: Path, home: Path) -> Path:
 
 
 class RejectsReport:
-    """Collects rejects into a JSONL file and keeps the first few for display."""
+    """Collects rejects into a JSONL file and keeps the first few for display; with no path,
+    keeps them all (a request's messages, answered with their rejects)."""
 
-    def __init__(self, path: Path, *, keep: int = 20) -> None:
+    def __init__(self, path: Path | None, *, keep: int = 20) -> None:
         self.path = path
         self.count = 0
         self.first: list[Reject] = []
@@ -40,6 +41,10 @@ class RejectsReport:
         self._file: IO[str] | None = None
 
     def add(self, reject: Reject) -> None:
+        if self.path is None:
+            self.count += 1
+            self.first.append(reject)
+            return
         if self._file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file = self.path.open("w", encoding="utf-8")
@@ -52,7 +57,7 @@ class RejectsReport:
         if self._file is not None:
             self._file.close()
             self._file = None
-        elif self.path.exists():
+        elif self.path is not None and self.path.exists():
             self.path.unlink()  # a clean re-ingest leaves no stale report behind
 
     def __enter__(self) -> Self:

@@ -22,6 +22,7 @@ from slowwave import sql
 from slowwave.models.errors import SlowwaveError
 from slowwave.models.ids import conversation_ref
 from slowwave.models.settings import Settings
+from slowwave.models.tenant import DEFAULT_TENANT, check_tenant, conversation_key
 from slowwave.sql.copy import copy_rows
 from slowwave.sql.db import Database
 from slowwave.tasks.ingest.load import FORGOTTEN, load_episodes_counted, refuse_forgotten
@@ -44,6 +45,8 @@ class IngestReport:
     ingested: int = 0
     rejected: int = 0
     episodes: int = 0
+    # episodes that went on with this source's messages (a conversation's latest, still open)
+    grown: int = 0
     out_of_range: int = 0
     rejects_path: str | None = None
     first_rejects: list[Reject] = field(default_factory=list)
@@ -128,9 +131,13 @@ class IngestPolicy:
     segment_max_messages: int
     # a forgotten conversation's messages are refused unless the operator says otherwise
     allow_forgotten: bool = False
+    # whose conversations the source's are (``models.tenant``)
+    tenant: str = DEFAULT_TENANT
 
     @classmethod
-    def of(cls, settings: Settings, *, allow_forgotten: bool = False) -> IngestPolicy:
+    def of(
+        cls, settings: Settings, *, allow_forgotten: bool = False, tenant: str = DEFAULT_TENANT
+    ) -> IngestPolicy:
         return cls(
             home=settings.home,
             batch_rows=settings.ingest_batch_rows,
@@ -138,6 +145,7 @@ class IngestPolicy:
             segment_gap_s=settings.segment_gap_s,
             segment_max_messages=settings.segment_max_messages,
             allow_forgotten=allow_forgotten,
+            tenant=check_tenant(tenant),
         )
 
 
@@ -175,12 +183,12 @@ def record(
     messages: Iterable[Mapping[str, Any]],
     policy: IngestPolicy,
 ) -> IngestReport:
-    """Messages an agent records, through the path a source file takes: each validated (the
-    transcript schema, the size limit), then staged, repeated message ids rejected, messages
-    already recorded skipped, a forgotten conversation refused, and the rest segmented into
-    episodes in event time, in one transaction. Rejects go to ``recorded.rejects.jsonl`` under
-    the home (a forget removes the conversation's lines there too)."""
-    source = f"recorded {conversation_ref(conversation_id)}"
+    """Messages an agent records in the policy's tenant, through the path a source file takes:
+    each validated (the transcript schema, the size limit), then staged, repeated message ids
+    rejected, messages already recorded skipped, a forgotten conversation refused, and the rest
+    segmented into episodes in event time, in one transaction. The report holds every reject,
+    by position in ``messages`` (1 = the first); nothing is written beside."""
+    source = f"recorded {conversation_ref(conversation_key(conversation_id, policy.tenant))}"
     batch = Batch()
     for line, message in enumerate(messages, start=1):
         batch.read += 1
@@ -191,8 +199,7 @@ def record(
         elif reject is not None:
             batch.rejects.append(reject)
     report = IngestReport(source=source, format="record")
-    path = policy.home / "rejects" / "recorded.rejects.jsonl"
-    with RejectsReport(path) as rejects, db.connection() as conn:
+    with RejectsReport(None) as rejects, db.connection() as conn:
         _stage_and_segment(conn, [batch], source, policy, report, rejects, None, (None, None))
         report.count_rejects(rejects)
     return report
@@ -230,12 +237,17 @@ def _stage_and_segment(
                 rejects.add(reject)
             rows = [r for r in batch.rows if _within(r.at, window)]
             report.out_of_range += len(batch.rows) - len(rows)
+            if policy.tenant != DEFAULT_TENANT:
+                rows = [
+                    r._replace(conversation_id=conversation_key(r.conversation_id, policy.tenant))
+                    for r in rows
+                ]
             if rows:
                 copy_rows(conn, "slowwave_ingest", COLUMNS, rows)
             if progress is not None:
                 progress(batch.bytes_read)
         for (line,) in refuse_forgotten(
-            conn, "ingest_conversations", "ingest_refuse", policy.allow_forgotten
+            conn, "ingest_conversations", "ingest_refuse", policy.allow_forgotten, exclusive=True
         ):
             rejects.add(Reject(source, int(str(line)), FORGOTTEN))  # no excerpt: no content
         for line, conversation, message, first in conn.execute(
@@ -249,6 +261,7 @@ def _stage_and_segment(
                     f"(first on line {first})",
                 )
             )
+        conn.execute(sql.statement("ingest_tails"))
         made = conn.execute(
             sql.statement("ingest_segment"),
             {
@@ -256,9 +269,10 @@ def _stage_and_segment(
                 "max_messages": policy.segment_max_messages,
             },
         ).fetchone()
-    episodes, messages = made if made is not None else (0, 0)
+    episodes, messages, grown = made if made is not None else (0, 0, 0)
     report.episodes = int(episodes)
     report.ingested = int(messages)
+    report.grown = int(grown)
 
 
 def _ingest_locomo(
@@ -280,6 +294,8 @@ def _ingest_locomo(
         return
     report.read = sum(len(e.messages) for e in episodes)
     kept = [e for e in episodes if _within(e.end_at, window)]
+    if policy.tenant != DEFAULT_TENANT:
+        kept = [e.in_tenant(policy.tenant) for e in kept]
     report.out_of_range = report.read - sum(len(e.messages) for e in kept)
     report.episodes, report.ingested = load_episodes_counted(
         conn,
