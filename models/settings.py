@@ -214,6 +214,65 @@ class Settings(BaseSettings):
         default=4200, ge=1, le=65535, description="Port of `slowwave server` (Prefect UI + API)."
     )
 
+    # ── serving (`slowwave serve`, `slowwave mcp`) ───────────────────────────
+    serve_host: str = Field(
+        default="127.0.0.1",
+        description="Address `slowwave serve` binds; another than a loopback address needs keys "
+        "(`slowwave keys create`).",
+    )
+    serve_port: int = Field(
+        default=8765, ge=1, le=65535, description="Port of `slowwave serve` (REST and MCP)."
+    )
+    serve_pool_size: int = Field(
+        default=8,
+        ge=1,
+        description="Database connections one server process holds: requests beyond them wait "
+        "up to `serve_pool_wait_s`.",
+    )
+    serve_pool_wait_s: float = Field(
+        default=0.5,
+        gt=0,
+        description="How long a request waits for a free database connection before it is "
+        "answered 503 with Retry-After (a fast refusal, not a queue without end).",
+    )
+    serve_statement_timeout_ms: int = Field(
+        default=5000,
+        ge=1,
+        description="A server's statement timeout: one slow query cannot hold a connection longer.",
+    )
+    serve_max_body_bytes: int = Field(
+        default=1_048_576, ge=1024, description="Largest request body the server reads."
+    )
+    serve_max_messages: int = Field(
+        default=1000, ge=1, description="Most messages one record request carries."
+    )
+    serve_max_query_chars: int = Field(
+        default=2000, ge=1, description="Longest search query the server takes."
+    )
+    serve_max_k: int = Field(default=100, ge=1, description="Most results one search returns.")
+    serve_rate_per_s: float = Field(
+        default=50.0,
+        gt=0,
+        description="Requests a second one key may make, per server process (a token bucket; "
+        "replicas count apart): beyond it, 429 with Retry-After.",
+    )
+    serve_rate_burst: int = Field(
+        default=100, ge=1, description="Requests one key may make at once before the rate holds."
+    )
+    serve_switch_interval_s: float = Field(
+        default=0.0005,
+        gt=0,
+        description="The server's Python thread switch interval (Python's own: 0.005): shorter "
+        "lets the thread that embeds queries take its turn between request threads; on two "
+        "cores 0.0005 served twice the searches a second of 0.005 at 32 clients.",
+    )
+    serve_embed_batch: int = Field(
+        default=64,
+        ge=1,
+        description="Most search queries embedded together: concurrent requests share one call "
+        "of the embedding model.",
+    )
+
     # ── retrieval ────────────────────────────────────────────────────────────
     rrf_k: int = Field(
         default=10,
@@ -465,7 +524,8 @@ def describe_invalid(exc: ValidationError) -> str:
 
 # ``SLOWWAVE_*`` variables that are not settings: what ``slowwave deploy`` hands its flow runs,
 # and the test suite's own switches.
-NOT_SETTINGS = frozenset({"SLOWWAVE_WORKING_DIR"})
+# SLOWWAVE_API_KEY: the key `slowwave mcp` presents (a secret, never a setting that is shown)
+NOT_SETTINGS = frozenset({"SLOWWAVE_WORKING_DIR", "SLOWWAVE_API_KEY"})
 NOT_SETTINGS_PREFIXES = ("SLOWWAVE_REQUIRE_", "SLOWWAVE_TEST_")
 
 

@@ -26,12 +26,14 @@ from slowwave.cli import (
     facts,
     forget,
     ingest,
+    keys,
     metrics,
     models,
     prefect,
     quarantine,
     runs,
     search,
+    serve,
     settings,
 )
 from slowwave.cli.common import errors
@@ -57,6 +59,7 @@ app.add_typer(models.app, name="models")
 app.add_typer(quarantine.app, name="quarantine")
 app.add_typer(facts.app, name="facts")
 app.add_typer(runs.app, name="runs")
+app.add_typer(keys.app, name="keys")
 # commands
 app.command("ingest")(ingest.ingest_command)
 app.command("backfill")(consolidate.backfill_command)
@@ -70,6 +73,8 @@ app.command("server")(prefect.server_command)
 app.command("deploy")(prefect.deploy_command)
 app.command("worker")(prefect.worker_command)
 app.command("settings")(settings.show_settings)
+app.command("serve")(serve.serve_command)
+app.command("mcp")(serve.mcp_command)
 
 
 def _print_version(asked: bool) -> None:

@@ -76,8 +76,25 @@ def _configure(conn: psycopg.Connection) -> None:
 class Database:
     """Where slowwave's data lives, for one process. Use as a context manager."""
 
-    def __init__(self, settings: Settings | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        pool_size: int | None = None,
+        pool_wait_s: float | None = None,
+        statement_timeout_ms: int | None = None,
+    ) -> None:
+        """``pool_size``, ``pool_wait_s`` (how long ``connection()`` waits for a free one before
+        psycopg_pool's ``PoolTimeout``) and ``statement_timeout_ms`` (on every pooled
+        connection) default to the settings' pool and no timeout: a server sets all three."""
         self.settings = settings or get_settings()
+        self._pool_size = pool_size or self.settings.pool_max_size
+        self._pool_wait_s = pool_wait_s or self.settings.connect_timeout_s * 3
+        self._options = (
+            {"options": f"-c statement_timeout={int(statement_timeout_ms)}"}
+            if statement_timeout_ms
+            else {}
+        )
         self._embedded: EmbeddedPostgres | None = None
         self._pool: ConnectionPool | None = None
         self._url: str | None = None
@@ -154,15 +171,16 @@ class Database:
             self._pool = ConnectionPool(
                 self.url,
                 min_size=1,
-                max_size=self.settings.pool_max_size,
+                max_size=self._pool_size,
                 # autocommit: a unit of work is always an explicit ``conn.transaction()``
                 # block, never a transaction left open by a stray read
                 kwargs={
                     "connect_timeout": int(self.settings.connect_timeout_s),
                     "autocommit": True,
+                    **self._options,
                 },
                 configure=_configure,
-                timeout=self.settings.connect_timeout_s * 3,
+                timeout=self._pool_wait_s,
                 open=True,
                 name="slowwave",
             )

@@ -59,6 +59,12 @@ def applied_versions(conn: psycopg.Connection) -> dict[int, str]:
     return {int(v): str(c) for v, c in rows}
 
 
+def pending_migrations(conn: psycopg.Connection) -> list[str]:
+    """The migrations this release has that the database has not applied (empty: current)."""
+    done = applied_versions(conn)
+    return [f"{m.version:04d}_{m.name}" for m in sql.migrations() if m.version not in done]
+
+
 def schema_embedding_dim(conn: psycopg.Connection) -> int | None:
     """The dimension of ``semantic_memory.embedding`` as created, or None before migration."""
     row = conn.execute(

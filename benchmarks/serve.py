@@ -1,0 +1,322 @@
+"""What `slowwave serve` costs and holds: the LoCoMo questions over HTTP at rising concurrency,
+beside the same questions through the in-process ``Memory.search``, in one run.
+
+LoCoMo's conversations are consolidated with the replay model into a fresh home; the server is
+started on it (127.0.0.1). Then, side by side on the same machine:
+
+- in process: every question through ``Memory.search``, one after another (the baseline);
+- over HTTP: async httpx clients (1, 8, 32, 64 at once by default), each asking the questions
+  in turn for ``--seconds``: requests/s, p50 / p95 / p99 latency, errors, and the CPU share of
+  the load generator and of the server (they share the machine's cores);
+- recording: clients posting batches of 100 messages to conversations of their own.
+
+Goals (on two cores): at 1 client the server adds at most 20% to the in-process p50; at 32
+clients it serves at least 3x the requests/s of 1 client, p99 at most 2x p50, no error;
+recording at least 5,000 messages/s.
+
+    python -m benchmarks.serve [--conversations 7] [--seconds 15] [--levels 1,8,32,64] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+from benchmarks.report import print_figures
+from slowwave.models.processes import unwind_on_sigterm
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def ms(seconds: float) -> float:
+    return round(seconds * 1000, 1)
+
+
+def questions_of(data: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(c["sample_id"], qa["question"]) for c in data for qa in c["qa"] if qa.get("question")]
+
+
+def prepare(home: Path, data_path: Path, conversations: int) -> list[tuple[str, str]]:
+    """LoCoMo's first ``conversations`` consolidated (replay model) into ``home``."""
+    from slowwave.models.embedding import load_embedder
+    from slowwave.models.llm.replay import LoCoMoReplayModel
+    from slowwave.models.settings import Settings
+    from slowwave.sql.db import Database, migrate
+    from slowwave.tasks.consolidate import consolidate
+    from slowwave.tasks.ingest.load import load_episodes
+    from slowwave.tasks.ingest.locomo import read_locomo
+
+    data = json.loads(data_path.read_text(encoding="utf-8"))[:conversations]
+    names = {c["sample_id"] for c in data}
+    settings = Settings(home=home, replay_data=data_path, _env_file=None)  # type: ignore[call-arg]
+    embedder = load_embedder(settings)
+    try:
+        with Database(settings) as db:
+            migrate(db)
+            with db.connection() as conn:
+                load_episodes(
+                    conn, [e for e in read_locomo(data_path) if e.conversation_id in names]
+                )
+            consolidate(db, LoCoMoReplayModel(data_path), embedder, settings)
+    finally:
+        embedder.close()
+    return questions_of(data)
+
+
+def in_process(home: Path, questions: list[tuple[str, str]]) -> dict[str, Any]:
+    """Every question through Memory.search, one after another; and the query embedding alone."""
+    from slowwave.memory import Memory
+    from slowwave.models.settings import Settings
+
+    settings = Settings(home=home, _env_file=None)
+    latencies, embeds = [], []
+    with Memory(settings) as memory:
+        memory.search(questions[0][1], questions[0][0], 10)  # the model loaded, the pool open
+        for conversation, question in questions:
+            started = time.perf_counter()
+            memory.search(question, conversation, 10)
+            latencies.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            memory.embedder.embed([question])
+            embeds.append(time.perf_counter() - started)
+    return {
+        "requests": len(latencies),
+        "p50_ms": ms(statistics.median(latencies)),
+        "p95_ms": ms(percentile(latencies, 95)),
+        "p99_ms": ms(percentile(latencies, 99)),
+        "embed_p50_ms": ms(statistics.median(embeds)),
+    }
+
+
+def make_key(home: Path) -> str:
+    from slowwave.models.keys import Scope
+    from slowwave.models.settings import Settings
+    from slowwave.sql.db import Database
+    from slowwave.tasks.keys import create_key
+
+    with Database(Settings(home=home, _env_file=None)) as db, db.connection() as conn:
+        key, _ = create_key(conn, "default", Scope.write, by="benchmarks.serve")
+    return key
+
+
+def start_server(home: Path, port: int) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "SLOWWAVE_HOME": str(home),
+        "SLOWWAVE_SERVE_RATE_PER_S": "1000000",  # one key for every client: no rate limit
+        "SLOWWAVE_SERVE_RATE_BURST": "1000000",
+    }
+    env.pop("SLOWWAVE_DATABASE_URL", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "slowwave", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"slowwave serve exited {process.returncode}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+                return process
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    stop(process)
+    raise RuntimeError("slowwave serve did not get ready in 3 minutes")
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+
+
+async def load(
+    url: str, key: str, questions: list[tuple[str, str]], clients: int, seconds: float
+) -> tuple[list[float], int]:
+    latencies: list[float] = []
+    errors = 0
+    deadline = time.perf_counter() + seconds
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    headers = {"Authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=30) as http:
+
+        async def client(offset: int) -> None:
+            nonlocal errors
+            i = offset
+            while time.perf_counter() < deadline:
+                conversation, question = questions[i % len(questions)]
+                i += clients
+                started = time.perf_counter()
+                try:
+                    answer = await http.get(
+                        f"/v1/conversations/{conversation}/search",
+                        params={"query": question, "k": 10},
+                    )
+                    ok = answer.status_code == 200
+                except httpx.HTTPError:
+                    ok = False
+                if ok:
+                    latencies.append(time.perf_counter() - started)
+                else:
+                    errors += 1
+
+        await asyncio.gather(*(client(n) for n in range(clients)))
+    return latencies, errors
+
+
+def stamp(batch: int, i: int) -> str:
+    """A message's time: a minute apart within a batch, a day apart between batches."""
+    return f"2024-01-{1 + batch % 28:02d}T{i // 60 % 24:02d}:{i % 60:02d}:00Z"
+
+
+async def record(url: str, key: str, clients: int, seconds: float) -> tuple[int, int, float]:
+    """Clients posting batches of 100 messages, each to a conversation of its own."""
+    sent = errors = 0
+    headers = {"Authorization": f"Bearer {key}"}
+    started = time.perf_counter()
+    deadline = started + seconds
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as http:
+
+        async def client(n: int) -> None:
+            nonlocal sent, errors
+            batch = 0
+            while time.perf_counter() < deadline:
+                messages = [
+                    {
+                        "message_id": f"{batch}-{i}",
+                        "timestamp": stamp(batch, i),
+                        "speaker": "user" if i % 2 else "assistant",
+                        "text": f"message {i} of batch {batch}: the weather in Lisbon was fine",
+                    }
+                    for i in range(100)
+                ]
+                batch += 1
+                answer = await http.post(
+                    f"/v1/conversations/bench-{n}/messages", json={"messages": messages}
+                )
+                if answer.status_code == 200 and answer.json()["recorded"] == 100:
+                    sent += 100
+                else:
+                    errors += 1
+
+        await asyncio.gather(*(client(n) for n in range(clients)))
+    return sent, errors, time.perf_counter() - started
+
+
+def measured(process: psutil.Process, *, children: bool = True) -> float:
+    """CPU seconds of ``process`` (and of its children: the server's own processes)."""
+    times = process.cpu_times()
+    total = times.user + times.system
+    for child in process.children(recursive=True) if children else ():
+        try:
+            child_times = child.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += child_times.user + child_times.system
+    return float(total)
+
+
+def main() -> None:
+    unwind_on_sigterm()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--conversations", type=int, default=7)
+    parser.add_argument("--seconds", type=float, default=15.0, help="per concurrency level")
+    parser.add_argument("--levels", default="1,8,32,64")
+    parser.add_argument("--record-clients", type=int, default=8)
+    parser.add_argument("--port", type=int, default=18766)
+    parser.add_argument("--json", action="store_true", help="end with one line of JSON")
+    args = parser.parse_args()
+    levels = [int(x) for x in args.levels.split(",")]
+    cores = psutil.cpu_count() or 1
+
+    with tempfile.TemporaryDirectory(prefix="slowwave-serve-bench-") as tmp:
+        home = Path(tmp)
+        questions = prepare(home, args.data, args.conversations)
+        baseline = in_process(home, questions)
+        key = make_key(home)
+        server = start_server(home, args.port)
+        url = f"http://127.0.0.1:{args.port}"
+        figures: dict[str, Any] = {
+            "questions": len(questions),
+            "cores": cores,
+            "in_process": baseline,
+        }
+        try:
+            me, served = psutil.Process(), psutil.Process(server.pid)
+            asyncio.run(load(url, key, questions, 1, 2.0))  # warm: pools, caches
+            for clients in levels:
+                cpu_me, cpu_server = measured(me, children=False), measured(served)
+                started = time.perf_counter()
+                latencies, errors = asyncio.run(load(url, key, questions, clients, args.seconds))
+                wall = time.perf_counter() - started
+                figures[f"clients_{clients}"] = {
+                    "requests_per_s": round(len(latencies) / wall, 1),
+                    "p50_ms": ms(statistics.median(latencies)) if latencies else None,
+                    "p95_ms": ms(percentile(latencies, 95)),
+                    "p99_ms": ms(percentile(latencies, 99)),
+                    "errors": errors,
+                    "load_generator_cpu_share": round(
+                        (measured(me, children=False) - cpu_me) / wall / cores, 2
+                    ),
+                    "server_cpu_share": round((measured(served) - cpu_server) / wall / cores, 2),
+                }
+            sent, record_errors, wall = asyncio.run(
+                record(url, key, args.record_clients, args.seconds)
+            )
+            figures["record"] = {
+                "clients": args.record_clients,
+                "messages_per_s": round(sent / wall),
+                "errors": record_errors,
+            }
+        finally:
+            stop(server)
+
+    one = figures.get("clients_1", {})
+    many = figures.get("clients_32") or figures[f"clients_{levels[-1]}"]
+    figures["goals"] = {
+        "server_over_in_process_p50_at_1": round(one["p50_ms"] / baseline["p50_ms"], 2)
+        if one.get("p50_ms")
+        else None,
+        "rps_32_over_rps_1": round(many["requests_per_s"] / one["requests_per_s"], 2)
+        if one.get("requests_per_s")
+        else None,
+        "p99_over_p50_at_32": round(many["p99_ms"] / many["p50_ms"], 2)
+        if many.get("p50_ms")
+        else None,
+        "errors": sum(figures[f"clients_{c}"]["errors"] for c in levels) + record_errors,
+        "record_messages_per_s": figures["record"]["messages_per_s"],
+    }
+    print_figures(figures, as_json=args.json)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,267 @@
+"""Soak: mixed search and record load on two server replicas while a consolidation runs.
+
+One home, one database, two `slowwave serve` replicas on 127.0.0.1. LoCoMo's first
+conversation is consolidated beforehand (searched by the load); the next ones are pending and
+consolidated during the load (the replay model, in this process, as a nightly run would). Clients
+alternate searches and batches of recorded messages, spread over both replicas; partway through,
+one replica is killed with SIGKILL and the clients carry on against the other (as a load
+balancer would, a request whose connection failed is sent again to the live one).
+
+It checks, and reports:
+
+- no answer with a 5xx status;
+- every recorded message stored exactly once (the message ids sent, against the rows);
+- the facts of the conversations consolidated under load equal those of the same run, without
+  load, in another home.
+
+    python -m benchmarks.soak [--seconds 300] [--clients 16] [--pending 2] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from benchmarks.report import print_figures
+from benchmarks.serve import DEFAULT_DATA, questions_of, start_server, stop
+from slowwave.models.processes import unwind_on_sigterm
+
+
+def _settings(home: Path, data: Path) -> Any:
+    from slowwave.models.settings import Settings
+
+    return Settings(home=home, replay_data=data, _env_file=None)  # type: ignore[call-arg]
+
+
+def _load(home: Path, data: Path, names: set[str]) -> None:
+    from slowwave.sql.db import Database, migrate
+    from slowwave.tasks.ingest.load import load_episodes
+    from slowwave.tasks.ingest.locomo import read_locomo
+
+    with Database(_settings(home, data)) as db:
+        migrate(db)
+        with db.connection() as conn:
+            load_episodes(conn, [e for e in read_locomo(data) if e.conversation_id in names])
+
+
+def _consolidate(home: Path, data: Path, names: list[str]) -> Any:
+    from slowwave.models.embedding import load_embedder
+    from slowwave.models.llm.replay import LoCoMoReplayModel
+    from slowwave.sql.db import Database
+    from slowwave.tasks.consolidate import consolidate
+
+    settings = _settings(home, data)
+    embedder = load_embedder(settings)
+    try:
+        with Database(settings) as db:
+            return consolidate(db, LoCoMoReplayModel(data), embedder, settings, conversations=names)
+    finally:
+        embedder.close()
+
+
+def _facts(home: Path, data: Path, names: list[str]) -> list[tuple[str, ...]]:
+    from slowwave.sql.db import Database
+
+    with Database(_settings(home, data)) as db, db.connection() as conn:
+        rows = conn.execute(
+            "SELECT conversation_id, category, fact, valid_at::text, "
+            "coalesce(invalid_at::text, '') FROM semantic_memory "
+            "WHERE conversation_id = ANY(%s) ORDER BY 1, 2, 3, 4",
+            [names],
+        ).fetchall()
+    return [tuple(str(v) for v in row) for row in rows]
+
+
+def _stored(home: Path, data: Path, prefix: str) -> dict[str, int]:
+    """(conversation/message id) → times stored, over the rows and the episodes' messages."""
+    from slowwave.sql.db import Database
+
+    with Database(_settings(home, data)) as db, db.connection() as conn:
+        rows = conn.execute(
+            "SELECT e.conversation_id || '/' || (m ->> 'message_id'), count(*) "
+            "FROM episodic_memory e, jsonb_array_elements(e.messages) m "
+            "WHERE e.conversation_id LIKE %s GROUP BY 1",
+            [prefix + "%"],
+        ).fetchall()
+    return {str(k): int(n) for k, n in rows}
+
+
+def _key(home: Path, data: Path) -> str:
+    from slowwave.models.keys import Scope
+    from slowwave.sql.db import Database
+    from slowwave.tasks.keys import create_key
+
+    with Database(_settings(home, data)) as db, db.connection() as conn:
+        return create_key(conn, "default", Scope.write, by="benchmarks.soak")[0]
+
+
+async def _clients(
+    urls: list[str],
+    key: str,
+    questions: list[tuple[str, str]],
+    clients: int,
+    seconds: float,
+    kill_at: float,
+    kill: Any,
+) -> dict[str, Any]:
+    started = time.perf_counter()
+    deadline = started + seconds
+    dead: set[str] = set()
+    killer = [kill]  # the first client kills a replica, once
+    counts = {"searches": 0, "records": 0, "status_5xx": 0, "status_4xx": 0, "resent": 0}
+    sent: set[str] = set()
+    headers = {"Authorization": f"Bearer {key}"}
+
+    async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+
+        async def ask(n: int, method: str, path: str, **kwargs: Any) -> httpx.Response | None:
+            """One request, to the replica this client uses, or to a live one when it fails."""
+            for attempt in range(len(urls) + 1):
+                live = [u for u in urls if u not in dead] or urls
+                url = live[(n + attempt) % len(live)]
+                try:
+                    return await http.request(method, url + path, **kwargs)
+                except httpx.TransportError:
+                    dead.add(url)
+                    counts["resent"] += 1
+            return None
+
+        async def client(n: int) -> None:
+            i = 0
+            while time.perf_counter() < deadline:
+                if n == 0 and killer and time.perf_counter() - started >= kill_at:
+                    killer.pop()()
+                i += 1
+                if i % 2:
+                    conversation, question = questions[(n * 7919 + i) % len(questions)]
+                    answer = await ask(
+                        n,
+                        "GET",
+                        f"/v1/conversations/{conversation}/search",
+                        params={"query": question, "k": 10},
+                    )
+                    counts["searches"] += 1
+                else:
+                    ids = [f"{n}-{i}-{j}" for j in range(20)]
+                    messages = [
+                        {
+                            "message_id": m,
+                            "timestamp": f"2024-02-{1 + i % 28:02d}T10:{j:02d}:00Z",
+                            "speaker": "user",
+                            "text": f"soak message {m}",
+                        }
+                        for j, m in enumerate(ids)
+                    ]
+                    answer = await ask(
+                        n,
+                        "POST",
+                        f"/v1/conversations/soak-{n}/messages",
+                        json={"messages": messages},
+                    )
+                    sent.update(f"soak-{n}/{m}" for m in ids)
+                    counts["records"] += 1
+                if answer is None or answer.status_code >= 500:
+                    counts["status_5xx"] += 1
+                elif answer.status_code >= 400:
+                    counts["status_4xx"] += 1
+
+        await asyncio.gather(*(client(n) for n in range(clients)))
+    return {**counts, "sent": sent, "replicas_failed": len(dead)}
+
+
+def run_soak(
+    data: Path, *, seconds: float, clients: int, pending: int, port: int = 18780
+) -> dict[str, Any]:
+    """The soak, in temporary homes; its figures (the checks as booleans among them)."""
+    unwind_on_sigterm()
+    samples = json.loads(data.read_text(encoding="utf-8"))[: 1 + pending]
+    searched, consolidated = samples[0]["sample_id"], [s["sample_id"] for s in samples[1:]]
+    with (
+        tempfile.TemporaryDirectory(prefix="slowwave-soak-") as tmp,
+        tempfile.TemporaryDirectory(prefix="slowwave-soak-quiet-") as quiet_tmp,
+    ):
+        home, quiet = Path(tmp), Path(quiet_tmp)
+        # the same run without load, for the facts it must end with
+        _load(quiet, data, set(consolidated))
+        _consolidate(quiet, data, consolidated)
+        expected = _facts(quiet, data, consolidated)
+
+        _load(home, data, {searched, *consolidated})
+        _consolidate(home, data, [searched])
+        key = _key(home, data)
+        replicas = [start_server(home, port), start_server(home, port + 1)]
+        urls = [f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"]
+
+        def kill() -> None:
+            os.killpg(replicas[0].pid, signal.SIGKILL)
+
+        night: dict[str, Any] = {}
+
+        def nightly() -> None:
+            time.sleep(min(5.0, seconds / 6))  # the load is on by then
+            started = time.perf_counter()
+            night["summary"] = _consolidate(home, data, consolidated)
+            night["seconds"] = round(time.perf_counter() - started, 1)
+
+        worker = threading.Thread(target=nightly, name="soak-nightly")
+        worker.start()
+        try:
+            load = asyncio.run(
+                _clients(
+                    urls,
+                    key,
+                    [(searched, q) for _, q in questions_of(samples[:1])],
+                    clients,
+                    seconds,
+                    seconds / 2,
+                    kill,
+                )
+            )
+        finally:
+            worker.join()
+            for replica in replicas:
+                stop(replica)
+        stored = _stored(home, data, "soak-")
+        got = _facts(home, data, consolidated)
+
+    sent: set[str] = load.pop("sent")
+    summary = night.get("summary")
+    return {
+        **load,
+        "clients": clients,
+        "seconds": seconds,
+        "messages_sent": len(sent),
+        "messages_stored": sum(stored.values()),
+        "stored_exactly_once": set(stored) == sent and all(n == 1 for n in stored.values()),
+        "consolidation_status": summary.status if summary is not None else None,
+        "consolidation_seconds": night.get("seconds"),
+        "facts_expected": len(expected),
+        "facts_equal_without_load": got == expected,
+        "no_5xx": load["status_5xx"] == 0,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--seconds", type=float, default=300.0)
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--pending", type=int, default=2, help="conversations consolidated")
+    parser.add_argument("--json", action="store_true", help="end with one line of JSON")
+    args = parser.parse_args()
+    figures = run_soak(args.data, seconds=args.seconds, clients=args.clients, pending=args.pending)
+    print_figures(figures, as_json=args.json)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,2 @@
+"""`slowwave serve`: memory for agents in any process or language, over HTTP (REST and MCP)
+and stdio (MCP). ``app.create_app`` builds the application; ``service`` does the work."""

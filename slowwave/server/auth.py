@@ -1,0 +1,69 @@
+"""Who a request is: its bearer key, checked against the stored SHA-256s, and its rate.
+
+The key travels only in the ``Authorization`` header, and is never logged, stored, echoed or
+counted by name: a listing names a key by its first characters.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from slowwave.server.service import ApiError, Caller, MemoryService
+from slowwave.tasks.keys import authenticate
+
+
+class RateLimit:
+    """A token bucket per key, in this process: ``rate`` a second, ``burst`` at once. Replicas
+    count apart (the limit a client meets is the rate times the replicas it reaches)."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self.rate = rate
+        self.burst = float(burst)
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, who: str) -> float | None:
+        """None when ``who`` may go on; else the seconds until it may."""
+        now = time.monotonic()
+        with self._lock:
+            tokens, then = self._buckets.get(who, (self.burst, now))
+            tokens = min(self.burst, tokens + (now - then) * self.rate)
+            if tokens >= 1:
+                self._buckets[who] = (tokens - 1, now)
+                return None
+            self._buckets[who] = (tokens, now)
+            return (1 - tokens) / self.rate
+
+
+class Authenticator:
+    def __init__(self, service: MemoryService, *, enabled: bool = True) -> None:
+        self.service = service
+        self.enabled = enabled
+        settings = service.settings
+        self.limit = RateLimit(settings.serve_rate_per_s, settings.serve_rate_burst)
+
+    def caller(self, authorization: str | None) -> Caller:
+        """The caller a request's ``Authorization`` header names, or 401 / 429."""
+        if not self.enabled:
+            return Caller.operator()
+        scheme, _, key = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not key.strip():
+            raise ApiError(
+                401,
+                "unauthorized",
+                "send a key as `Authorization: Bearer <key>` (`slowwave keys create`)",
+            )
+        with self.service.connection() as conn:  # a fast 503 when the pool is busy
+            found = authenticate(conn, key.strip())
+        if found is None:
+            raise ApiError(401, "unauthorized", "this key is not valid (unknown or revoked)")
+        wait = self.limit.take(str(found.id))
+        if wait is not None:
+            raise ApiError(
+                429,
+                "rate_limited",
+                f"this key made more than {self.limit.rate:g} requests a second: slow down",
+                retry_after_s=wait,
+            )
+        return Caller.of(found)

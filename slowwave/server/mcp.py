@@ -1,0 +1,192 @@
+"""slowwave's memory as MCP tools (the official SDK): over streamable HTTP on the server's
+``/mcp``, and over stdio (``slowwave mcp``) for desktop agents.
+
+The tools are the REST operations (``service.MemoryService``) under the names agents know them
+by. Each call is authenticated like a REST request: the HTTP request's bearer key, or on stdio
+the key in ``SLOWWAVE_API_KEY``, checked again at every call (a revoked key stops at once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any, TypeVar
+from uuid import UUID
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from starlette.routing import BaseRoute
+
+from slowwave import __version__
+from slowwave.models.category import Category
+from slowwave.models.errors import SlowwaveError
+from slowwave.models.settings import Settings
+from slowwave.server.auth import Authenticator
+from slowwave.server.service import ApiError, Caller, MemoryService
+
+T = TypeVar("T")
+
+INSTRUCTIONS = (
+    "slowwave is this agent's long-term memory. Record what is said with record_messages; "
+    "the nightly consolidation turns it into facts. Before answering about the user, call "
+    "search_memory (or get_context for a system prompt). A conversation_id names one "
+    "conversation (one user, one thread): use the same one every time."
+)
+
+# The tools, in the order an agent meets them; tests enumerate them from here.
+TOOLS = (
+    "search_memory",
+    "get_context",
+    "list_facts",
+    "fact_history",
+    "get_profile",
+    "conversation_status",
+    "record_messages",
+    "forget_conversation",
+)
+
+
+def build_server(
+    service: Callable[[], MemoryService], caller: Callable[[Context], Caller]
+) -> MCPServer:
+    """The MCP server; ``caller`` says who a tool call is (from its context)."""
+    server: MCPServer = MCPServer(
+        name="slowwave", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
+    )
+
+    async def call(ctx: Context, work: Callable[[MemoryService, Caller], T]) -> T:
+        def run() -> T:
+            return work(service(), caller(ctx))
+
+        try:
+            return await anyio.to_thread.run_sync(run)
+        except ApiError as exc:
+            raise ToolError(f"{exc.code}: {exc.message}") from None
+
+    @server.tool(description="The facts that best answer a query, with scores and ranks.")
+    async def search_memory(
+        conversation_id: str,
+        query: str,
+        ctx: Context,
+        k: int = 10,
+        category: Category | None = None,
+        as_of: datetime | None = None,
+    ) -> dict[str, Any]:
+        answer = await call(
+            ctx,
+            lambda s, c: s.search(
+                c, conversation_id, query, k=k, category=category, as_of=as_of, output="markdown"
+            ),
+        )
+        return answer.model_dump(mode="json")
+
+    @server.tool(description="Guidelines and top identity / preference facts, within a budget.")
+    async def get_context(conversation_id: str, ctx: Context, budget_tokens: int = 500) -> str:
+        return await call(ctx, lambda s, c: s.context(c, conversation_id, budget_tokens))
+
+    @server.tool(description="A conversation's active facts, those valid at as_of, or all.")
+    async def list_facts(
+        conversation_id: str,
+        ctx: Context,
+        as_of: datetime | None = None,
+        all: bool = False,
+    ) -> list[dict[str, Any]]:
+        facts = await call(
+            ctx, lambda s, c: s.facts(c, conversation_id, as_of=as_of, everything=all)
+        )
+        return [f.model_dump(mode="json") for f in facts]
+
+    @server.tool(description="Every version of a fact, oldest first.")
+    async def fact_history(fact_id: UUID, ctx: Context) -> list[dict[str, Any]]:
+        versions = await call(ctx, lambda s, c: s.history(c, fact_id))
+        return [v.model_dump(mode="json") for v in versions]
+
+    @server.tool(description="The model-written profile of a conversation's facts.")
+    async def get_profile(conversation_id: str, ctx: Context) -> dict[str, Any]:
+        return await call(ctx, lambda s, c: s.profile(c, conversation_id))
+
+    @server.tool(description="Episodes pending, consolidated and quarantined; facts; last run.")
+    async def conversation_status(conversation_id: str, ctx: Context) -> dict[str, Any]:
+        status = await call(ctx, lambda s, c: s.status(c, conversation_id))
+        return status.model_dump(mode="json")
+
+    @server.tool(
+        description="Record messages of a conversation (message_id, timestamp with a zone, "
+        "speaker, text; optionally session_id, surprise). Idempotent by message_id."
+    )
+    async def record_messages(
+        conversation_id: str, messages: list[dict[str, Any]], ctx: Context
+    ) -> dict[str, Any]:
+        recorded = await call(ctx, lambda s, c: s.record(c, conversation_id, messages))
+        return recorded.model_dump(mode="json")
+
+    @server.tool(description="Forget a conversation for a privacy request (admin keys only).")
+    async def forget_conversation(
+        conversation_id: str, reason: str, ctx: Context
+    ) -> dict[str, Any]:
+        return await call(ctx, lambda s, c: s.forget(c, conversation_id, reason=reason))
+
+    return server
+
+
+class McpEndpoint:
+    """MCP over streamable HTTP as routes of the server's app (``/mcp``), stateless (every
+    request stands alone, so replicas need no shared session), answered as JSON."""
+
+    def __init__(
+        self,
+        service: Callable[[], MemoryService],
+        auth: Callable[[], Authenticator],
+        host: str = "127.0.0.1",
+    ) -> None:
+        def caller(ctx: Context) -> Caller:
+            headers = ctx.headers or {}
+            return auth().caller(headers.get("authorization"))
+
+        self.server = build_server(service, caller)
+        # DNS rebinding protection on a loopback address (the SDK's default there)
+        starlette = self.server.streamable_http_app(
+            streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host
+        )
+        self.routes: list[BaseRoute] = list(starlette.routes)
+
+    @asynccontextmanager
+    async def lifespan_context(self) -> AsyncIterator[None]:
+        async with self.server.session_manager.run():
+            yield
+
+
+def mcp_http_app(
+    service: Callable[[], MemoryService], auth: Callable[[], Authenticator], host: str
+) -> McpEndpoint:
+    return McpEndpoint(service, auth, host)
+
+
+def run_stdio(settings: Settings, key: str) -> None:
+    """Serve one agent over stdio as ``key`` allows, until its client closes the pipe."""
+    from slowwave.models.embedding import load_embedder
+    from slowwave.sql.db import Database
+
+    db = Database(settings, pool_size=2).open()
+    embedder = load_embedder(settings)
+    service = MemoryService(settings, db, embedder)
+    auth = Authenticator(service)
+    try:
+        auth.caller(f"Bearer {key}")  # a key that is no key stops here, before any client
+        server = build_server(lambda: service, lambda ctx: auth.caller(f"Bearer {key}"))
+        anyio.run(server.run_stdio_async)
+    except ApiError as exc:
+        raise StdioRefused(exc.message) from None
+    finally:
+        service.close()
+        embedder.close()
+        db.close()
+
+
+class StdioRefused(SlowwaveError):
+    """``slowwave mcp`` cannot serve as the key it was given (unknown, revoked)."""
+
+
+__all__ = ["TOOLS", "McpEndpoint", "build_server", "run_stdio"]

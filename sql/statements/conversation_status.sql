@@ -1,0 +1,15 @@
+-- One conversation at a glance (slowwave serve's status): its episodes pending, consolidated
+-- and quarantined, when it was last consolidated, and its facts.
+SELECT
+    count(*) FILTER (WHERE consolidated_at IS NULL AND quarantined_at IS NULL) AS episodes_pending,
+    count(*) FILTER (WHERE consolidated_at IS NOT NULL) AS episodes_consolidated,
+    count(*) FILTER (WHERE quarantined_at IS NOT NULL) AS episodes_quarantined,
+    max(consolidated_at) AS last_consolidated_at,
+    max(end_at) AS last_message_at,
+    (SELECT count(*) FROM semantic_memory f
+     WHERE f.conversation_id = %(conversation_id)s AND f.invalid_at IS NULL) AS facts_active,
+    (SELECT count(*) FROM semantic_memory f
+     WHERE f.conversation_id = %(conversation_id)s AND f.invalid_at IS NOT NULL)
+        AS facts_invalidated
+FROM episodic_memory
+WHERE conversation_id = %(conversation_id)s

@@ -1,0 +1,80 @@
+"""`slowwave serve` as a real process on 127.0.0.1, stopped (and checked gone) by the test."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from tests.fix_processes import run_cli, slowwave_env
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Served:
+    """A running server: its address, home, process and log."""
+
+    url: str
+    home: Path
+    process: subprocess.Popen[bytes]
+    log: Path
+    keys: dict[str, str] = field(default_factory=dict)
+
+    def client(self, key: str | None = None, **kwargs: object) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=60, **kwargs)  # type: ignore[arg-type]
+
+    def stop(self) -> None:
+        """Ctrl-C, as an operator stops it; killed by pid if it does not end in 20 s."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+
+
+def start_server(home: Path, *args: str, port: int | None = None, **env: str) -> Served:
+    port = port or free_port()
+    log = home / f"serve-{port}.log"
+    home.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "slowwave", "serve", "--port", str(port), *args],
+            env=slowwave_env(home, **env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    served = Served(f"http://127.0.0.1:{port}", home, process, log)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"slowwave serve exited {process.returncode}: {log.read_text()}")
+        try:
+            if httpx.get(f"{served.url}/readyz", timeout=2).status_code == 200:
+                return served
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    served.stop()
+    raise RuntimeError(f"slowwave serve did not get ready: {log.read_text()}")
+
+
+def make_key(home: Path, tenant: str, scope: str) -> str:
+    made = run_cli(home, "keys", "create", "--tenant", tenant, "--scope", scope)
+    assert made.returncode == 0, made.stderr
+    return made.stdout.strip()
