@@ -259,13 +259,6 @@ class Settings(BaseSettings):
     serve_rate_burst: int = Field(
         default=100, ge=1, description="Requests one key may make at once before the rate holds."
     )
-    serve_switch_interval_s: float = Field(
-        default=0.0005,
-        gt=0,
-        description="The server's Python thread switch interval (Python's own: 0.005): shorter "
-        "lets the thread that embeds queries take its turn between request threads; on two "
-        "cores 0.0005 served twice the searches a second of 0.005 at 32 clients.",
-    )
     serve_embed_batch: int = Field(
         default=64,
         ge=1,

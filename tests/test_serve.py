@@ -392,3 +392,50 @@ def test_an_agent_on_stdio_gets_its_tenants_memory_and_a_revoked_key_stops_it(
     )
     assert refused.returncode == 1 and "not valid" in refused.stderr
     assert served.keys["revoked"] not in refused.stderr
+
+
+BAD_VALUES = ("x\x00y", "' OR 1=1; DROP TABLE semantic_memory; --", "[]", "-1", "\udcff", "9" * 40)
+
+
+def test_every_parameter_of_every_route_takes_hostile_values_without_a_5xx(served: Served) -> None:
+    with served.client() as http:
+        document = http.get("/openapi.json").json()
+    fact = their_fact(served)
+    tried = 0
+    with served.client(served.keys["acme-admin"]) as http:
+        for path, operations in document["paths"].items():
+            for method, operation in operations.items():
+                parameters = operation.get("parameters", [])
+                for parameter in parameters:
+                    for bad in BAD_VALUES:
+                        values = {p["name"]: _good(p["name"]) for p in parameters}
+                        values[parameter["name"]] = bad
+                        url, query = path, []
+                        for p in parameters:
+                            raw = _quote(values[p["name"]].encode("utf-8", "surrogateescape"))
+                            if p["in"] == "path":
+                                url = url.replace("{" + p["name"] + "}", raw)
+                            elif values[p["name"]]:
+                                query.append(f"{p['name']}={raw}")
+                        url = url.replace("{fact_id}", fact) + "?" + "&".join(query)
+                        answer = http.request(method.upper(), url)
+                        tried += 1
+                        where = f"{method} {path} {parameter['name']}={bad!r}"
+                        assert answer.status_code < 500, (where, answer.text)
+                        if answer.status_code >= 400:
+                            assert answer.json()["error"]["message"], where
+    assert tried > 100
+    with served.client(served.keys["admin"]) as http:  # nothing of it reached another tenant
+        assert http.get(f"/v1/conversations/{THEIRS}").status_code == 200
+
+
+def _good(name: str) -> str:
+    return {"conversation_id": "probe", "fact_id": uuid_like(), "name": "sw_nosuchkey"}.get(
+        name, {"query": "what", "reason": "a test", "k": "3", "budget_tokens": "50"}.get(name, "")
+    )
+
+
+def _quote(raw: bytes) -> str:
+    from urllib.parse import quote_from_bytes
+
+    return quote_from_bytes(raw, safe="")

@@ -8,7 +8,6 @@ records and reads.
 from __future__ import annotations
 
 import logging
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -193,9 +192,6 @@ def create_app(
 ) -> FastAPI:
     """The server's application. ``auth``: every request needs a key (``slowwave keys``);
     without, every caller is the operator (the CLI allows that on a loopback address only)."""
-    # the request threads hold the GIL between their waits; the embedding thread, which needs
-    # it between every operation of the model, gets its turn sooner (benchmarks/serve.py)
-    sys.setswitchinterval(settings.serve_switch_interval_s)
     registry = CollectorRegistry(auto_describe=False)
     metrics = RequestMetrics(registry)
     state: dict[str, Any] = {}
