@@ -4,8 +4,10 @@ have had ingested at once."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -23,6 +25,7 @@ from slowwave.models.tenant import (
 from slowwave.sql.db import Database
 from slowwave.tasks.claim import ClaimPolicy, claim
 from tests.fix_episodes import with_settings
+from tests.fix_processes import run_cli
 
 T0 = datetime(2025, 3, 4, 18, 0, tzinfo=UTC)
 
@@ -130,3 +133,26 @@ def test_tenant_names_and_conversation_ids_that_could_be_confused_are_refused() 
     for conversation in ("", " ", "a\x1fb", "tab\there", "nul\x00"):
         with pytest.raises(InvalidConversationId):
             conversation_key(conversation, "acme")
+
+
+def test_the_cli_takes_a_tenant_wherever_it_names_a_conversation(tmp_path: Path) -> None:
+    source = tmp_path / "chats.jsonl"
+    lines = [{**said(1, T0), "conversation_id": "dana"}, {**said(2, T0), "conversation_id": "dana"}]
+    source.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    home = tmp_path / "home"
+    try:
+        for tenant in ("acme", "default"):
+            done = run_cli(home, "ingest", str(source), "--tenant", tenant)
+            assert done.returncode == 0, done.stderr
+        listed = run_cli(home, "db", "status", "--conversations")
+        assert "acme/dana" in listed.stdout and "\x1f" not in listed.stdout
+        forgot = run_cli(home, "forget", "-c", "dana", "--tenant", "acme", "-r", "erasure")
+        assert forgot.returncode == 0, forgot.stderr
+        after = run_cli(home, "db", "status", "--conversations")
+        assert "acme/dana" not in after.stdout and "dana" in after.stdout
+        gone = run_cli(home, "facts", "-c", "dana", "--tenant", "acme")
+        assert gone.returncode == 1 and "no conversation 'acme/dana'" in gone.stderr
+        bad = run_cli(home, "facts", "-c", "dana", "--tenant", "Not A Tenant")
+        assert bad.returncode == 1 and "tenant 'Not A Tenant'" in bad.stderr
+    finally:
+        run_cli(home, "db", "stop")

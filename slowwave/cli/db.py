@@ -15,6 +15,7 @@ from slowwave.cli.common import (
     table,
 )
 from slowwave.models.settings import get_settings
+from slowwave.models.tenant import shown as shown_key
 from slowwave.sql.db import migrate
 from slowwave.sql.db.embedded import stop_embedded
 from slowwave.sql.db.migrate import check_dimension
@@ -83,7 +84,9 @@ def print_status(status: DatabaseStatus) -> None:
         f"{status.where}: {status.migrations_applied} migration(s) applied, "
         f"{status.migrations_pending} pending, embeddings {status.embedding_dim or '-'}-d"
     )
-    longest = max((len(r.conversation_id) for r in status.conversations or []), default=5)
+    longest = max(
+        (len(shown_key(r.conversation_id)) for r in status.conversations or []), default=5
+    )
     shown = table(
         Column("conversation", overflow="fold", min_width=min(longest, 24)),
         *[number_column(HEADERS[c]) for c in COUNTS],
@@ -93,7 +96,7 @@ def print_status(status: DatabaseStatus) -> None:
         "characters and tokens"
     )
     for row in status.conversations or []:
-        shown.add_row(row.conversation_id, *[str(getattr(row, c)) for c in COUNTS])
+        shown.add_row(shown_key(row.conversation_id), *[str(getattr(row, c)) for c in COUNTS])
     shown.add_row("[bold]total", *[f"[bold]{getattr(status.totals, c)}" for c in COUNTS])
     console.print(shown)
 

@@ -18,6 +18,7 @@ from slowwave.cli.common import (
     AllowForgottenOption,
     FormatOption,
     SourceArgument,
+    TenantOption,
     console,
     ensure_migrated,
     errors,
@@ -25,6 +26,7 @@ from slowwave.cli.common import (
     open_database,
 )
 from slowwave.models.settings import Settings, get_settings
+from slowwave.models.tenant import DEFAULT_TENANT, check_tenant
 from slowwave.tasks.ingest.transcripts import (
     Format,
     IngestPolicy,
@@ -39,12 +41,13 @@ def ingest_command(
     path: SourceArgument,
     fmt: FormatOption = None,
     allow_forgotten: AllowForgottenOption = False,
+    tenant: TenantOption = DEFAULT_TENANT,
 ) -> None:
     """Turn a transcript into episodes: validated, idempotent, in event time.
 
     Examples: slowwave ingest chats.jsonl | slowwave ingest locomo10.json --format locomo"""
     fmt = check_source(path, fmt)  # before the database starts
-    report = run_ingest(path, fmt, allow_forgotten=allow_forgotten)
+    report = run_ingest(path, fmt, allow_forgotten=allow_forgotten, tenant=check_tenant(tenant))
     print_ingest(report)
 
 
@@ -54,6 +57,7 @@ def run_ingest(
     settings: Settings | None = None,
     *,
     allow_forgotten: bool = False,
+    tenant: str = DEFAULT_TENANT,
 ) -> IngestReport:
     settings = settings or get_settings()
     with open_database(settings) as db:
@@ -70,7 +74,7 @@ def run_ingest(
             return ingest(
                 db,
                 path,
-                IngestPolicy.of(settings, allow_forgotten=allow_forgotten),
+                IngestPolicy.of(settings, allow_forgotten=allow_forgotten, tenant=tenant),
                 fmt=fmt,
                 progress=lambda n: bar.advance(task, n),
             )

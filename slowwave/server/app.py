@@ -10,13 +10,13 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from fastapi import Depends, FastAPI, Path, Query, Request, Response
+from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -71,7 +71,7 @@ class KeyRequest(BaseModel):
     name: str = Field(default="", max_length=200)
 
 
-def _service(request: Request) -> MemoryService:
+async def _service(request: Request) -> MemoryService:  # no I/O: no thread for it
     service: MemoryService = request.app.state.service
     return service
 
@@ -182,6 +182,34 @@ class RequestMetrics:
         self.latency.labels(*labels).observe(seconds)
 
 
+class Measured:
+    """Times every HTTP request into ``RequestMetrics`` (pure ASGI: no task per request)."""
+
+    def __init__(self, app: ASGIApp, metrics: RequestMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def sent(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sent)
+        finally:
+            self.metrics.observe(
+                scope["method"], _route(scope), status, time.perf_counter() - started
+            )
+
+
 def create_app(
     settings: Settings,
     *,
@@ -268,24 +296,13 @@ def create_app(
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         incident = uuid.uuid4().hex[:12]
         logger.error(
-            "incident %s on %s %s: %s", incident, request.method, _route(request), repr(exc)
+            "incident %s on %s %s: %s", incident, request.method, _route(request.scope), repr(exc)
         )
         logger.debug("incident %s", incident, exc_info=exc)
         return JSONResponse(
             error_body(500, "internal", f"the server failed on this request (incident {incident})"),
             status_code=500,
         )
-
-    @app.middleware("http")
-    async def measured(request: Request, call_next: Callable[[Request], Any]) -> Response:
-        started = time.perf_counter()
-        status = 500
-        try:
-            response: Response = await call_next(request)
-            status = response.status_code
-            return response
-        finally:
-            metrics.observe(request.method, _route(request), status, time.perf_counter() - started)
 
     # ── probes and metrics ───────────────────────────────────────────────────
     @app.get("/healthz", tags=["operations"], summary="The process answers.")
@@ -437,13 +454,14 @@ def create_app(
 
     if mcp_app is not None:
         app.router.routes.extend(mcp_app.routes)
+    app.add_middleware(Measured, metrics=metrics)
     app.add_middleware(Guard, max_body_bytes=settings.serve_max_body_bytes)
     return app
 
 
-def _route(request: Request) -> str:
-    route = request.scope.get("route")
-    path = getattr(route, "path", None)
+def _route(scope: Scope) -> str:
+    """The route's template (``/v1/conversations/{conversation_id}``): never the ids in it."""
+    path = getattr(scope.get("route"), "path", None)
     if path:
         return str(path)
-    return "/mcp" if request.url.path.startswith("/mcp") else "unmatched"
+    return "/mcp" if str(scope.get("path", "")).startswith("/mcp") else "unmatched"
