@@ -1,0 +1,70 @@
+"""The server's limits, in process against the test database: a busy pool answers 503 at once,
+a slow statement is cut by the timeout, and the embedding of concurrent queries is batched."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import psycopg
+import pytest
+
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.embedding.batching import EmbeddingBatcher
+from slowwave.models.settings import Settings
+from slowwave.server.service import ApiError, MemoryService
+from slowwave.sql.db import Database
+
+
+def test_a_busy_pool_answers_503_with_retry_after_at_once_and_a_slow_statement_is_cut(
+    database: Database, settings: Settings, embedder: Embedder
+) -> None:
+    db = Database(settings, pool_size=1, pool_wait_s=0.2, statement_timeout_ms=300).open()
+    service = MemoryService(settings, db, embedder)
+    try:
+        with service.connection() as held:  # the one connection, taken
+            started = time.monotonic()
+            with pytest.raises(ApiError) as busy, service.connection():
+                pass
+            waited = time.monotonic() - started
+            with pytest.raises(psycopg.errors.QueryCanceled):
+                held.execute("SELECT pg_sleep(2)")
+        assert busy.value.status == 503 and busy.value.retry_after_s == 1
+        assert 0.15 <= waited < 1.5
+    finally:
+        service.close()
+        db.close()
+
+
+class CountingEmbedder:
+    """Counts the calls; each one takes a while, as a model does."""
+
+    dim = 4
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+        self.lock = threading.Lock()
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        time.sleep(0.05)
+        with self.lock:
+            self.calls.append(len(texts))
+        return np.array([[len(t), 0, 0, 1] for t in texts], dtype=np.float32)
+
+    def close(self) -> None:
+        pass
+
+
+def test_concurrent_queries_are_embedded_together_and_each_gets_its_own_vector() -> None:
+    model = CountingEmbedder()
+    batcher = EmbeddingBatcher(model, max_batch=64)  # type: ignore[arg-type]
+    try:
+        texts = ["x" * n for n in range(1, 33)]
+        with ThreadPoolExecutor(max_workers=32) as pool:
+            vectors = list(pool.map(batcher.embed, texts))
+    finally:
+        batcher.close()
+    assert [int(v[0]) for v in vectors] == list(range(1, 33))
+    assert sum(model.calls) == 32 and len(model.calls) <= 4  # not 32 calls: batches
