@@ -183,7 +183,6 @@ def run_soak(
     data: Path, *, seconds: float, clients: int, pending: int, port: int = 18780
 ) -> dict[str, Any]:
     """The soak, in temporary homes; its figures (the checks as booleans among them)."""
-    unwind_on_sigterm()
     samples = json.loads(data.read_text(encoding="utf-8"))[: 1 + pending]
     searched, consolidated = samples[0]["sample_id"], [s["sample_id"] for s in samples[1:]]
     with (
@@ -252,6 +251,7 @@ def run_soak(
 
 
 def main() -> None:
+    unwind_on_sigterm()  # a stopped soak stops the replicas it started
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--seconds", type=float, default=300.0)
