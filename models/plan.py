@@ -108,6 +108,9 @@ class Plan(BaseModel):
     event_time: datetime = Field(description="End of the chunk's latest episode.")
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = Field(
+        default=0, description="Of prompt_tokens, those the engine's prefix cache served."
+    )
 
     @property
     def writing(self) -> list[int]:

@@ -100,8 +100,13 @@ class RunSummary(BaseModel):
         default=0,
         description="Answers that reached max_tokens: the items written whole were kept.",
     )
-    prompt_tokens: int = 0
+    prompt_tokens: int = Field(default=0, description="Prompt tokens billed (sent to the model).")
     completion_tokens: int = 0
+    prompt_tokens_cached: int = Field(
+        default=0,
+        description="Of the billed prompt tokens, those the engine took from its prefix cache "
+        "instead of computing them (0 where the engine does not say).",
+    )
     stage_seconds: dict[str, float] = Field(
         default_factory=dict,
         description="Seconds spent in each stage, summed over the shards (which run at the "
@@ -119,6 +124,11 @@ class RunSummary(BaseModel):
         description="Where the run's work ran: for `shards` and each actor pool (`embedding`, "
         "`llm`), how many ran on each node (a Ray node id, or the host name without Ray).",
     )
+
+    @property
+    def prompt_tokens_computed(self) -> int:
+        """Prompt tokens the engine computed: the billed ones less what its cache served."""
+        return self.prompt_tokens - self.prompt_tokens_cached
 
     def add_time(self, stage: str, seconds: float) -> None:
         self.stage_seconds[stage] = round(self.stage_seconds.get(stage, 0.0) + seconds, 4)
@@ -170,4 +180,8 @@ class RunSummary(BaseModel):
             ("facts evicted over the cap", self.facts_evicted),
             ("answers cut off at max_tokens (whole items kept)", self.answers_cut_off),
             ("tokens in / out", f"{self.prompt_tokens} / {self.completion_tokens}"),
+            (
+                "tokens in: computed (prefix cache)",
+                f"{self.prompt_tokens_computed} ({self.prompt_tokens_cached})",
+            ),
         ]

@@ -62,13 +62,22 @@ def families(m: DecisionMetrics) -> Iterator[Metric]:
     yield labelled("slowwave_actions", "Decisions applied, by action.", "action", ACTIONS)
     yield labelled("slowwave_episodes", "Episodes by outcome.", "outcome", EPISODES)
     yield labelled("slowwave_chunks", "Chunks by outcome.", "outcome", CHUNKS)
-    yield labelled("slowwave_tokens", "Model tokens.", "kind", TOKENS)
+    yield labelled("slowwave_tokens", "Model tokens billed.", "kind", TOKENS)
     yield labelled(
         "slowwave_gray_zone_pairs",
         "Gray-zone pairs: asked of the model, merged, refused as unfaithful.",
         "outcome",
         GRAY_ZONE,
     )
+    computed = CounterMetricFamily(
+        "slowwave_prompt_tokens_computed",
+        'Prompt tokens the engine computed: the billed ones (slowwave_tokens{kind="prompt"}) '
+        "less those its prefix cache served.",
+    )
+    computed.add_metric(
+        [], m.counters.get("prompt_tokens", 0.0) - m.counters.get("prompt_tokens_cached", 0.0)
+    )
+    yield computed
     calls = CounterMetricFamily("slowwave_model_calls", "Prompts sent to the model.")
     calls.add_metric([], m.counters.get("model_calls", 0.0))
     yield calls

@@ -623,6 +623,7 @@ CHUNK_COLUMNS = (
     ("model", "text"),
     ("prompt_tokens", "int4"),
     ("completion_tokens", "int4"),
+    ("cached_tokens", "int4"),
     ("error", "text"),
 )
 
@@ -642,6 +643,7 @@ def _record_chunks(conn: psycopg.Connection, run_id: UUID, records: Sequence[Chu
                 r.model_name,
                 r.plan.prompt_tokens,
                 r.plan.completion_tokens,
+                r.plan.cached_tokens,
                 r.error,
             )
             for r in records

@@ -35,6 +35,7 @@ class Calibration:
     error: str | None
     prompt_tokens: int
     completion_tokens: int
+    cached_tokens: int = 0  # of prompt_tokens, served by the engine's prefix cache
     cut_off: bool = False  # the answer reached max_tokens: only its complete items are kept
 
 
@@ -97,7 +98,7 @@ def complete_items(text: str) -> ConsolidationOutput | None:
 def calibration_of(answer: ModelAnswer) -> Calibration:
     """The runtime's answer parsed strictly, or the reason it cannot be used. An answer cut off
     at max_tokens keeps its complete items (``complete_items``); ``cut_off`` says so."""
-    tokens = (answer.prompt_tokens, answer.completion_tokens)
+    tokens = (answer.prompt_tokens, answer.completion_tokens, answer.cached_tokens)
     if answer.error is not None or answer.text is None:
         reason = answer.error or "model returned no answer"
         return Calibration(answer.chunk_id, None, f"model call failed: {reason}", *tokens)

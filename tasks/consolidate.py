@@ -171,6 +171,7 @@ def finish_chunks(
             calibration = calibration_of(answer)
             item.plan.prompt_tokens = calibration.prompt_tokens
             item.plan.completion_tokens = calibration.completion_tokens
+            item.plan.cached_tokens = calibration.cached_tokens
             if calibration.output is None:
                 errors[i] = calibration.error or "no answer"
                 continue
@@ -313,6 +314,7 @@ def count(summary: RunSummary, plan: Plan, result: ApplyResult) -> None:
     summary.chunks += 1
     summary.prompt_tokens += plan.prompt_tokens
     summary.completion_tokens += plan.completion_tokens
+    summary.prompt_tokens_cached += plan.cached_tokens
     if result.forgotten:
         return
     if result.conflict:

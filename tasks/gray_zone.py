@@ -115,6 +115,7 @@ def judge_gray_zone(
     for c, answer in zip(chunks, answers, strict=True):
         summary.prompt_tokens += answer.prompt_tokens
         summary.completion_tokens += answer.completion_tokens
+        summary.prompt_tokens_cached += answer.cached_tokens
         merges += _merges(by_chunk[c], answer.text)
     if not merges:
         return

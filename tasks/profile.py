@@ -72,6 +72,7 @@ class ProfileReport:
     failed: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  # of prompt_tokens, served by the engine's prefix cache
 
 
 def changed_conversations(conn: psycopg.Connection, run_id: UUID) -> list[str]:
@@ -114,6 +115,7 @@ def refresh_profiles(
     for conversation, answer in zip(asked, _answers(model, requests), strict=True):
         report.prompt_tokens += answer.prompt_tokens
         report.completion_tokens += answer.completion_tokens
+        report.cached_tokens += answer.cached_tokens
         try:
             parsed = ConversationProfile.model_validate_json((answer.text or "").strip())
         except ValidationError:
@@ -162,6 +164,7 @@ def profile_run(
     summary.model_calls += report.written + report.failed
     summary.prompt_tokens += report.prompt_tokens
     summary.completion_tokens += report.completion_tokens
+    summary.prompt_tokens_cached += report.cached_tokens
     summary.add_time("profile", time.perf_counter() - start)
 
 

@@ -3,7 +3,9 @@
 ``SLOWWAVE_LLM_RUNTIME=openai`` from any process. Each chat completion answers one new fact
 citing the chunk's first episode; a prompt holding one of ``garble`` gets an answer that is
 not JSON (the chunk fails); with ``hold`` given, every request after the first ``hold_after``
-waits on it unanswered (a model call in flight)."""
+waits on it unanswered (a model call in flight). Like llama.cpp's server it says how much of
+each prompt its one slot's cache held (``timings.cache_n``: the characters shared with the
+previous prompt, a token per four)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ class FakeModel:
     hold_after: int = 0
     held: threading.Event = field(default_factory=threading.Event)
     calls: int = 0
+    previous: str = ""  # the last prompt answered: what the slot's cache holds
 
     def env(self, **extra: str) -> dict[str, str]:
         """The settings that point slowwave at this endpoint (no summaries: one call a chunk)."""
@@ -73,12 +76,19 @@ def fake_model(
                 model.held.set()
                 model.hold.wait(300)
             prompt = "\n".join(m["content"] for m in body["messages"])
+            with count:
+                pairs = enumerate(zip(prompt, model.previous, strict=False))
+                shared = next(
+                    (i for i, (a, b) in pairs if a != b), min(len(prompt), len(model.previous))
+                )
+                model.previous = prompt
             self._send(
                 {
                     "choices": [
                         {"message": {"content": model.answer(prompt)}, "finish_reason": "stop"}
                     ],
                     "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": 40},
+                    "timings": {"cache_n": shared // 4, "prompt_n": len(prompt) // 4 - shared // 4},
                 }
             )
 

@@ -10,12 +10,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from slowwave.metrics import metrics_text, serve_metrics
 from slowwave.models.embedding.base import Embedder
+from slowwave.models.llm.openai import OpenAICompatibleModel
 from slowwave.models.llm.replay import LoCoMoReplayModel
 from slowwave.models.processes import free_port
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
+from tests.fix_model_server import fake_model
 from tests.fix_processes import run_cli
 
 
@@ -75,3 +77,35 @@ def test_slowwave_metrics_prints_the_prometheus_text_format(tmp_path: Path) -> N
     samples = _samples(result.stdout)
     assert samples[("slowwave_actions_total", (("action", "new"),))] == 0
     assert "# TYPE slowwave_decision_similarity histogram" in result.stdout
+
+
+def test_prompt_tokens_the_engines_prefix_cache_served_are_counted_apart_from_billed_ones(
+    db: Database,
+    conn: psycopg.Connection,
+    settings: Settings,
+    embedder: Embedder,
+    locomo_path: Path,
+) -> None:
+    ingest(db, locomo_path, IngestPolicy.of(settings))
+    with fake_model() as fake:
+        model = OpenAICompatibleModel(
+            fake.url, "fake", strict=False, schema_dialect="json_object", concurrency=1
+        )
+        try:
+            run = consolidate(db, model, embedder, settings, conversations=["conv-30"])
+        finally:
+            model.close()
+    # every chunk's prompt starts with the same system prompt: the slot's cache served it
+    assert 0 < run.prompt_tokens_cached < run.prompt_tokens
+    by_chunk, by_run = conn.execute(
+        "SELECT (SELECT sum(cached_tokens) FROM consolidation_chunks WHERE run_id = r.id), "
+        "r.prompt_tokens_cached FROM consolidation_runs r WHERE r.id = %s",
+        (run.run_id,),
+    ).fetchone()  # type: ignore[misc]
+    assert by_chunk == by_run == run.prompt_tokens_cached
+    samples = _samples(metrics_text(db))
+    assert samples[("slowwave_tokens_total", (("kind", "prompt"),))] == run.prompt_tokens
+    computed = samples[("slowwave_prompt_tokens_computed_total", ())]
+    assert computed == run.prompt_tokens - run.prompt_tokens_cached == run.prompt_tokens_computed
+    shown = ("tokens in: computed (prefix cache)", f"{computed:.0f} ({by_run})")
+    assert shown in run.counter_rows()

@@ -12,7 +12,7 @@ import pytest
 
 from slowwave.models.consolidation import ConsolidationOutput
 from slowwave.models.llm.base import GenerationRequest, Purpose, RuntimeUnreachable
-from slowwave.models.llm.openai import OpenAICompatibleModel
+from slowwave.models.llm.openai import OpenAICompatibleModel, cached_prompt_tokens
 from slowwave.models.llm.strict_schema import strict_violations
 from slowwave.tasks.calibrate import parse_answer
 from slowwave.tasks.transient import is_transient
@@ -175,3 +175,19 @@ def test_two_shards_first_calls_at_the_same_moment_share_one_client_loop(
     model.close()
     assert len(made) == 1, "one event loop (and one HTTP client) per model"
     assert [getattr(a, "error", "?") for a in answers] == [None, None]
+
+
+@pytest.mark.parametrize(
+    ("payload", "cached"),
+    [
+        ({"usage": {"prompt_tokens_details": {"cached_tokens": 700}}}, 700),  # OpenAI, vLLM
+        ({"timings": {"cache_n": 650, "prompt_n": 350}}, 650),  # llama.cpp's server
+        ({"usage": {"prompt_tokens_details": None}}, 0),  # an engine that does not say
+        ({"timings": {"cache_n": 5000}}, 1000),  # never more than were billed
+        ({"timings": {"cache_n": "many"}}, 0),
+    ],
+)
+def test_cached_prompt_tokens_are_read_from_either_usage_shape(
+    payload: dict[str, Any], cached: int
+) -> None:
+    assert cached_prompt_tokens(payload, 1000) == cached

@@ -66,6 +66,9 @@ class ModelAnswer:
     completion_tokens: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
     truncated: bool = False  # cut off at max_tokens: ``text`` is what came before the cut
+    # of ``prompt_tokens``, those the engine took from its prefix cache instead of computing
+    # them (0 where the engine does not say: every billed token counts as computed)
+    cached_tokens: int = 0
 
 
 @runtime_checkable

@@ -182,7 +182,14 @@ class OpenAICompatibleModel:
         finish = choice.get("finish_reason")
         extra = {"finish_reason": finish}
         return ModelAnswer(
-            request.chunk_id, text, None, prompt, completion, extra, truncated=finish == "length"
+            request.chunk_id,
+            text,
+            None,
+            prompt,
+            completion,
+            extra,
+            truncated=finish == "length",
+            cached_tokens=cached_prompt_tokens(payload, prompt),
         )
 
     def close(self) -> None:
@@ -193,6 +200,21 @@ class OpenAICompatibleModel:
             self._client = None
         self._loop.close()
         self._loop = None
+
+
+def cached_prompt_tokens(payload: dict[str, Any], prompt_tokens: int) -> int:
+    """Prompt tokens the server took from its prefix cache: OpenAI's and vLLM's
+    ``usage.prompt_tokens_details.cached_tokens``, else llama.cpp's ``timings.cache_n``; 0 where
+    the server says neither (every billed token is then counted as computed)."""
+    usage = payload.get("usage") or {}
+    details = usage.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens")
+    if cached is None:
+        cached = (payload.get("timings") or {}).get("cache_n")
+    try:
+        return max(0, min(int(cached or 0), prompt_tokens))
+    except (TypeError, ValueError):
+        return 0
 
 
 def _unavailable(exc: BaseException | None) -> bool:

@@ -203,4 +203,6 @@ def _answer(request: GenerationRequest, output: Any) -> ModelAnswer:
         completion_tokens=completion_tokens,
         extra={"finish_reason": completion.finish_reason},
         truncated=completion.finish_reason == "length",
+        # the tokens automatic prefix caching served (vLLM's own count)
+        cached_tokens=min(int(getattr(output, "num_cached_tokens", 0) or 0), prompt_tokens),
     )

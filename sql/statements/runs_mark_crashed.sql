@@ -6,7 +6,8 @@ WITH chunks AS (
            count(*) AS chunks,
            count(*) FILTER (WHERE status IN ('failed', 'quarantined')) AS failed,
            coalesce(sum(prompt_tokens), 0) AS prompt_tokens,
-           coalesce(sum(completion_tokens), 0) AS completion_tokens
+           coalesce(sum(completion_tokens), 0) AS completion_tokens,
+           coalesce(sum(cached_tokens), 0) AS cached_tokens
     FROM consolidation_chunks WHERE run_id = ANY(%(ids)s::uuid[])
     GROUP BY run_id
 ), decisions AS (
@@ -33,6 +34,7 @@ SET status = 'crashed',
     chunks_failed = coalesce(c.failed, 0),
     prompt_tokens = coalesce(c.prompt_tokens, 0),
     completion_tokens = coalesce(c.completion_tokens, 0),
+    prompt_tokens_cached = coalesce(c.cached_tokens, 0),
     episodes_consolidated = coalesce(e.consolidated, 0),
     episodes_skipped = coalesce(e.skipped, 0),
     facts_inserted = coalesce(d.inserted, 0),

@@ -31,6 +31,7 @@ class SummaryReport:
     failed: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  # of prompt_tokens, served by the engine's prefix cache
 
 
 def summarize_missing(
@@ -70,6 +71,7 @@ def summarize_missing(
         for answer in model.generate(requests):
             report.prompt_tokens += answer.prompt_tokens
             report.completion_tokens += answer.completion_tokens
+            report.cached_tokens += answer.cached_tokens
             try:
                 parsed = EpisodeSummary.model_validate_json((answer.text or "").strip())
             except ValidationError:

@@ -1,0 +1,329 @@
+"""What a night costs: tokens, computed tokens, calls and seconds per episode on a nightly mix,
+and the quality of the night's facts.
+
+A real night is many conversations with one to three new episodes each, most with facts
+already known, not the long sessions of ``benchmarks.locomo_extraction``. The mix:
+
+- LoCoMo conversations whose first ``--known`` sessions were consolidated on earlier nights
+  (by the replay model: their gold observations are the facts already known, the same for
+  every runtime measured) and whose next sessions arrive tonight: one session for every other
+  conversation, two for the rest;
+- the README's sample conversations (``examples/transcripts/sample-chats.jsonl``: short,
+  several episodes each), new tonight.
+
+Tonight's run (summaries first with ``--summaries``, as backfill writes them) is measured, per
+``--runtime`` in a fresh database of its own, on the same mix:
+
+- billed tokens: the prompt and completion tokens the model was sent and wrote, per raw
+  transcript token (tonight's messages as ``speaker: text`` lines, counted with the runtime's
+  tokenizer where it has one);
+- computed tokens: the prompt tokens the engine computed (billed less those its prefix cache
+  served, as the engine reports them; an engine that reports none counts every billed token
+  as computed) plus the completion tokens, per raw token;
+- model calls and seconds per episode;
+- fact recall and precision: the facts tonight's run wrote in the LoCoMo conversations
+  against the gold observations of tonight's sessions (``benchmarks.locomo_extraction``'s
+  matching); end-to-end recall@k of the questions whose evidence lies wholly in tonight's
+  sessions, over all the conversation's active facts.
+
+    python -m benchmarks.nightly_cost --runtime llamacpp:qwen2.5-coder-1.5b-instruct
+        [--runtime vllm:smollm2-135m-instruct ...] [--conversations conv-26 ...] [--known 3]
+        [--summaries] [--set NAME=VALUE ...] [--data PATH] [--json]
+
+``--model``/``--engine`` name a single runtime as the other benchmarks do. With ``--json`` the
+last line holds the first runtime's figures at the top level and every runtime's under
+``by_runtime``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, get_args
+
+from benchmarks.locomo_extraction import (
+    ExtractedFact,
+    Observation,
+    Question,
+    end_to_end_recall,
+    extracted_facts,
+    fact_quality,
+    failures_by_reason,
+    fresh_database,
+    raw_transcript_tokens,
+)
+from benchmarks.locomo_recall import DEFAULT_DATA, KS, add_set_option, session_of, turns
+from benchmarks.report import print_figures
+from slowwave.models.embedding import Embedder, load_embedder
+from slowwave.models.episode import Episode, Message
+from slowwave.models.llm import RuntimeNotAvailable, StructuredModel, check_runtime, load_model
+from slowwave.models.llm.base import prompt_limits
+from slowwave.models.llm.replay import LoCoMoReplayModel
+from slowwave.models.processes import unwind_on_sigterm
+from slowwave.models.settings import LLMRuntimeName, Settings
+from slowwave.sql.db import Database
+from slowwave.tasks.consolidate import consolidate
+from slowwave.tasks.ingest.load import load_episodes
+from slowwave.tasks.ingest.locomo import read_locomo
+from slowwave.tasks.ingest.summarize import SummaryReport, summarize_missing
+from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
+from slowwave.tasks.search import SearchPolicy
+
+SAMPLE = Path(__file__).resolve().parents[1] / "examples/transcripts/sample-chats.jsonl"
+# four LoCoMo conversations, three sessions known: with the sample, 13 episodes tonight, about
+# 12 minutes with the 1.5B model on two cores
+DEFAULT_CONVERSATIONS = ("conv-26", "conv-30", "conv-41", "conv-42")
+DEFAULT_KNOWN = 3
+MATCH, STRICT_MATCH = 0.7, 0.8
+
+
+@dataclass(frozen=True)
+class Night:
+    """Earlier nights' episodes, tonight's, and what tonight is measured against."""
+
+    conversations: list[str]  # the LoCoMo ones
+    earlier: list[Episode]
+    tonight: list[Episode]
+    tonight_sessions: dict[str, set[int]]
+    gold: list[Observation]  # of tonight's sessions
+    questions: list[Question]  # whose evidence lies wholly in tonight's sessions
+
+
+@dataclass(frozen=True)
+class Runtime:
+    engine: str
+    model: str
+
+    @classmethod
+    def parse(cls, text: str) -> Runtime:
+        engine, _, model = text.partition(":")
+        if engine not in get_args(LLMRuntimeName):
+            raise argparse.ArgumentTypeError(
+                f"unknown engine {engine!r}: one of {', '.join(get_args(LLMRuntimeName))}"
+            )
+        return cls(engine, model or Settings().llm_model)
+
+    @property
+    def label(self) -> str:
+        return f"{self.engine}:{self.model}"
+
+
+def main() -> None:
+    unwind_on_sigterm()  # a stopped benchmark stops the servers it started
+    args = parse_args()
+    started = time.perf_counter()
+    night = plan_night(args.data, args.conversations, args.known)
+    results: dict[str, dict[str, Any]] = {}
+    embedder: Embedder | None = None
+    for runtime in args.runtimes:
+        settings = Settings(
+            **dict(args.set),
+            llm_model=runtime.model,
+            llm_runtime=runtime.engine,
+            replay_data=args.data,
+        )
+        try:
+            check_runtime(settings)
+        except RuntimeNotAvailable as exc:
+            raise SystemExit(f"{runtime.label}: {exc}") from None
+        embedder = embedder or load_embedder(settings)
+        results[runtime.label] = measure_night(
+            settings, embedder, night, args.data, summaries=args.summaries
+        )
+    first = next(iter(results.values()))
+    figures = {
+        "conversations": night.conversations,
+        "known_sessions": args.known,
+        "episodes_earlier": len(night.earlier),
+        **first,
+        "by_runtime": results,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    print_figures(figures, as_json=args.json)
+
+
+def parse_args() -> argparse.Namespace:
+    defaults = Settings()
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument(
+        "--runtime",
+        dest="runtimes",
+        action="append",
+        type=Runtime.parse,
+        metavar="ENGINE[:MODEL]",
+        help="a runtime to measure (repeatable), e.g. llamacpp:qwen2.5-coder-1.5b-instruct",
+    )
+    parser.add_argument("--model", default=None, help="with --engine: a single runtime")
+    parser.add_argument("--engine", choices=get_args(LLMRuntimeName), default=None)
+    parser.add_argument(
+        "--conversations", nargs="+", default=list(DEFAULT_CONVERSATIONS), metavar="SAMPLE_ID"
+    )
+    parser.add_argument(
+        "--known", type=int, default=DEFAULT_KNOWN, help="sessions consolidated on earlier nights"
+    )
+    parser.add_argument(
+        "--summaries",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="have the runtime write tonight's episode summaries first, as backfill does",
+    )
+    add_set_option(parser, "chunk_size=4 or llamacpp_parallel=1")
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--json", action="store_true", help="end with one line of JSON")
+    args = parser.parse_args()
+    if args.known < 1:
+        parser.error("--known must be at least 1")
+    if args.runtimes and (args.model or args.engine):
+        parser.error("give --runtime, or --model/--engine, not both")
+    if not args.runtimes:
+        engine = args.engine or defaults.llm_runtime
+        args.runtimes = [Runtime(engine, args.model or defaults.llm_model)]
+    if args.summaries and any(r.engine == "replay" for r in args.runtimes):
+        parser.error("--summaries needs a model: the replay runtime writes no summaries")
+    return args
+
+
+def plan_night(data: Path, conversations: Sequence[str], known: int) -> Night:
+    """Sessions 1..known of each conversation were earlier nights; tonight brings the next one
+    (every other conversation) or two. LoCoMo's human-written session summaries are dropped:
+    a transcript has none."""
+    records = {
+        str(c["sample_id"]): c
+        for c in json.loads(data.read_text(encoding="utf-8"))
+        if c["sample_id"] in conversations
+    }
+    missing = sorted(set(conversations) - set(records))
+    if missing:
+        raise SystemExit(f"no such conversation in {data}: {', '.join(missing)}")
+    tonight_sessions = {
+        c: set(range(known + 1, known + 2 + i % 2)) for i, c in enumerate(conversations)
+    }
+    earlier, tonight = [], []
+    for e in read_locomo(data):
+        if e.conversation_id not in records:
+            continue
+        session = int(e.external_key.rsplit("_", 1)[1])
+        e = e.model_copy(update={"summary": None})
+        if session <= known:
+            earlier.append(e)
+        elif session in tonight_sessions[e.conversation_id]:
+            tonight.append(e)
+    arrived = {(e.conversation_id, int(e.external_key.rsplit("_", 1)[1])) for e in tonight}
+    missing = sorted(
+        c for c, sessions in tonight_sessions.items() if not {(c, s) for s in sessions} <= arrived
+    )
+    if missing:
+        raise SystemExit(f"fewer than {known + 2} sessions in {', '.join(missing)}: lower --known")
+    gold = [
+        Observation(c, number, sentence)
+        for c, record in records.items()
+        for key, by_speaker in record.get("observation", {}).items()
+        if (number := int(key.split("_")[1])) in tonight_sessions[c]
+        for items in by_speaker.values()
+        for sentence, _evidence in items
+    ]
+    questions = []
+    for c, record in records.items():
+        for qa in record["qa"]:
+            asked = {session_of(t) for t in turns(qa.get("evidence", []))}
+            if asked and asked <= tonight_sessions[c]:
+                questions.append(Question(c, str(qa["question"]), asked))
+    return Night(list(conversations), earlier, tonight, tonight_sessions, gold, questions)
+
+
+def measure_night(
+    settings: Settings, embedder: Embedder, night: Night, data: Path, *, summaries: bool
+) -> dict[str, Any]:
+    """Earlier nights by the replay model, then tonight by the runtime the settings name, in a
+    fresh database; tonight's figures."""
+    with fresh_database(settings) as db:
+        with db.connection() as conn:
+            load_episodes(conn, night.earlier)
+        consolidate(db, LoCoMoReplayModel(data), embedder, db.settings, kind="earlier nights")
+        with db.connection() as conn:
+            load_episodes(conn, night.tonight)
+        ingest(db, SAMPLE, IngestPolicy.of(db.settings))
+        model = load_model(settings)
+        try:
+            return measure_tonight(db, model, embedder, night, summaries=summaries)
+        finally:
+            model.close()
+
+
+def measure_tonight(
+    db: Database, model: StructuredModel, embedder: Embedder, night: Night, *, summaries: bool
+) -> dict[str, Any]:
+    _, counter = prompt_limits(model)
+    with db.connection() as conn:
+        pending = pending_episodes(conn)
+    started = time.perf_counter()
+    written = SummaryReport()
+    if summaries:
+        with db.connection() as conn:
+            written = summarize_missing(conn, model)
+    summary = consolidate(db, model, embedder, db.settings, kind="tonight")
+    seconds = time.perf_counter() - started
+    with db.connection() as conn:
+        written_tonight = extracted_facts(conn, summary.run_id)
+        facts = [f for f in written_tonight if f.conversation_id in night.tonight_sessions]
+        recall = end_to_end_recall(conn, embedder, SearchPolicy.of(db.settings), night.questions)
+    raw = raw_transcript_tokens(pending, counter)
+    prompt = summary.prompt_tokens + written.prompt_tokens
+    completion = summary.completion_tokens + written.completion_tokens
+    cached = summary.prompt_tokens_cached + written.cached_tokens
+    billed = prompt + completion
+    return {
+        "runtime": model.name,
+        "episodes_tonight": len(pending),
+        "raw_transcript_tokens": raw,
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "prompt_tokens_cached": cached,
+        "billed_tokens_per_raw_token": _share(billed, raw),
+        "computed_tokens_per_raw_token": _share(billed - cached, raw),
+        "model_calls": summary.model_calls + written.summarized + written.failed,
+        "summaries_written": written.summarized,
+        "seconds_per_episode": round(seconds / len(pending), 2) if pending else 0.0,
+        "episodes_per_hour": round(3600 * len(pending) / seconds, 1) if seconds else 0.0,
+        **quality(facts, night, embedder),
+        **{f"end_to_end_recall_at_{k}": recall[k] for k in KS},
+        "questions": len(night.questions),
+        "gold_observations": len(night.gold),
+        "facts_written": len(facts),
+        "chunks": summary.chunks,
+        "chunks_failed": summary.chunks_failed,
+        "chunk_failures_by_reason": failures_by_reason(summary),
+        "episodes_gated": summary.episodes_skipped,
+        "answers_cut_off": summary.answers_cut_off,
+    }
+
+
+def quality(facts: list[ExtractedFact], night: Night, embedder: Embedder) -> dict[str, float]:
+    figures = fact_quality(facts, night.gold, embedder, MATCH, STRICT_MATCH)
+    return {k: v for k, v in figures.items() if k != "grounded_share"}
+
+
+def pending_episodes(conn: Any) -> list[Episode]:
+    """Tonight's episodes, as the run will read them: every one not consolidated yet."""
+    rows = conn.execute(
+        "SELECT id, conversation_id, messages FROM episodic_memory "
+        "WHERE consolidated_at IS NULL ORDER BY conversation_id, start_at"
+    ).fetchall()
+    return [
+        Episode.model_construct(
+            id=i, conversation_id=c, messages=[Message.model_validate(m) for m in messages]
+        )
+        for i, c, messages in rows
+    ]
+
+
+def _share(part: float, whole: float) -> float:
+    return round(float(part) / whole, 4) if whole else 0.0
+
+
+if __name__ == "__main__":
+    main()
