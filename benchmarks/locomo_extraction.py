@@ -332,15 +332,19 @@ def replay_recall(
             return end_to_end_recall(conn, embedder, SearchPolicy.of(settings), subset.questions)
 
 
-def extracted_facts(conn: Any, run_id: UUID) -> list[ExtractedFact]:
-    """Every fact row the run created, superseded versions included: exactly what new and
-    update actions wrote (a merge or a reinforcement adds evidence to a row, not a row). Its
-    cited sessions are those of its source episodes."""
+def extracted_facts(
+    conn: Any, run_id: UUID, conversations: Sequence[str] | None = None
+) -> list[ExtractedFact]:
+    """Every fact row the run created (in ``conversations``, LoCoMo's, when given), superseded
+    versions included: exactly what new and update actions wrote (a merge or a reinforcement
+    adds evidence to a row, not a row). Its cited sessions are those of its source episodes."""
     rows = conn.execute(
         "SELECT f.conversation_id, f.fact, array_agg(e.external_key) "
         "FROM semantic_memory f JOIN episodic_memory e ON e.id = ANY(f.source_episodic_ids) "
-        "WHERE f.created_by_run_id = %s GROUP BY f.id, f.conversation_id, f.fact",
-        (run_id,),
+        "WHERE f.created_by_run_id = %s "
+        "AND (%s::text[] IS NULL OR f.conversation_id = ANY(%s::text[])) "
+        "GROUP BY f.id, f.conversation_id, f.fact",
+        (run_id, conversations, conversations),
     ).fetchall()
     return [
         ExtractedFact(conversation, text, frozenset(_session(k) for k in keys))

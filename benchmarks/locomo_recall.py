@@ -192,11 +192,13 @@ def _fact_provenance(
 
 
 def fact_sessions(conn: Any) -> dict[Any, set[int]]:
-    """fact id → its evidence sessions: the LoCoMo sessions of its source episodes."""
+    """fact id → its evidence sessions: the LoCoMo sessions of its source episodes (the
+    facts of other sources' episodes have none)."""
     sessions: dict[Any, set[int]] = defaultdict(set)
     for fact_id, key in conn.execute(
         "SELECT f.id, e.external_key FROM semantic_memory f "
-        "JOIN episodic_memory e ON e.id = ANY(f.source_episodic_ids)"
+        "JOIN episodic_memory e ON e.id = ANY(f.source_episodic_ids) "
+        "WHERE e.external_key LIKE 'locomo:%'"
     ):
         sessions[fact_id].add(int(key.split(":")[2].removeprefix("session_")))
     return sessions

@@ -109,7 +109,7 @@ class Runtime:
 
     @property
     def label(self) -> str:
-        return f"{self.engine}:{self.model}"
+        return "replay" if self.engine == "replay" else f"{self.engine}:{self.model}"
 
 
 def main() -> None:
@@ -241,6 +241,8 @@ def measure_night(
     """Earlier nights by the replay model, then tonight by the runtime the settings name, in a
     fresh database; tonight's figures."""
     with fresh_database(settings) as db:
+        # the night comes a day after the episodes were recorded: every one is due
+        db.settings = db.settings.model_copy(update={"due_after_s": 0})
         with db.connection() as conn:
             load_episodes(conn, night.earlier)
         consolidate(db, LoCoMoReplayModel(data), embedder, db.settings, kind="earlier nights")
@@ -268,8 +270,7 @@ def measure_tonight(
     summary = consolidate(db, model, embedder, db.settings, kind="tonight")
     seconds = time.perf_counter() - started
     with db.connection() as conn:
-        written_tonight = extracted_facts(conn, summary.run_id)
-        facts = [f for f in written_tonight if f.conversation_id in night.tonight_sessions]
+        facts = extracted_facts(conn, summary.run_id, night.conversations)
         recall = end_to_end_recall(conn, embedder, SearchPolicy.of(db.settings), night.questions)
     raw = raw_transcript_tokens(pending, counter)
     prompt = summary.prompt_tokens + written.prompt_tokens

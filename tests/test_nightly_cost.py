@@ -1,0 +1,76 @@
+"""The nightly-mix cost benchmark, sized for CI: its harness (the replay model's facts are the
+gold observations, so quality is 1) and its token figures against a model over the wire."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.fix_model_server import fake_model
+from tests.fix_processes import slowwave_env
+
+ROOT = Path(__file__).resolve().parents[1]
+REQUIRED = (
+    "billed_tokens_per_raw_token",
+    "computed_tokens_per_raw_token",
+    "fact_recall",
+    "fact_precision",
+    "end_to_end_recall_at_10",
+    "seconds_per_episode",
+    "model_calls",
+)
+
+
+def _night(home: Path, locomo: Path, *args: str, **env: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.nightly_cost",
+            "--data",
+            str(locomo),
+            "--json",
+            "--conversations",
+            "conv-26",
+            "conv-30",
+            "--known",
+            "2",
+            *args,
+        ],
+        cwd=ROOT,
+        env=slowwave_env(home, **env),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def test_the_nightly_mix_measures_tonight_only_and_the_gold_model_scores_one(
+    tmp_path: Path, locomo_path: Path
+) -> None:
+    figures = _night(tmp_path, locomo_path, "--engine", "replay")
+    assert set(REQUIRED) <= set(figures)
+    # conv-26 brings session 3 tonight, conv-30 sessions 3 and 4; the sample its 10 episodes
+    assert figures["episodes_earlier"] == 4
+    assert figures["episodes_tonight"] == 3 + 10
+    assert figures["fact_recall"] == figures["fact_precision"] == 1.0
+    assert figures["end_to_end_recall_at_10"] == 1.0
+    assert figures["questions"] > 0
+    assert figures["billed_tokens_per_raw_token"] == 0.0  # the replay model costs nothing
+
+
+def test_billed_and_computed_tokens_of_a_model_with_a_prefix_cache_are_told_apart(
+    tmp_path: Path, locomo_path: Path
+) -> None:
+    with fake_model() as model:
+        figures = _night(tmp_path, locomo_path, "--engine", "openai", **model.env())
+    assert figures["model_calls"] == figures["chunks"] > 0
+    assert figures["prompt_tokens"] > figures["prompt_tokens_cached"] > 0
+    assert figures["billed_tokens_per_raw_token"] > figures["computed_tokens_per_raw_token"] > 0
