@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -63,7 +64,7 @@ from slowwave.models.episode import Episode, Message
 from slowwave.models.llm import RuntimeNotAvailable, StructuredModel, check_runtime, load_model
 from slowwave.models.llm.base import prompt_limits
 from slowwave.models.llm.replay import LoCoMoReplayModel
-from slowwave.models.processes import unwind_on_sigterm
+from slowwave.models.processes import LocalServer, unwind_on_sigterm
 from slowwave.models.settings import LLMRuntimeName, Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
@@ -71,8 +72,10 @@ from slowwave.tasks.ingest.load import load_episodes
 from slowwave.tasks.ingest.locomo import read_locomo
 from slowwave.tasks.ingest.summarize import SummaryReport, summarize_missing
 from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
+from slowwave.tasks.predict import episode_vectors, nearest_facts
 from slowwave.tasks.search import SearchPolicy
 
+PREFIX_HIT = re.compile(r"Llama\.generate: (\d+) prefix-match hit")
 SAMPLE = Path(__file__).resolve().parents[1] / "examples/transcripts/sample-chats.jsonl"
 # four LoCoMo conversations, three sessions known: with the sample, 13 episodes tonight, about
 # 12 minutes with the 1.5B model on two cores
@@ -267,6 +270,8 @@ def measure_tonight(
     if summaries:
         with db.connection() as conn:
             written = summarize_missing(conn, model)
+    with db.connection() as conn:
+        hits = predict_hits(conn, embedder, pending_episodes(conn), db.settings.related_facts_limit)
     summary = consolidate(db, model, embedder, db.settings, kind="tonight")
     seconds = time.perf_counter() - started
     with db.connection() as conn:
@@ -276,6 +281,9 @@ def measure_tonight(
     prompt = summary.prompt_tokens + written.prompt_tokens
     completion = summary.completion_tokens + written.completion_tokens
     cached = summary.prompt_tokens_cached + written.cached_tokens
+    cached_from = "engine"
+    if not cached and (logged := logged_prefix_hits(model)) is not None:
+        cached, cached_from = logged, "server log"
     billed = prompt + completion
     return {
         "runtime": model.name,
@@ -284,10 +292,12 @@ def measure_tonight(
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "prompt_tokens_cached": cached,
+        "prompt_tokens_cached_from": cached_from,
         "billed_tokens_per_raw_token": _share(billed, raw),
         "computed_tokens_per_raw_token": _share(billed - cached, raw),
         "model_calls": summary.model_calls + written.summarized + written.failed,
         "summaries_written": written.summarized,
+        **hits,
         "seconds_per_episode": round(seconds / len(pending), 2) if pending else 0.0,
         "episodes_per_hour": round(3600 * len(pending) / seconds, 1) if seconds else 0.0,
         **quality(facts, night, embedder),
@@ -303,6 +313,18 @@ def measure_tonight(
     }
 
 
+def logged_prefix_hits(model: StructuredModel) -> int | None:
+    """llama-cpp-python's server reports no cached tokens, but reuses the previous request's
+    matching prefix in its one slot and logs it (``Llama.generate: N prefix-match hit``): the
+    tokens it served so, from the log of the server that answered tonight (started for it), or
+    None for any other runtime."""
+    server = getattr(model, "server", None)
+    if not isinstance(server, LocalServer) or "llama_cpp.server" not in server.command:
+        return None
+    text = server.log.read_text(errors="replace")
+    return sum(int(n) for n in PREFIX_HIT.findall(text))
+
+
 def quality(facts: list[ExtractedFact], night: Night, embedder: Embedder) -> dict[str, float]:
     figures = fact_quality(facts, night.gold, embedder, MATCH, STRICT_MATCH)
     return {k: v for k, v in figures.items() if k != "grounded_share"}
@@ -311,15 +333,66 @@ def quality(facts: list[ExtractedFact], night: Night, embedder: Embedder) -> dic
 def pending_episodes(conn: Any) -> list[Episode]:
     """Tonight's episodes, as the run will read them: every one not consolidated yet."""
     rows = conn.execute(
-        "SELECT id, conversation_id, messages FROM episodic_memory "
-        "WHERE consolidated_at IS NULL ORDER BY conversation_id, start_at"
+        "SELECT id, conversation_id, external_key, messages, summary, start_at, end_at "
+        "FROM episodic_memory WHERE consolidated_at IS NULL ORDER BY conversation_id, start_at"
     ).fetchall()
     return [
         Episode.model_construct(
-            id=i, conversation_id=c, messages=[Message.model_validate(m) for m in messages]
+            id=i,
+            conversation_id=c,
+            external_key=key,
+            messages=[Message.model_validate(m) for m in messages],
+            summary=summary,
+            start_at=start,
+            end_at=end,
         )
-        for i, c, messages in rows
+        for i, c, key, messages, summary, start, end in rows
     ]
+
+
+def predict_hits(
+    conn: Any, embedder: Embedder, episodes: Sequence[Episode], limit: int
+) -> dict[str, float]:
+    """What predict finds for tonight's episodes by what it embeds: with summaries written, the
+    share of the known facts found through each episode's summary that its transcript (the
+    gist without a summary) finds too, and an extractive gist (its longest messages that fit
+    the embedding model's window) finds too."""
+    summarized = [e for e in episodes if e.summary]
+    if not summarized:
+        return {}
+    by_text = {
+        "summary": [e.summary or "" for e in summarized],
+        "transcript": [e.model_copy(update={"summary": None}).gist for e in summarized],
+        "extractive": [extractive_gist(e) for e in summarized],
+    }
+    found: dict[str, list[set[Any]]] = {}
+    for name, texts in by_text.items():
+        pairs = zip(summarized, texts, strict=True)
+        chunks = [[e.model_copy(update={"summary": t})] for e, t in pairs]
+        nearest = nearest_facts(conn, chunks, episode_vectors(embedder, chunks), limit)
+        found[name] = [{f.id for _, f in per[0]} for per in nearest]
+    shown = sum(len(s) for s in found["summary"])
+    return {
+        f"predict_{name}_finds_summary_hits": _share(
+            sum(len(a & b) for a, b in zip(found["summary"], found[name], strict=True)), shown
+        )
+        for name in ("transcript", "extractive")
+    }
+
+
+def extractive_gist(episode: Episode, budget_words: int = 180) -> str:
+    """The episode's longest messages, in their order, up to about what the embedding model
+    reads (256 word pieces)."""
+    ranked = sorted(range(len(episode.messages)), key=lambda i: -len(episode.messages[i].text))
+    kept: set[int] = set()
+    words = 0
+    for i in ranked:
+        n = len(episode.messages[i].text.split())
+        if words + n > budget_words and kept:
+            continue
+        kept.add(i)
+        words += n
+    return " ".join(f"{m.speaker}: {m.text}" for i, m in enumerate(episode.messages) if i in kept)
 
 
 def _share(part: float, whole: float) -> float:

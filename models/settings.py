@@ -16,6 +16,7 @@ from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_vali
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 LLMRuntimeName = Literal["llamacpp", "vllm", "openai", "replay"]
+LlamaCppServerKind = Literal["auto", "native", "python"]
 
 
 class Settings(BaseSettings):
@@ -411,6 +412,27 @@ class Settings(BaseSettings):
     )
     llamacpp_startup_timeout_s: float = Field(
         default=120.0, gt=0, description="llama.cpp: seconds the server may take to start."
+    )
+    llamacpp_server: LlamaCppServerKind = Field(
+        default="python",
+        description="llama.cpp: which server answers. `python`: llama-cpp-python's server (one "
+        "request at a time; on two cores as fast as any, see the README's *What a night "
+        "costs*); `native`: llama.cpp's own `llama-server` (parallel slots with continuous "
+        "batching, for machines with cores to spare; built as the README says, or at "
+        "`SLOWWAVE_LLAMACPP_SERVER_PATH`); `auto`: native when installed, else python.",
+    )
+    llamacpp_server_path: Path | None = Field(
+        default=None,
+        description="llama.cpp: a `llama-server` executable to use (unset: the one installed "
+        "with llama-cpp-python).",
+    )
+    llamacpp_parallel: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="llama.cpp's native server: slots answering at once, each with the whole "
+        "context (conversations' chunks decoded together). Raise it where decoding is bound "
+        "by memory, not cores: on two cores 3 slots were 1.22x slower than one.",
     )
     openai_base_url: str = Field(
         default="http://127.0.0.1:8000/v1",

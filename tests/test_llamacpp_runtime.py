@@ -1,9 +1,11 @@
 """The llama.cpp runtime for real: the prepared default model in a llama.cpp server that
-slowwave starts on 127.0.0.1 and stops by pid, and `slowwave models serve --engine llamacpp`
-for the `openai` runtime.
+slowwave starts on 127.0.0.1 and stops by pid (llama.cpp's own server and llama-cpp-python's),
+and `slowwave models serve --engine llamacpp` for the `openai` runtime.
 
-They skip where llama.cpp or the model is missing, unless ``SLOWWAVE_REQUIRE_LLAMACPP=1``
-(CI) turns that into a failure.
+They skip where llama.cpp or the model is missing, unless ``SLOWWAVE_REQUIRE_LLAMACPP=1`` (CI)
+turns that into a failure. The native server's run where it is built (the README's CMAKE_ARGS,
+or ``SLOWWAVE_LLAMACPP_SERVER_PATH``), and must with ``SLOWWAVE_REQUIRE_LLAMACPP_NATIVE=1``; CI
+does not build it: on two cores it does not pay (the README's *What a night costs*).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import pytest
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.episode import Episode
 from slowwave.models.llm import load_model
+from slowwave.models.llm.base import RuntimeNotAvailable
+from slowwave.models.llm.llamacpp_runtime import native_server
 from slowwave.models.llm.openai import OpenAICompatibleModel
 from slowwave.models.processes import LocalServer, free_port
 from slowwave.models.settings import Settings
@@ -43,15 +47,21 @@ GGUF = Path(
 pytestmark = pytest.mark.slow
 
 
-def _require_llamacpp() -> None:
+def _require_llamacpp(*, native: bool = False) -> None:
     reason = None
     if importlib.util.find_spec("llama_cpp") is None:
         reason = "llama.cpp is not installed (pip install -e '.[llamacpp]')"
     elif not GGUF.is_file():
         reason = f"no model at {GGUF} (run `slowwave models setup`)"
+    elif native:
+        try:
+            native_server(Settings(llamacpp_server="native"))
+        except RuntimeNotAvailable as exc:
+            reason = str(exc)
     if reason is None:
         return
-    if os.environ.get("SLOWWAVE_REQUIRE_LLAMACPP") == "1":
+    required = "SLOWWAVE_REQUIRE_LLAMACPP_NATIVE" if native else "SLOWWAVE_REQUIRE_LLAMACPP"
+    if os.environ.get(required) == "1":
         pytest.fail(reason)
     pytest.skip(reason)
 
@@ -84,14 +94,17 @@ def _episodes() -> list[Episode]:
     ]
 
 
+@pytest.mark.parametrize("server", ["native", "python"])
 def test_a_conversation_consolidates_end_to_end_on_llamacpp_and_its_server_is_stopped(
     db: Database,
     conn: psycopg.Connection,
     embedder: Embedder,
     llamacpp_settings: Settings,
+    server: str,
 ) -> None:
+    _require_llamacpp(native=server == "native")
     add(conn, *_episodes())
-    model = load_model(llamacpp_settings)
+    model = load_model(with_settings(llamacpp_settings, llamacpp_server=server))
     server = getattr(model, "server", None)
     assert isinstance(server, LocalServer) and server.process is not None
     pid = server.process.pid
@@ -173,6 +186,36 @@ def _no_leftover_server() -> Iterator[None]:
     left = [
         p.pid
         for p in psutil.Process().children(recursive=True)
-        if "llama_cpp.server" in " ".join(p.cmdline())
+        if "llama_cpp.server" in " ".join(p.cmdline()) or p.name() == "llama-server"
     ]
     assert not left, f"llama.cpp servers left running: {left}"
+
+
+def test_the_native_server_decodes_conversations_together_and_reports_its_prefix_cache(
+    llamacpp_settings: Settings,
+) -> None:
+    _require_llamacpp(native=True)
+    settings = with_settings(llamacpp_settings, llamacpp_server="native", llamacpp_parallel=3)
+    model = load_model(settings)
+    base = str(model.client.base_url).removesuffix("/v1")  # type: ignore[attr-defined]
+    requests = [
+        build_request(f"c{i}", [], [episode], 0.85) for i, episode in enumerate(_episodes())
+    ]
+    busy = 0
+    try:
+        futures = model.submit(requests)  # type: ignore[attr-defined]
+        deadline = time.monotonic() + 600
+        while not all(f.done() for f in futures) and time.monotonic() < deadline:
+            slots = httpx.get(f"{base}/slots", timeout=10).json()
+            busy = max(busy, sum(bool(s.get("is_processing")) for s in slots))
+            time.sleep(0.2)
+        answers = [f.result(timeout=1) for f in futures]
+        # the same system prompt again: the slot that answered one of them has it cached
+        (again,) = model.generate([build_request("again", [], _episodes()[:1], 0.85)])
+    finally:
+        model.close()
+    assert busy >= 2, "the server never had two conversations' chunks in flight at once"
+    for answer in answers:
+        assert answer.error is None, answer.error
+        parse_answer(answer.text or "")
+    assert again.prompt_tokens > again.cached_tokens > 0

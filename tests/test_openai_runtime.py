@@ -12,6 +12,7 @@ import pytest
 
 from slowwave.models.consolidation import ConsolidationOutput
 from slowwave.models.llm.base import GenerationRequest, Purpose, RuntimeUnreachable
+from slowwave.models.llm.llamacpp_runtime import schema_grammar
 from slowwave.models.llm.openai import OpenAICompatibleModel, cached_prompt_tokens
 from slowwave.models.llm.strict_schema import strict_violations
 from slowwave.tasks.calibrate import parse_answer
@@ -191,3 +192,26 @@ def test_cached_prompt_tokens_are_read_from_either_usage_shape(
     payload: dict[str, Any], cached: int
 ) -> None:
     assert cached_prompt_tokens(payload, 1000) == cached
+
+
+def test_the_grammar_dialect_sends_the_schemas_grammar_instead_of_a_response_format(
+    endpoint: str,
+) -> None:
+    pytest.importorskip("llama_cpp")  # the grammar is llama-cpp-python's conversion
+    model = OpenAICompatibleModel(
+        endpoint,
+        "m",
+        max_retries=4,
+        strict=False,
+        schema_dialect="grammar",
+        grammar_of=schema_grammar,
+    )
+    (answer,) = model.generate([_request("g1")])
+    model.close()
+    assert answer.error is None
+    body = Endpoint.bodies[-1]
+    assert "response_format" not in body
+    assert body["grammar"] == schema_grammar(ConsolidationOutput.response_schema())
+    assert "root ::=" in body["grammar"]
+    with pytest.raises(ValueError, match="grammar_of"):
+        OpenAICompatibleModel(endpoint, "m", schema_dialect="grammar")

@@ -1,10 +1,18 @@
-"""The llama.cpp runtime: a llama.cpp server (``llama-cpp-python[server]``) that slowwave starts
-on 127.0.0.1 for the run and stops by pid, spoken to through the OpenAI-compatible client.
+"""The llama.cpp runtime: a llama.cpp server that slowwave starts on 127.0.0.1 for the run and
+stops by pid, spoken to through the OpenAI-compatible client.
 
 On a machine without a GPU it runs the same Q4 GGUF that vLLM's CPU build would have to
-dequantise, natively and several times faster (``benchmarks/llm_batching.py``). The server runs
-one request at a time, so the client sends one at a time with a timeout sized for a chunk;
-structured output comes from the server's JSON-schema grammar with the full schema (its length
+dequantise, natively and several times faster (``benchmarks/llm_batching.py``). Two servers can
+answer (``SLOWWAVE_LLAMACPP_SERVER``):
+
+- ``native``: llama.cpp's own ``llama-server`` (MIT, built from the llama.cpp source that
+  llama-cpp-python's source distribution carries, as the README's setup does): parallel slots
+  with continuous batching, so several conversations' chunks are decoded together, grammar
+  sampling in C++, and the prompt tokens its prefix cache served reported per answer;
+- ``python``: llama-cpp-python's own server, which answers one request at a time (its app
+  holds a lock), so the client sends one at a time.
+
+Structured output comes from the server's JSON-schema grammar with the full schema (its length
 bounds keep a small model's answer short). Tokens are counted with the GGUF's own vocabulary,
 loaded alone (no weights) in this process.
 """
@@ -12,10 +20,13 @@ loaded alone (no weights) in this process.
 from __future__ import annotations
 
 import importlib.util
+import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
 from concurrent.futures import Future
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +38,21 @@ from slowwave.models.llm.weights import ModelNotPrepared, gguf_path
 from slowwave.models.processes import LocalServer, free_port
 from slowwave.models.settings import Settings
 
+log = logging.getLogger(__name__)
+
 SERVED_NAME = "slowwave"
+# what the README's setup passes to the llama-cpp-python build so that it installs llama.cpp's
+# own server beside the library (site-packages/bin/llama-server, its libraries in ../lib)
+NATIVE_CMAKE_ARGS = (
+    "-DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON -DLLAMA_TOOLS_INSTALL=ON -DLLAVA_BUILD=OFF "
+    "-DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DCMAKE_INSTALL_RPATH=$ORIGIN/../lib"
+)
+NATIVE_HINT = (
+    "llama.cpp's own server (llama-server) is not installed: build llama-cpp-python with it, "
+    f"CMAKE_ARGS='{NATIVE_CMAKE_ARGS}' pip install --force-reinstall --no-deps "
+    "--no-binary llama-cpp-python 'llama-cpp-python==0.3.36', or set "
+    "SLOWWAVE_LLAMACPP_SERVER_PATH to one, or SLOWWAVE_LLAMACPP_SERVER=python"
+)
 INSTALL_HINT = (
     "the llamacpp runtime needs llama.cpp: pip install -e '.[llamacpp]' (it compiles for a few "
     "minutes), or set SLOWWAVE_LLM_RUNTIME=vllm"
@@ -44,8 +69,62 @@ def llamacpp_gguf(settings: Settings) -> Path:
         raise RuntimeNotAvailable(str(exc)) from None
 
 
-def server_command(settings: Settings, gguf: Path, port: int) -> list[str]:
+def installed_native_server() -> Path | None:
+    """The ``llama-server`` a llama-cpp-python build with the README's ``CMAKE_ARGS`` installed
+    beside the library, if any."""
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is None or spec.origin is None:
+        return None
+    candidate = Path(spec.origin).parents[1] / "bin" / "llama-server"
+    return candidate if candidate.is_file() and os.access(candidate, os.X_OK) else None
+
+
+def native_server(settings: Settings) -> Path | None:
+    """The native server to run, or None for llama-cpp-python's (``SLOWWAVE_LLAMACPP_SERVER``);
+    ``RuntimeNotAvailable`` when the settings ask for a native server there is not."""
+    if settings.llamacpp_server == "python":
+        return None
+    path = settings.llamacpp_server_path
+    if path is not None:
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise RuntimeNotAvailable(
+                f"SLOWWAVE_LLAMACPP_SERVER_PATH={path} is not an executable file"
+            )
+        return path
+    found = installed_native_server()
+    if found is None and settings.llamacpp_server == "native":
+        raise RuntimeNotAvailable(NATIVE_HINT)
+    return found
+
+
+def server_command(
+    settings: Settings, gguf: Path, port: int, native: Path | None = None
+) -> list[str]:
+    """The server's command line: llama.cpp's own server when ``native`` names it (each of its
+    slots with the whole context), else llama-cpp-python's."""
     threads = settings.llamacpp_threads or len(os.sched_getaffinity(0))
+    if native is not None:
+        slots = settings.llamacpp_parallel
+        return [
+            str(native),
+            "--model",
+            str(gguf),
+            "--alias",
+            SERVED_NAME,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--ctx-size",
+            str(settings.llm_max_model_len * slots),
+            "--parallel",
+            str(slots),
+            "--threads",
+            str(threads),
+            "--threads-batch",
+            str(threads),
+            "--no-webui",
+        ]
     return [
         sys.executable,
         "-m",
@@ -71,15 +150,22 @@ def llamacpp_server(
     settings: Settings, port: int | None = None, gguf: Path | None = None
 ) -> tuple[LocalServer, str]:
     """The server for the configured model (not started) and its ``/v1`` base URL; ``gguf``:
-    the model's file when the caller has already verified it."""
+    the model's file when the caller has already verified it. A native server answers
+    ``llamacpp_parallel`` requests at once, llama-cpp-python's one (``server_slots``)."""
     gguf = gguf or llamacpp_gguf(settings)
+    native = native_server(settings)
+    if native is None and settings.llamacpp_server == "auto":
+        log.info(
+            "llama.cpp: serving with llama-cpp-python's server, one request at a time (%s)",
+            NATIVE_HINT,
+        )
     port = port or free_port()
     workdir = settings.home / "run" / "llamacpp"
     workdir.mkdir(parents=True, exist_ok=True)
     base = f"http://127.0.0.1:{port}"
     server = LocalServer(
-        "llama.cpp server",
-        server_command(settings, gguf, port),
+        "llama.cpp server" if native is None else "llama.cpp's llama-server",
+        server_command(settings, gguf, port, native),
         {**os.environ, "HF_HUB_OFFLINE": "1"},
         workdir / "server.log",
         f"{base}/v1/models",
@@ -89,6 +175,31 @@ def llamacpp_server(
         stop_grace_s=1.0,
     )
     return server, f"{base}/v1"
+
+
+@lru_cache(maxsize=32)
+def _gbnf(schema: str) -> str:
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    return str(json_schema_to_gbnf(schema))
+
+
+def schema_grammar(schema: dict[str, Any]) -> str:
+    """The GBNF grammar llama-cpp-python's server makes of an answer schema (its whitespace is
+    compact), sent to llama.cpp's own server, whose converter lets a small model pad its answer
+    with newlines and indents: the same grammar, the same answers."""
+    return _gbnf(json.dumps(schema))
+
+
+def served_natively(server: LocalServer) -> bool:
+    """Whether ``server`` is llama.cpp's own (``server_command`` gives only it slots)."""
+    return "--parallel" in server.command
+
+
+def server_slots(server: LocalServer) -> int:
+    """Requests the server answers at once: its ``--parallel``, or 1 (llama-cpp-python's)."""
+    command = server.command
+    return int(command[command.index("--parallel") + 1]) if served_natively(server) else 1
 
 
 class GGUFTokenCounter:
@@ -120,13 +231,15 @@ class LlamaCppModel:
             SERVED_NAME,
             max_tokens=settings.llm_max_tokens,
             temperature=settings.llm_temperature,
-            concurrency=1,  # the server answers one request at a time
+            concurrency=server_slots(self.server),  # more would only queue in the server
             timeout_s=settings.llamacpp_timeout_s,
             max_retries=1,  # a timed-out answer is still being generated: never queue a second
             extra_body=self.sampling(settings),
             strict=False,
             context_tokens=settings.llm_max_model_len,
-            schema_dialect="json_object",
+            # llama-cpp-python's server takes the schema; llama.cpp's the grammar it would make
+            schema_dialect="grammar" if served_natively(self.server) else "json_object",
+            grammar_of=schema_grammar,
         )
 
     def __reduce__(self) -> Any:

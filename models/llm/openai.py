@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any, Literal
 
@@ -35,7 +35,9 @@ from slowwave.models.llm.tokens import estimate_tokens
 
 # How the answer schema is asked for: OpenAI's ``json_schema`` response format (vLLM, llama.cpp's
 # own llama-server, hosted APIs), or ``json_object`` with a ``schema`` (llama-cpp-python's server).
-SchemaDialect = Literal["json_schema", "json_object"]
+# how the answer's schema is sent: OpenAI's response format, llama-cpp-python's json_object with a
+# schema, or a GBNF grammar made from it (llama.cpp's own server, given ``grammar_of``)
+SchemaDialect = Literal["json_schema", "json_object", "grammar"]
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 UNAVAILABLE = {429, 502, 503, 504}  # after the last retry: the run is retried, not the chunk
@@ -67,9 +69,13 @@ class OpenAICompatibleModel:
         strict: bool = True,
         context_tokens: int = 8192,
         schema_dialect: SchemaDialect = "json_schema",
+        grammar_of: Callable[[dict[str, Any]], str] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
+        if schema_dialect == "grammar" and grammar_of is None:
+            raise ValueError("the grammar dialect needs grammar_of: a schema's grammar")
+        self.grammar_of = grammar_of
         self.name = model_label("openai", model)
         self.max_tokens = max_tokens
         self.temperature = temperature
@@ -102,6 +108,10 @@ class OpenAICompatibleModel:
                     "strict": self.strict,
                 },
             }
+        if self.schema_dialect == "grammar" and self.grammar_of is not None:
+            constraint: dict[str, Any] = {"grammar": self.grammar_of(schema)}
+        else:
+            constraint = {"response_format": response_format}
         return {
             **self.extra_body,
             "model": self.model,
@@ -111,7 +121,7 @@ class OpenAICompatibleModel:
             ],
             "max_tokens": self.max_tokens,
             "temperature": self.temperature,
-            "response_format": response_format,
+            **constraint,
         }
 
     def __getstate__(self) -> dict[str, Any]:
