@@ -4,8 +4,8 @@ and `slowwave models serve --engine llamacpp` for the `openai` runtime.
 
 They skip where llama.cpp or the model is missing, unless ``SLOWWAVE_REQUIRE_LLAMACPP=1`` (CI)
 turns that into a failure. The native server's run where it is built (the README's CMAKE_ARGS,
-or ``SLOWWAVE_LLAMACPP_SERVER_PATH``), and must with ``SLOWWAVE_REQUIRE_LLAMACPP_NATIVE=1``; CI
-does not build it: on two cores it does not pay (the README's *What a night costs*).
+or ``SLOWWAVE_LLAMACPP_SERVER_PATH``), and must with ``SLOWWAVE_REQUIRE_LLAMACPP_NATIVE=1`` (CI
+builds it).
 """
 
 from __future__ import annotations
