@@ -103,13 +103,14 @@ def backfill(
     )
     settings = get_settings()
     model = start_model(settings)
+    written = None
     try:
         if settings.summarize_on_ingest and settings.llm_runtime != "replay":
             with reported("writing the summaries of episodes that have none, with the model"):
                 written = summarize_task(model, conversations)
             print(f"summaries written for {written.summarized} episodes, {written.failed} failed")
         summary = consolidate_run(
-            settings, kind="backfill", conversations=conversations, model=model
+            settings, kind="backfill", conversations=conversations, model=model, summaries=written
         )
     finally:
         model.close()

@@ -65,6 +65,7 @@ from slowwave.tasks.consolidate import (
     run_shard,
 )
 from slowwave.tasks.forget import resolve_conversations
+from slowwave.tasks.ingest.summarize import SummaryReport
 from slowwave.tasks.profile import ProfilePolicy, profile_run
 from slowwave.tasks.transient import is_transient
 
@@ -277,13 +278,24 @@ class FlowSteps(RunSteps):
     workers, and a progress artifact."""
 
     def __init__(
-        self, settings: Settings, model: StructuredModel, embedder: Embedder | None
+        self,
+        settings: Settings,
+        model: StructuredModel,
+        embedder: Embedder | None,
+        summaries: SummaryReport | None = None,
     ) -> None:
         super().__init__(model, embedder)
         self.settings = settings
         self.progress = Progress(total=0)
+        self.summaries = summaries
 
     def prepare(self, summary: RunSummary) -> None:
+        if self.summaries is not None:  # the backfill's summaries are part of what it cost
+            spent = self.summaries
+            summary.model_calls += spent.summarized + spent.failed
+            summary.prompt_tokens += spent.prompt_tokens
+            summary.completion_tokens += spent.completion_tokens
+            summary.prompt_tokens_cached += spent.cached_tokens
         if self._embedder is None:
             with reported(f"loading the embedding model {self.settings.embedding_model}"):
                 self._embedder = load_embedder(self.settings)
@@ -333,9 +345,11 @@ def consolidate_run(
     conversations: list[str] | None = None,
     model: StructuredModel | None = None,
     embedder: Embedder | None = None,
+    summaries: SummaryReport | None = None,
 ) -> RunSummary:
     """The body of the nightly and backfill flows (call it inside a flow): ``drive_run`` with
-    the flow's steps, then the run's summary published."""
+    the flow's steps, then the run's summary published. ``summaries``: what writing the
+    episodes' summaries before the run cost, counted in its calls and tokens."""
     own_model, own_embedder = model is None, embedder is None
     with Database(settings) as db:
         migrate(db)
@@ -343,7 +357,7 @@ def consolidate_run(
             with db.connection() as conn:
                 conversations = resolve_conversations(conn, conversations)
         model = model or start_model(settings)
-        steps = FlowSteps(settings, model, embedder)
+        steps = FlowSteps(settings, model, embedder, summaries)
         try:
             summary = drive_run(
                 db,

@@ -109,3 +109,22 @@ def test_prompt_tokens_the_engines_prefix_cache_served_are_counted_apart_from_bi
     assert computed == run.prompt_tokens - run.prompt_tokens_cached == run.prompt_tokens_computed
     shown = ("tokens in: computed (prefix cache)", f"{computed:.0f} ({by_run})")
     assert shown in run.counter_rows()
+
+
+def test_a_backfill_counts_the_summaries_it_asked_for_in_its_runs_calls_and_tokens(
+    tmp_path: Path,
+) -> None:
+    sample = Path(__file__).resolve().parents[1] / "examples/transcripts/sample-chats.jsonl"
+    with fake_model() as fake:
+        env = fake.env(SLOWWAVE_SUMMARIZE_ON_INGEST="true")
+        done = run_cli(tmp_path, "backfill", str(sample), **env)
+        summarized = fake.calls
+    assert done.returncode == 0, done.stderr[-3000:]
+    samples = _samples(run_cli(tmp_path, "metrics").stdout)
+    chunks = samples[("slowwave_chunks_total", (("outcome", "all"),))]
+    calls = samples[("slowwave_model_calls_total", ())]
+    # every call the model answered is in the run: the 10 episodes' summaries and the chunks
+    assert calls == summarized == chunks + 10
+    assert samples[("slowwave_tokens_total", (("kind", "prompt"),))] > 0
+    computed = samples[("slowwave_prompt_tokens_computed_total", ())]
+    assert 0 < computed < samples[("slowwave_tokens_total", (("kind", "prompt"),))]
