@@ -228,38 +228,58 @@ def model_name(settings: Settings) -> str:
 def select_subset(data: Path, conversations: Sequence[str] | None, sessions: int) -> Subset:
     """The first ``sessions`` sessions of each chosen conversation, without LoCoMo's own
     summaries (a transcript has none: the model's are what ``--summaries`` measures)."""
-    records = [
-        c
-        for c in json.loads(data.read_text(encoding="utf-8"))
-        if conversations is None or c["sample_id"] in conversations
-    ]
-    chosen = [str(c["sample_id"]) for c in records]
-    missing = sorted(set(conversations or ()) - set(chosen))
-    if missing:
-        raise SystemExit(f"no such conversation in {data}: {', '.join(missing)}")
+    records = read_records(data, conversations)
+    chosen = list(records)
     episodes = [
         e.model_copy(update={"summary": None})
         for e in read_locomo(data)
-        if e.conversation_id in chosen and _session(e.external_key) <= sessions
+        if e.conversation_id in chosen and session_number(e.external_key) <= sessions
     ]
-    gold = [
-        Observation(str(c["sample_id"]), number, sentence)
-        for c in records
-        for key, by_speaker in c.get("observation", {}).items()
-        if (number := int(key.split("_")[1])) <= sessions
+    first = {c: set(range(1, sessions + 1)) for c in chosen}
+    return Subset(chosen, episodes, gold_of(records, first), questions_of(records, first))
+
+
+def read_records(data: Path, conversations: Sequence[str] | None) -> dict[str, dict[str, Any]]:
+    """The LoCoMo records of ``conversations`` (all when None) by sample id, in file order; a
+    conversation the file lacks ends the benchmark, naming it."""
+    records = {
+        str(c["sample_id"]): c
+        for c in json.loads(data.read_text(encoding="utf-8"))
+        if conversations is None or c["sample_id"] in conversations
+    }
+    missing = sorted(set(conversations or ()) - set(records))
+    if missing:
+        raise SystemExit(f"no such conversation in {data}: {', '.join(missing)}")
+    return records
+
+
+def gold_of(records: dict[str, dict[str, Any]], sessions: dict[str, set[int]]) -> list[Observation]:
+    """The gold observations of each conversation's ``sessions``."""
+    return [
+        Observation(c, number, sentence)
+        for c, record in records.items()
+        for key, by_speaker in record.get("observation", {}).items()
+        if (number := int(key.split("_")[1])) in sessions[c]
         for items in by_speaker.values()
         for sentence, _evidence in items
     ]
+
+
+def questions_of(
+    records: dict[str, dict[str, Any]], sessions: dict[str, set[int]]
+) -> list[Question]:
+    """Every question with evidence (as locomo_recall) whose evidence sessions all lie in its
+    conversation's ``sessions``."""
     questions = []
-    for c in records:
-        for qa in c["qa"]:
+    for c, record in records.items():
+        for qa in record["qa"]:
             asked = {session_of(t) for t in evidence_turns(qa.get("evidence", []))}
-            if asked and max(asked) <= sessions:  # as locomo_recall: every question with evidence
-                questions.append(Question(str(c["sample_id"]), str(qa["question"]), asked))
-    return Subset(chosen, episodes, gold, questions)
+            if asked and asked <= sessions[c]:
+                questions.append(Question(c, str(qa["question"]), asked))
+    return questions
 
 
-def _session(external_key: str) -> int:
+def session_number(external_key: str) -> int:
     """``locomo:conv-26:session_3`` → 3."""
     return int(external_key.rsplit("_", 1)[1])
 
@@ -347,7 +367,7 @@ def extracted_facts(
         (run_id, conversations, conversations),
     ).fetchall()
     return [
-        ExtractedFact(conversation, text, frozenset(_session(k) for k in keys))
+        ExtractedFact(conversation, text, frozenset(session_number(k) for k in keys))
         for conversation, text, keys in rows
     ]
 

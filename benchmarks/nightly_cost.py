@@ -38,7 +38,6 @@ last line holds the first runtime's figures at the top level and every runtime's
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import time
 from collections.abc import Sequence
@@ -55,9 +54,13 @@ from benchmarks.locomo_extraction import (
     fact_quality,
     failures_by_reason,
     fresh_database,
+    gold_of,
+    questions_of,
     raw_transcript_tokens,
+    read_records,
+    session_number,
 )
-from benchmarks.locomo_recall import DEFAULT_DATA, KS, add_set_option, session_of, turns
+from benchmarks.locomo_recall import DEFAULT_DATA, KS, add_set_option
 from benchmarks.report import print_figures
 from slowwave.models.embedding import Embedder, load_embedder
 from slowwave.models.episode import Episode, Message
@@ -194,14 +197,7 @@ def plan_night(data: Path, conversations: Sequence[str], known: int) -> Night:
     """Sessions 1..known of each conversation were earlier nights; tonight brings the next one
     (every other conversation) or two. LoCoMo's human-written session summaries are dropped:
     a transcript has none."""
-    records = {
-        str(c["sample_id"]): c
-        for c in json.loads(data.read_text(encoding="utf-8"))
-        if c["sample_id"] in conversations
-    }
-    missing = sorted(set(conversations) - set(records))
-    if missing:
-        raise SystemExit(f"no such conversation in {data}: {', '.join(missing)}")
+    records = read_records(data, conversations)
     tonight_sessions = {
         c: set(range(known + 1, known + 2 + i % 2)) for i, c in enumerate(conversations)
     }
@@ -209,32 +205,20 @@ def plan_night(data: Path, conversations: Sequence[str], known: int) -> Night:
     for e in read_locomo(data):
         if e.conversation_id not in records:
             continue
-        session = int(e.external_key.rsplit("_", 1)[1])
+        session = session_number(e.external_key)
         e = e.model_copy(update={"summary": None})
         if session <= known:
             earlier.append(e)
         elif session in tonight_sessions[e.conversation_id]:
             tonight.append(e)
-    arrived = {(e.conversation_id, int(e.external_key.rsplit("_", 1)[1])) for e in tonight}
+    arrived = {(e.conversation_id, session_number(e.external_key)) for e in tonight}
     missing = sorted(
         c for c, sessions in tonight_sessions.items() if not {(c, s) for s in sessions} <= arrived
     )
     if missing:
         raise SystemExit(f"fewer than {known + 2} sessions in {', '.join(missing)}: lower --known")
-    gold = [
-        Observation(c, number, sentence)
-        for c, record in records.items()
-        for key, by_speaker in record.get("observation", {}).items()
-        if (number := int(key.split("_")[1])) in tonight_sessions[c]
-        for items in by_speaker.values()
-        for sentence, _evidence in items
-    ]
-    questions = []
-    for c, record in records.items():
-        for qa in record["qa"]:
-            asked = {session_of(t) for t in turns(qa.get("evidence", []))}
-            if asked and asked <= tonight_sessions[c]:
-                questions.append(Question(c, str(qa["question"]), asked))
+    gold = gold_of(records, tonight_sessions)
+    questions = questions_of(records, tonight_sessions)
     return Night(list(conversations), earlier, tonight, tonight_sessions, gold, questions)
 
 

@@ -76,7 +76,11 @@ def installed_native_server() -> Path | None:
     if spec is None or spec.origin is None:
         return None
     candidate = Path(spec.origin).parents[1] / "bin" / "llama-server"
-    return candidate if candidate.is_file() and os.access(candidate, os.X_OK) else None
+    return candidate if _executable(candidate) else None
+
+
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
 
 
 def native_server(settings: Settings) -> Path | None:
@@ -86,7 +90,7 @@ def native_server(settings: Settings) -> Path | None:
         return None
     path = settings.llamacpp_server_path
     if path is not None:
-        if not (path.is_file() and os.access(path, os.X_OK)):
+        if not _executable(path):
             raise RuntimeNotAvailable(
                 f"SLOWWAVE_LLAMACPP_SERVER_PATH={path} is not an executable file"
             )

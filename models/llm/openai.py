@@ -33,10 +33,9 @@ from slowwave.models.llm.catalog import model_label
 from slowwave.models.llm.strict_schema import strict_subset
 from slowwave.models.llm.tokens import estimate_tokens
 
-# How the answer schema is asked for: OpenAI's ``json_schema`` response format (vLLM, llama.cpp's
-# own llama-server, hosted APIs), or ``json_object`` with a ``schema`` (llama-cpp-python's server).
-# how the answer's schema is sent: OpenAI's response format, llama-cpp-python's json_object with a
-# schema, or a GBNF grammar made from it (llama.cpp's own server, given ``grammar_of``)
+# How the answer schema is asked for: OpenAI's ``json_schema`` response format (vLLM, hosted
+# APIs), ``json_object`` with a ``schema`` (llama-cpp-python's server), or the GBNF grammar
+# ``grammar_of`` makes of it (llama.cpp's own server, given llama-cpp-python's grammar).
 SchemaDialect = Literal["json_schema", "json_object", "grammar"]
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
