@@ -17,6 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 LLMRuntimeName = Literal["llamacpp", "vllm", "openai", "replay"]
 LlamaCppServerKind = Literal["auto", "native", "python"]
+LlamaCppRepack = Literal["auto", "on", "off"]
 
 
 class Settings(BaseSettings):
@@ -425,6 +426,12 @@ class Settings(BaseSettings):
         default=None,
         description="llama.cpp: a `llama-server` executable to use (unset: the one installed "
         "with llama-cpp-python).",
+    )
+    llamacpp_repack: LlamaCppRepack = Field(
+        default="auto",
+        description="llama.cpp: repack the weights at load for the CPU's matrix units (AMX, "
+        "wide vector tiles), either server. `auto`: off on a CPU with AMX, where llama.cpp's "
+        "AMX path crashes loading the default model (llama.cpp issue 20824), on elsewhere.",
     )
     llamacpp_parallel: int = Field(
         default=1,

@@ -26,7 +26,12 @@ from slowwave.models.embedding.base import Embedder
 from slowwave.models.episode import Episode
 from slowwave.models.llm import load_model
 from slowwave.models.llm.base import RuntimeNotAvailable
-from slowwave.models.llm.llamacpp_runtime import native_server
+from slowwave.models.llm.llamacpp_runtime import (
+    cpu_has_amx,
+    native_server,
+    repacks,
+    server_command,
+)
 from slowwave.models.llm.openai import OpenAICompatibleModel
 from slowwave.models.processes import LocalServer, free_port
 from slowwave.models.settings import Settings
@@ -219,3 +224,24 @@ def test_the_native_server_decodes_conversations_together_and_reports_its_prefix
         assert answer.error is None, answer.error
         parse_answer(answer.text or "")
     assert again.prompt_tokens > again.cached_tokens > 0
+
+
+def test_weights_are_not_repacked_on_a_cpu_with_amx_by_either_server(tmp_path: Path) -> None:
+    """llama.cpp's AMX path segfaults loading the default model (llama.cpp issue 20824): on
+    such a CPU both servers start with their weights as the GGUF has them."""
+    amx, plain = tmp_path / "amx", tmp_path / "plain"
+    amx.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f amx_bf16 amx_tile amx_int8\n")
+    plain.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f\n")
+    auto = Settings()
+    assert cpu_has_amx(amx) and not cpu_has_amx(plain)
+    assert not cpu_has_amx(tmp_path / "absent")
+    assert not repacks(auto, amx) and repacks(auto, plain)
+    assert repacks(Settings(llamacpp_repack="on"), amx)
+    assert not repacks(Settings(llamacpp_repack="off"), plain)
+
+    native = server_command(auto, GGUF, 1234, Path("/opt/llama-server"), repack=False)
+    assert "--no-repack" in native
+    assert "--no-repack" not in server_command(auto, GGUF, 1234, Path("/opt/llama-server"))
+    python = server_command(auto, GGUF, 1234, repack=False)
+    assert python[1:3] == ["-m", "slowwave.models.llm.llamacpp_python_server"]
+    assert server_command(auto, GGUF, 1234)[1:3] == ["-m", "llama_cpp.server"]

@@ -41,6 +41,7 @@ from slowwave.models.settings import Settings
 log = logging.getLogger(__name__)
 
 SERVED_NAME = "slowwave"
+CPUINFO = Path("/proc/cpuinfo")
 # what the README's setup passes to the llama-cpp-python build so that it installs llama.cpp's
 # own server beside the library (site-packages/bin/llama-server, its libraries in ../lib)
 NATIVE_CMAKE_ARGS = (
@@ -101,11 +102,38 @@ def native_server(settings: Settings) -> Path | None:
     return found
 
 
+def cpu_has_amx(cpuinfo: Path = CPUINFO) -> bool:
+    """The CPU has AMX's int8 tiles (Intel Sapphire Rapids and later), as the kernel lists
+    its flags; False where it does not say."""
+    try:
+        text = cpuinfo.read_text(errors="replace")
+    except OSError:
+        return False
+    return any(
+        line.startswith("flags") and "amx_int8" in line.split() for line in text.splitlines()
+    )
+
+
+def repacks(settings: Settings, cpuinfo: Path = CPUINFO) -> bool:
+    """Whether the server repacks the weights at load (``SLOWWAVE_LLAMACPP_REPACK``): by
+    default not on a CPU with AMX, whose llama.cpp path crashes loading the default model."""
+    if settings.llamacpp_repack != "auto":
+        return settings.llamacpp_repack == "on"
+    return not cpu_has_amx(cpuinfo)
+
+
 def server_command(
-    settings: Settings, gguf: Path, port: int, native: Path | None = None
+    settings: Settings,
+    gguf: Path,
+    port: int,
+    native: Path | None = None,
+    *,
+    repack: bool = True,
 ) -> list[str]:
     """The server's command line: llama.cpp's own server when ``native`` names it (each of its
-    slots with the whole context), else llama-cpp-python's."""
+    slots with the whole context), else llama-cpp-python's; without ``repack``, the weights
+    stay as the GGUF has them (``--no-repack``, or llama-cpp-python's server started through
+    ``llamacpp_python_server``)."""
     threads = settings.llamacpp_threads or len(os.sched_getaffinity(0))
     if native is not None:
         slots = settings.llamacpp_parallel
@@ -128,11 +156,12 @@ def server_command(
             "--threads-batch",
             str(threads),
             "--no-webui",
+            *([] if repack else ["--no-repack"]),
         ]
     return [
         sys.executable,
         "-m",
-        "llama_cpp.server",
+        "llama_cpp.server" if repack else "slowwave.models.llm.llamacpp_python_server",
         "--model",
         str(gguf),
         "--model_alias",
@@ -163,13 +192,16 @@ def llamacpp_server(
             "llama.cpp: serving with llama-cpp-python's server, one request at a time (%s)",
             NATIVE_HINT,
         )
+    repack = repacks(settings)
+    if not repack and settings.llamacpp_repack == "auto":
+        log.info("llama.cpp: weights not repacked on this CPU with AMX (llama.cpp issue 20824)")
     port = port or free_port()
     workdir = settings.home / "run" / "llamacpp"
     workdir.mkdir(parents=True, exist_ok=True)
     base = f"http://127.0.0.1:{port}"
     server = LocalServer(
         "llama.cpp server" if native is None else "llama.cpp's llama-server",
-        server_command(settings, gguf, port, native),
+        server_command(settings, gguf, port, native, repack=repack),
         {**os.environ, "HF_HUB_OFFLINE": "1"},
         workdir / "server.log",
         f"{base}/v1/models",
