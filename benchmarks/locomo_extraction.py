@@ -313,7 +313,12 @@ def measure_model(
         written = SummaryReport()
         if summaries:
             with db.connection() as conn:
-                written = summarize_missing(conn, model, conversations=subset.conversations)
+                written = summarize_missing(
+                    conn,
+                    model,
+                    conversations=subset.conversations,
+                    min_chars=db.settings.summary_min_chars,
+                )
         summary = consolidate(db, model, embedder, db.settings, conversations=subset.conversations)
         seconds = time.perf_counter() - started
         with db.connection() as conn:

@@ -66,6 +66,7 @@ from slowwave.models.embedding import Embedder, load_embedder
 from slowwave.models.episode import Episode, Message
 from slowwave.models.llm import RuntimeNotAvailable, StructuredModel, check_runtime, load_model
 from slowwave.models.llm.base import prompt_limits
+from slowwave.models.llm.llamacpp_runtime import PYTHON_SERVER_MODULES
 from slowwave.models.llm.replay import LoCoMoReplayModel
 from slowwave.models.processes import LocalServer, unwind_on_sigterm
 from slowwave.models.settings import LLMRuntimeName, Settings
@@ -253,7 +254,7 @@ def measure_tonight(
     written = SummaryReport()
     if summaries:
         with db.connection() as conn:
-            written = summarize_missing(conn, model)
+            written = summarize_missing(conn, model, min_chars=db.settings.summary_min_chars)
     with db.connection() as conn:
         hits = predict_hits(conn, embedder, pending_episodes(conn), db.settings.related_facts_limit)
     summary = consolidate(db, model, embedder, db.settings, kind="tonight")
@@ -303,7 +304,9 @@ def logged_prefix_hits(model: StructuredModel) -> int | None:
     tokens it served so, from the log of the server that answered tonight (started for it), or
     None for any other runtime."""
     server = getattr(model, "server", None)
-    if not isinstance(server, LocalServer) or "llama_cpp.server" not in server.command:
+    if not isinstance(server, LocalServer) or not set(PYTHON_SERVER_MODULES.values()) & set(
+        server.command
+    ):
         return None
     text = server.log.read_text(errors="replace")
     return sum(int(n) for n in PREFIX_HIT.findall(text))

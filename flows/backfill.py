@@ -108,7 +108,10 @@ def backfill(
         if settings.summarize_on_ingest and settings.llm_runtime != "replay":
             with reported("writing the summaries of episodes that have none, with the model"):
                 written = summarize_task(model, conversations)
-            print(f"summaries written for {written.summarized} episodes, {written.failed} failed")
+            print(
+                f"summaries written for {written.summarized} episodes, {written.failed} failed, "
+                f"{written.short} short enough to need none"
+            )
         summary = consolidate_run(
             settings, kind="backfill", conversations=conversations, model=model, summaries=written
         )
@@ -123,4 +126,6 @@ def summarize_task(model: StructuredModel, conversations: list[str] | None) -> S
     settings = get_settings()
     with Database(settings) as db, db.connection() as conn:
         named = resolve_conversations(conn, conversations) if conversations is not None else None
-        return summarize_missing(conn, model, conversations=named)
+        return summarize_missing(
+            conn, model, conversations=named, min_chars=settings.summary_min_chars
+        )

@@ -346,6 +346,13 @@ class Settings(BaseSettings):
         description="Backfill: have the model runtime write summaries for ingested episodes "
         "that have none (not with the replay runtime).",
     )
+    summary_min_chars: int = Field(
+        default=600,
+        ge=0,
+        description="Backfill: an episode whose transcript (`speaker: text` lines) is at most "
+        "this long gets no model-written summary: a summary would be as long as the episode "
+        "(600: the longest summary kept), and the call costs more than the episode.",
+    )
     max_message_chars: int = Field(
         default=20000, ge=1, description="Longer messages are rejected at ingest."
     )

@@ -333,7 +333,7 @@ def test_episodes_without_a_summary_get_one_from_the_model_in_batches(
         message("s", "3", 600, text="Miso knocked over my plants again."),
     ]
     ingest(db, write_jsonl(tmp_path / "s.jsonl", rows), IngestPolicy.of(settings))
-    report = summarize_missing(conn, Summarizer(), batch=2)
+    report = summarize_missing(conn, Summarizer(), batch=2, min_chars=0)
     assert (report.summarized, report.failed) == (2, 1)
     assert (report.prompt_tokens, report.completion_tokens) == (100, 24)
     summaries = dict(
@@ -344,6 +344,44 @@ def test_episodes_without_a_summary_get_one_from_the_model_in_batches(
     assert summaries["s:1"] == "The user said: user: I adopted a cat called Miso."
     assert summaries["s:2"] is None, "a failed answer leaves no summary, and stops nothing"
     assert summaries["s:3"].startswith("The user said: user: Miso knocked")
+
+
+def test_an_episode_no_longer_than_a_summary_is_not_summarised_and_costs_no_call(
+    db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path
+) -> None:
+    from slowwave.models.llm.base import GenerationRequest, ModelAnswer
+    from slowwave.tasks.ingest.summarize import summarize_missing
+
+    asked: list[str] = []
+
+    class Summarizer:
+        name = "summarizer"
+
+        def generate(self, requests: list[GenerationRequest]) -> list[ModelAnswer]:
+            asked.extend(r.user for r in requests)
+            text = json.dumps({"summary": "Dana told the story of her long move to Leeds."})
+            return [ModelAnswer(r.chunk_id, text, None, 50, 12) for r in requests]
+
+        def close(self) -> None:
+            return None
+
+    long_text = "I finally moved to Leeds after months of packing and goodbyes. " * 12
+    rows: list[dict[str, Any] | str | bytes] = [
+        message("short", "1", 0, text="Hi! I'm Dana."),
+        message("short", "2", 1, text="Nice to meet you, Dana."),
+        message("long", "1", 0, text=long_text),
+    ]
+    ingest(db, write_jsonl(tmp_path / "s.jsonl", rows), IngestPolicy.of(settings))
+    report = summarize_missing(conn, Summarizer(), min_chars=settings.summary_min_chars)
+    assert (report.summarized, report.failed, report.short) == (1, 0, 1)
+    assert len(asked) == 1 and "Leeds" in asked[0], "the short episode cost no model call"
+    summaries = dict(
+        conn.execute("SELECT conversation_id, summary FROM episodic_memory").fetchall()
+    )
+    assert summaries == {
+        "short": None,
+        "long": "Dana told the story of her long move to Leeds.",
+    }
 
 
 def test_a_nul_character_or_a_lone_surrogate_rejects_its_line_and_the_rest_lands(

@@ -42,6 +42,11 @@ log = logging.getLogger(__name__)
 
 SERVED_NAME = "slowwave"
 CPUINFO = Path("/proc/cpuinfo")
+# llama-cpp-python's server, by whether it repacks the weights
+PYTHON_SERVER_MODULES = {
+    True: "llama_cpp.server",
+    False: "slowwave.models.llm.llamacpp_python_server",
+}
 # what the README's setup passes to the llama-cpp-python build so that it installs llama.cpp's
 # own server beside the library (site-packages/bin/llama-server, its libraries in ../lib)
 NATIVE_CMAKE_ARGS = (
@@ -161,7 +166,7 @@ def server_command(
     return [
         sys.executable,
         "-m",
-        "llama_cpp.server" if repack else "slowwave.models.llm.llamacpp_python_server",
+        PYTHON_SERVER_MODULES[repack],
         "--model",
         str(gguf),
         "--model_alias",

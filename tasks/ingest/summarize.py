@@ -3,7 +3,9 @@
 Pending episodes without a summary are sent to the model runtime in batches; each answer is
 parsed strictly (``models.summary.EpisodeSummary``) and the summaries are written with one
 statement per batch. An episode whose answer fails keeps no summary (predict then embeds its
-messages) and is counted; nothing stops the batch.
+messages) and is counted; nothing stops the batch. An episode no longer than a summary would
+be (``min_chars``, ``SLOWWAVE_SUMMARY_MIN_CHARS``) is not sent: its transcript is its own
+summary, and the call would cost more than the episode.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from slowwave.models.summary import (
 class SummaryReport:
     summarized: int = 0
     failed: int = 0
+    short: int = 0  # too short to need one: no call made
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0  # of prompt_tokens, served by the engine's prefix cache
@@ -40,16 +43,20 @@ def summarize_missing(
     *,
     batch: int = 64,
     conversations: list[str] | None = None,
+    min_chars: int = MAX_SUMMARY_CHARS,
 ) -> SummaryReport:
-    """Write a summary for every pending episode that has none."""
-    report = SummaryReport()
+    """Write a summary for every pending episode that has none and whose transcript is longer
+    than ``min_chars``."""
+    scope = {"conversations": conversations, "min_chars": min_chars}
+    short = conn.execute(sql.statement("summarize_short"), scope).fetchone()
+    report = SummaryReport(short=int(short[0]) if short else 0)
     offset = 0  # episodes whose answer failed stay without summary: step past them
     schema = EpisodeSummary.response_schema()
     while True:
         with conn.cursor(row_factory=dict_row) as cur:
             rows = cur.execute(
                 sql.statement("summarize_pending"),
-                {"conversations": conversations, "batch": batch, "offset": offset},
+                {**scope, "batch": batch, "offset": offset},
             ).fetchall()
         if not rows:
             return report
