@@ -21,7 +21,7 @@ from slowwave.models.tenant import DEFAULT_TENANT, conversation_key
 from slowwave.sql.db import Database, migrate
 from slowwave.tasks.forget import resolve_conversations
 from slowwave.tasks.ingest.summarize import SummaryReport, summarize_missing
-from slowwave.tasks.ingest.transcripts import Format, IngestPolicy, IngestReport, ingest
+from slowwave.tasks.ingest.transcripts import Format, IngestPolicy, IngestReport, ingest_source
 
 
 @task(name="ingest", cache_policy=NONE)
@@ -32,17 +32,19 @@ def ingest_task(
     until: datetime | None,
     allow_forgotten: bool = False,
     tenant: str = DEFAULT_TENANT,
+    mapping: dict[str, str] | None = None,
 ) -> IngestReport:
     settings = get_settings()
     with Database(settings) as db:
         migrate(db)
-        report = ingest(
+        report = ingest_source(
             db,
-            Path(source),
+            source,
             IngestPolicy.of(settings, allow_forgotten=allow_forgotten, tenant=tenant),
             fmt=fmt,
             since=since,
             until=until,
+            mapping=mapping,
         )
     create_table_artifact(
         table=[
@@ -59,9 +61,10 @@ def ingest_task(
         description=f"ingest of {report.source}",
     )
     if report.rejected:
-        lines = ["| line | reason |", "|---|---|"]
+        lines = ["| file | line | reason |", "|---|---|---|"]
         lines += [
-            f"| {r.line} | {r.reason.replace('|', '/')[:300]} |" for r in report.first_rejects
+            f"| {Path(r.source).name} | {r.line} | {r.reason.replace('|', '/')[:300]} |"
+            for r in report.first_rejects
         ]
         create_markdown_artifact(
             markdown=f"# {report.rejected} rejected line(s)\n\nAll of them: "
@@ -86,17 +89,19 @@ def backfill(
     until: datetime | None = None,
     allow_forgotten: bool = False,
     tenant: str = DEFAULT_TENANT,
+    mapping: dict[str, str] | None = None,
 ) -> State:
     """Ingest ``source`` (messages from ``since`` to before ``until``) as the ``tenant``'s
     conversations, then consolidate (optionally only ``conversations``: their references,
     ``c:…``, or the tenant's ids). Messages of forgotten conversations are refused, unless
-    ``allow_forgotten``."""
+    ``allow_forgotten``. ``source``: a file, a folder or a glob; ``mapping``: the source's
+    column for a field ({"text": "body"})."""
     if conversations is not None:  # the tenant's ids, by reference from here on
         conversations = [
             c if c.startswith("c:") else conversation_ref(conversation_key(c, tenant))
             for c in conversations
         ]
-    report = ingest_task(source, format, since, until, allow_forgotten, tenant)
+    report = ingest_task(source, format, since, until, allow_forgotten, tenant, mapping)
     print(
         f"ingested {report.ingested} of {report.read} messages into {report.episodes} episodes, "
         f"{report.rejected} rejected"

@@ -34,6 +34,8 @@ POINTS: tuple[str, ...] = (
     *(f"apply.{step}.{when}" for step in APPLY_STEPS for when in ("before", "after")),
     "commit.before",
     "commit.after",
+    # ingest of a folder or glob: a file's messages committed, the next not started
+    "ingest.file.committed",
 )
 
 Action = Callable[[str, Any], None]

@@ -9,7 +9,6 @@ from contextlib import contextmanager
 from dataclasses import asdict, is_dataclass
 from datetime import datetime
 from functools import wraps
-from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
 
 import psycopg
@@ -28,11 +27,25 @@ console = Console()
 errors = Console(stderr=True)
 
 SourceArgument = Annotated[
-    Path, typer.Argument(help="A transcript file (JSONL, Parquet) or LoCoMo JSON.")
+    str,
+    typer.Argument(
+        help="A transcript file (JSONL, Parquet, CSV) or LoCoMo JSON; a folder (every "
+        "transcript file under it); or a glob ('lake/**/*.parquet', quoted)."
+    ),
 ]
 FormatOption = Annotated[
     Format | None,
-    typer.Option("--format", "-f", help="jsonl, parquet or locomo (default: by suffix)."),
+    typer.Option(
+        "--format", "-f", help="jsonl, parquet, csv or locomo (default: by each file's suffix)."
+    ),
+]
+MapOption = Annotated[
+    str | None,
+    typer.Option(
+        "--map",
+        help="The source's column for a field, as FIELD=COLUMN pairs: "
+        "--map text=body,speaker=author,timestamp=sent_at.",
+    ),
 ]
 AllowForgottenOption = Annotated[
     bool,

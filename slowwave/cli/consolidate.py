@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import typer
@@ -11,6 +12,7 @@ from slowwave.cli.common import (
     AllowForgottenOption,
     ConversationsOption,
     FormatOption,
+    MapOption,
     SourceArgument,
     TenantOption,
     console,
@@ -18,7 +20,7 @@ from slowwave.cli.common import (
     one_line_errors,
     open_database,
 )
-from slowwave.cli.ingest import print_ingest
+from slowwave.cli.ingest import check_sources, print_ingest
 from slowwave.cli.prefect import flow_api
 from slowwave.models import interrupt
 from slowwave.models.ids import conversation_ref
@@ -27,29 +29,34 @@ from slowwave.models.run import RunSummary
 from slowwave.models.settings import get_settings
 from slowwave.models.tenant import DEFAULT_TENANT, check_tenant, conversation_key, shown
 from slowwave.sql.db import migrate
+from slowwave.tasks.ingest.columnar import parse_mapping
 from slowwave.tasks.ingest.rejects import Reject
-from slowwave.tasks.ingest.transcripts import IngestReport, check_source
+from slowwave.tasks.ingest.transcripts import IngestReport
 
 
 @one_line_errors
 def backfill_command(
-    path: SourceArgument,
+    source: SourceArgument,
     fmt: FormatOption = None,
+    column_map: MapOption = None,
     conversation: ConversationsOption = None,
     tenant: TenantOption = DEFAULT_TENANT,
     allow_forgotten: AllowForgottenOption = False,
 ) -> None:
-    """Ingest a historical transcript, then consolidate everything pending (the backfill flow).
+    """Ingest historical transcripts, then consolidate everything pending (the backfill flow).
 
-    Examples: slowwave backfill chats.jsonl | slowwave backfill locomo10.json -c conv-26"""
+    Examples: slowwave backfill chats.jsonl | slowwave backfill lake/ --map text=body |
+    slowwave backfill locomo10.json -c conv-26"""
     from slowwave.flows.backfill import backfill
 
-    fmt = check_source(path, fmt)  # before the database, Prefect or a model starts
+    mapping = parse_mapping(column_map)
+    check_sources(source, fmt)  # before the database, Prefect or a model starts
     preflight()
     with flow_api(get_settings()):
         state = backfill(
-            source=str(path.resolve()),
+            source=os.path.abspath(source),
             format=fmt,
+            mapping=mapping or None,
             conversations=references(conversation, tenant),
             allow_forgotten=allow_forgotten,
             tenant=check_tenant(tenant),

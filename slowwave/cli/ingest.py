@@ -17,6 +17,7 @@ from rich.table import Table
 from slowwave.cli.common import (
     AllowForgottenOption,
     FormatOption,
+    MapOption,
     SourceArgument,
     TenantOption,
     console,
@@ -27,37 +28,59 @@ from slowwave.cli.common import (
 )
 from slowwave.models.settings import Settings, get_settings
 from slowwave.models.tenant import DEFAULT_TENANT, check_tenant
+from slowwave.tasks.ingest.columnar import parse_mapping
+from slowwave.tasks.ingest.sources import source_files
 from slowwave.tasks.ingest.transcripts import (
     Format,
     IngestPolicy,
     IngestReport,
     check_source,
-    ingest,
+    ingest_source,
 )
 
 
 @one_line_errors
 def ingest_command(
-    path: SourceArgument,
+    source: SourceArgument,
     fmt: FormatOption = None,
+    column_map: MapOption = None,
     allow_forgotten: AllowForgottenOption = False,
     tenant: TenantOption = DEFAULT_TENANT,
 ) -> None:
-    """Turn a transcript into episodes: validated, idempotent, in event time.
+    """Turn transcripts into episodes: validated, idempotent, in event time.
 
-    Examples: slowwave ingest chats.jsonl | slowwave ingest locomo10.json --format locomo"""
-    fmt = check_source(path, fmt)  # before the database starts
-    report = run_ingest(path, fmt, allow_forgotten=allow_forgotten, tenant=check_tenant(tenant))
+    Examples: slowwave ingest chats.jsonl | slowwave ingest lake/ --map text=body |
+    slowwave ingest 'lake/2023-*.parquet' | slowwave ingest locomo10.json --format locomo"""
+    mapping = parse_mapping(column_map)
+    files = check_sources(source, fmt)  # before the database starts
+    report = run_ingest(
+        source,
+        fmt,
+        allow_forgotten=allow_forgotten,
+        tenant=check_tenant(tenant),
+        mapping=mapping,
+        total_bytes=sum(f.stat().st_size for f in files),
+    )
     print_ingest(report)
 
 
+def check_sources(source: str, fmt: Format | None) -> list[Path]:
+    """The source's files, each checked to be of its format (``check_source``)."""
+    files = source_files(source)
+    for path in files:
+        check_source(path, fmt)
+    return files
+
+
 def run_ingest(
-    path: Path,
+    source: str | Path,
     fmt: Format | None,
     settings: Settings | None = None,
     *,
     allow_forgotten: bool = False,
     tenant: str = DEFAULT_TENANT,
+    mapping: dict[str, str] | None = None,
+    total_bytes: int | None = None,
 ) -> IngestReport:
     settings = settings or get_settings()
     with open_database(settings) as db:
@@ -70,13 +93,14 @@ def run_ingest(
             TimeRemainingColumn(),
         )
         with Progress(*columns, console=errors, transient=True) as bar:
-            task = bar.add_task(path.name, total=path.stat().st_size if path.is_file() else None)
-            return ingest(
+            task = bar.add_task(Path(str(source)).name or str(source), total=total_bytes)
+            return ingest_source(
                 db,
-                path,
+                str(source),
                 IngestPolicy.of(settings, allow_forgotten=allow_forgotten, tenant=tenant),
                 fmt=fmt,
                 progress=lambda n: bar.advance(task, n),
+                mapping=mapping,
             )
 
 
@@ -93,5 +117,6 @@ def print_ingest(report: IngestReport) -> None:
     console.print(table)
     if report.rejects_path:
         for reject in report.first_rejects[:5]:
-            console.print(f"  line {reject.line}: {reject.reason}", highlight=False)
+            where = f"{reject.source} " if reject.source != report.source else ""
+            console.print(f"  {where}line {reject.line}: {reject.reason}", highlight=False)
         console.print(f"all {report.rejected} rejects: {report.rejects_path}", highlight=False)

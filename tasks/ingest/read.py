@@ -1,14 +1,14 @@
 """Streaming readers for the canonical transcript schema (``models.transcript``).
 
 JSONL is read line by line (bytes, then UTF-8, then JSON, then the schema) so every problem
-is reported with its line number; Parquet is read in record batches with pyarrow. Both yield
-batches of valid rows and rejects, so memory stays flat whatever the file's size.
+is reported with its line number; Parquet and CSV are read by ``columnar``. Both yield batches
+of valid rows and rejects, so memory stays flat whatever the file's size.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -51,6 +51,8 @@ class Batch:
     rejects: list[Reject] = field(default_factory=list)
     read: int = 0
     bytes_read: int = 0
+    # a columnar source's valid rows: an Arrow table in ``COLUMNS``' order, instead of rows
+    table: Any = None
 
 
 def _excerpt(raw: Any) -> str:
@@ -95,14 +97,18 @@ def validate(
     return row, None
 
 
-def read_jsonl(path: Path, batch_rows: int, max_chars: int) -> Iterator[Batch]:
+def read_jsonl(
+    path: Path, batch_rows: int, max_chars: int, mapping: Mapping[str, str] | None = None
+) -> Iterator[Batch]:
+    """The file's batches, line by line; ``mapping``: {canonical field: the source's key}."""
     source = str(path)
+    renamed = {column: field for field, column in (mapping or {}).items()}
     batch = Batch()
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             batch.read += 1
             batch.bytes_read += len(raw)
-            row, reject = _parse_line(raw, number, source, max_chars)
+            row, reject = _parse_line(raw, number, source, max_chars, renamed)
             if row is not None:
                 batch.rows.append(row)
             elif reject is not None:
@@ -117,7 +123,7 @@ def read_jsonl(path: Path, batch_rows: int, max_chars: int) -> Iterator[Batch]:
 
 
 def _parse_line(
-    raw: bytes, number: int, source: str, max_chars: int
+    raw: bytes, number: int, source: str, max_chars: int, renamed: Mapping[str, str]
 ) -> tuple[Row | None, Reject | None]:
     try:
         text = raw.decode("utf-8")
@@ -129,41 +135,6 @@ def _parse_line(
         record = json.loads(text)
     except ValueError as exc:
         return None, Reject(source, number, f"malformed JSON: {exc}", text[:200])
+    if renamed and isinstance(record, dict):
+        record = {renamed.get(key, key): value for key, value in record.items()}
     return validate(record, number, source, max_chars)
-
-
-def read_parquet(path: Path, batch_rows: int, max_chars: int) -> Iterator[Batch]:
-    import pyarrow.parquet as pq
-
-    source = str(path)
-    parquet = pq.ParquetFile(path)
-    schema = parquet.schema_arrow
-    zoneless = [
-        f.name
-        for f in schema
-        if f.name == "timestamp"
-        and str(f.type).startswith("timestamp")
-        and "tz=" not in str(f.type)
-    ]
-    number = 0
-    for record_batch in parquet.iter_batches(batch_size=batch_rows):
-        batch = Batch(bytes_read=record_batch.nbytes)
-        for record in record_batch.to_pylist():
-            number += 1
-            batch.read += 1
-            if zoneless:
-                reason = "timestamp: the Parquet column has no time zone"
-                batch.rejects.append(Reject(source, number, reason, _excerpt(record)))
-                continue
-            row, reject = validate(record, number, source, max_chars)
-            if row is not None:
-                batch.rows.append(row)
-            elif reject is not None:
-                batch.rejects.append(reject)
-        yield batch
-
-
-READERS: dict[str, Callable[[Path, int, int], Iterator[Batch]]] = {
-    "jsonl": read_jsonl,
-    "parquet": read_parquet,
-}

@@ -9,7 +9,7 @@ rejects report as they are found. Then, set-wise in SQL: repeated message ids ar
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -19,18 +19,21 @@ import psycopg
 from pydantic import ValidationError
 
 from slowwave import sql
+from slowwave.models import faultpoints
 from slowwave.models.errors import SlowwaveError
 from slowwave.models.ids import conversation_ref
 from slowwave.models.settings import Settings
 from slowwave.models.tenant import DEFAULT_TENANT, check_tenant, conversation_key
-from slowwave.sql.copy import copy_rows
+from slowwave.sql.copy import copy_arrow, copy_rows
 from slowwave.sql.db import Database
+from slowwave.tasks.ingest.columnar import ColumnarSource, read_columnar, staged_table
 from slowwave.tasks.ingest.load import FORGOTTEN, load_episodes_counted, refuse_forgotten
 from slowwave.tasks.ingest.locomo import read_locomo
-from slowwave.tasks.ingest.read import COLUMNS, READERS, Batch, validate
+from slowwave.tasks.ingest.read import COLUMNS, Batch, read_jsonl, validate
 from slowwave.tasks.ingest.rejects import Reject, RejectsReport, report_path
+from slowwave.tasks.ingest.sources import source_files, sources_report_path
 
-Format = Literal["jsonl", "parquet", "locomo"]
+Format = Literal["jsonl", "parquet", "csv", "locomo"]
 Window = tuple[datetime | None, datetime | None]
 Progress = Callable[[int], None]
 
@@ -68,9 +71,11 @@ def detect_format(path: Path) -> Format:
         return "jsonl"
     if suffix in (".parquet", ".pq"):
         return "parquet"
+    if suffix in (".csv", ".tsv"):
+        return "csv"
     if suffix == ".json":
         return "locomo"
-    raise SourceError(f"cannot tell the format of {path}; pass --format jsonl|parquet|locomo")
+    raise SourceError(f"cannot tell the format of {path}; pass --format jsonl|parquet|csv|locomo")
 
 
 def check_source(path: Path, fmt: Format | None) -> Format:
@@ -82,7 +87,7 @@ def check_source(path: Path, fmt: Format | None) -> Format:
     if not path.is_file():
         raise SourceError(f"{path} is not a file: ingest takes one transcript file")
     fmt = fmt or detect_format(path)
-    if fmt == "parquet":
+    if fmt in ("parquet", "csv"):
         return fmt
     with path.open("rb") as source:
         first = next((line.strip() for line in source if line.strip()), b"")
@@ -158,23 +163,90 @@ def ingest(
     progress: Progress | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
+    mapping: Mapping[str, str] | None = None,
 ) -> IngestReport:
     """Ingest ``path``; every valid message lands, every invalid one is reported.
 
-    ``since`` / ``until`` keep only messages in that event-time range (LoCoMo: sessions).
+    ``since`` / ``until`` keep only messages in that event-time range (LoCoMo: sessions);
+    ``mapping`` names the source's column for a canonical field (``columnar.parse_mapping``).
     """
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
     fmt = check_source(path, fmt)
     report = IngestReport(source=str(path), format=fmt)
     with RejectsReport(report_path(path, policy.home)) as rejects, db.connection() as conn:
-        window = (since, until)
-        if fmt == "locomo":
-            _ingest_locomo(conn, path, policy, report, rejects, window)
-        else:
-            _ingest_transcript(conn, path, fmt, policy, report, rejects, progress, window)
+        _ingest_file(conn, path, fmt, policy, report, rejects, progress, (since, until), mapping)
         report.count_rejects(rejects)
     return report
+
+
+def ingest_source(
+    db: Database,
+    source: str,
+    policy: IngestPolicy,
+    *,
+    fmt: Format | None = None,
+    progress: Progress | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    mapping: Mapping[str, str] | None = None,
+) -> IngestReport:
+    """Ingest every file of ``source``: a file, a folder, or a glob (``sources``). Each file
+    is committed on its own, in name order, so a run stopped half-way resumes where it stopped
+    (message ids make a file already in idempotent) and a second run adds nothing. One rejects
+    report holds the rejects of all of them, each with its file."""
+    files = source_files(source)
+    if len(files) == 1 and files[0] == Path(source):
+        return ingest(
+            db,
+            files[0],
+            policy,
+            fmt=fmt,
+            progress=progress,
+            since=since,
+            until=until,
+            mapping=mapping,
+        )
+    formats = {f: check_source(f, fmt) for f in files}  # every file, before the first lands
+    shown = ", ".join(sorted(set(formats.values())))
+    report = IngestReport(source=source, format=shown)
+    rejects_at = sources_report_path(source, policy.home)
+    with RejectsReport(rejects_at) as rejects, db.connection() as conn:
+        for path, file_format in formats.items():
+            _ingest_file(
+                conn, path, file_format, policy, report, rejects, progress, (since, until), mapping
+            )
+            faultpoints.reached("ingest.file.committed", conn)
+        report.count_rejects(rejects)
+    return report
+
+
+def _ingest_file(
+    conn: psycopg.Connection,
+    path: Path,
+    fmt: Format,
+    policy: IngestPolicy,
+    report: IngestReport,
+    rejects: RejectsReport,
+    progress: Progress | None,
+    window: Window,
+    mapping: Mapping[str, str] | None,
+) -> None:
+    if fmt == "locomo":
+        _ingest_locomo(conn, path, policy, report, rejects, window)
+        return
+    batches = _read(path, fmt, policy, mapping or {})
+    size, done = path.stat().st_size, 0
+
+    def advance(read: int) -> None:  # the file's bytes, never more, whatever the reader says
+        nonlocal done
+        step = max(0, min(read, size - done))
+        done += step
+        if progress is not None and step:
+            progress(step)
+
+    stage_and_segment(conn, batches, str(path), policy, report, rejects, advance, window)
+    advance(size - done)
 
 
 def record(
@@ -200,26 +272,22 @@ def record(
             batch.rejects.append(reject)
     report = IngestReport(source=source, format="record")
     with RejectsReport(None) as rejects, db.connection() as conn:
-        _stage_and_segment(conn, [batch], source, policy, report, rejects, None, (None, None))
+        stage_and_segment(conn, [batch], source, policy, report, rejects, None, (None, None))
         report.count_rejects(rejects)
     return report
 
 
-def _ingest_transcript(
-    conn: psycopg.Connection,
-    path: Path,
-    fmt: Format,
-    policy: IngestPolicy,
-    report: IngestReport,
-    rejects: RejectsReport,
-    progress: Progress | None,
-    window: Window,
-) -> None:
-    batches = READERS[fmt](path, policy.batch_rows, policy.max_message_chars)
-    _stage_and_segment(conn, batches, str(path), policy, report, rejects, progress, window)
+def _read(
+    path: Path, fmt: Format, policy: IngestPolicy, mapping: Mapping[str, str]
+) -> Iterator[Batch]:
+    if fmt == "parquet" or fmt == "csv":
+        source = ColumnarSource(str(path), fmt, mapping)
+        size = path.stat().st_size
+        return read_columnar(source, policy.batch_rows, policy.max_message_chars, size)
+    return read_jsonl(path, policy.batch_rows, policy.max_message_chars, mapping)
 
 
-def _stage_and_segment(
+def stage_and_segment(
     conn: psycopg.Connection,
     batches: Iterable[Batch],
     source: str,
@@ -235,6 +303,11 @@ def _stage_and_segment(
             report.read += batch.read
             for reject in batch.rejects:
                 rejects.add(reject)
+            if batch.table is not None:
+                table, outside = staged_table(batch.table, window, policy.tenant)
+                report.out_of_range += outside
+                if table.num_rows:
+                    copy_arrow(conn, "slowwave_ingest", COLUMNS, table)
             rows = [r for r in batch.rows if _within(r.at, window)]
             report.out_of_range += len(batch.rows) - len(rows)
             if policy.tenant != DEFAULT_TENANT:
@@ -270,9 +343,9 @@ def _stage_and_segment(
             },
         ).fetchone()
     episodes, messages, grown = made if made is not None else (0, 0, 0)
-    report.episodes = int(episodes)
-    report.ingested = int(messages)
-    report.grown = int(grown)
+    report.episodes += int(episodes)
+    report.ingested += int(messages)
+    report.grown += int(grown)
 
 
 def _ingest_locomo(
@@ -292,12 +365,13 @@ def _ingest_locomo(
     except ValidationError as exc:  # pragma: no cover - read_locomo reports per session
         rejects.add(Reject(str(path), 0, f"invalid LoCoMo data: {exc}"))
         return
-    report.read = sum(len(e.messages) for e in episodes)
+    messages = sum(len(e.messages) for e in episodes)
     kept = [e for e in episodes if _within(e.end_at, window)]
     if policy.tenant != DEFAULT_TENANT:
         kept = [e.in_tenant(policy.tenant) for e in kept]
-    report.out_of_range = report.read - sum(len(e.messages) for e in kept)
-    report.episodes, report.ingested = load_episodes_counted(
+    report.read += messages
+    report.out_of_range += messages - sum(len(e.messages) for e in kept)
+    made, ingested = load_episodes_counted(
         conn,
         kept,
         allow_forgotten=policy.allow_forgotten,
@@ -309,6 +383,8 @@ def _ingest_locomo(
             )
         ),
     )
+    report.episodes += made
+    report.ingested += ingested
 
 
 def _within(at: datetime, window: Window) -> bool:

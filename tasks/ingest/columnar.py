@@ -1,0 +1,342 @@
+"""Columnar sources, Parquet and CSV, read with polars.
+
+A file is scanned lazily and collected in batches of ``batch_rows``, so memory stays flat
+whatever its size. Each batch is validated as whole columns, with the reasons the JSONL path
+gives for the same fault (``read.validate``): a missing or blank field, a NUL, an invalid
+UTF-8 sequence (CSV), a control character in a conversation id, an over-long text, an
+unparsable or zoneless time, a surprise outside 0 to 1. Every error of a row is named, joined
+by "; " as pydantic does. The valid rows leave as one Arrow table in staging's column order,
+for binary COPY (``sql.copy.copy_arrow``); only rejects become Python objects.
+
+Rows are numbered from 1 (the first data row of a CSV file is row 1, below its header).
+A column mapping (``--map text=body,speaker=author``) names the source's column for each
+canonical field.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from slowwave.models.errors import SlowwaveError
+from slowwave.models.tenant import DEFAULT_TENANT, SEPARATOR
+from slowwave.tasks.ingest.read import COLUMNS, Batch
+from slowwave.tasks.ingest.rejects import Reject
+
+if TYPE_CHECKING:
+    import polars as pl
+
+ColumnarFormat = Literal["parquet", "csv"]
+
+FIELDS = ("conversation_id", "message_id", "timestamp", "speaker", "text", "session_id", "surprise")
+REQUIRED = ("conversation_id", "message_id", "timestamp", "speaker", "text")
+# the fields pydantic's schema types as text: (field, may be null, an integer id is text)
+TEXT_FIELDS = (
+    ("conversation_id", False, False),
+    ("message_id", False, True),
+    ("speaker", False, False),
+    ("text", False, False),
+    ("session_id", True, True),
+)
+NUL = "contains a NUL character, which Postgres text cannot hold"
+# what CSV's lossy decoding puts where the bytes were not UTF-8
+REPLACEMENT = "\ufffd"
+
+
+class MappingError(SlowwaveError, ValueError):
+    """A column mapping that cannot be applied to a source."""
+
+
+def parse_mapping(text: str | None) -> dict[str, str]:
+    """``text=body,speaker=author`` → {canonical field: source column}."""
+    mapping: dict[str, str] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        field, sep, column = part.partition("=")
+        field, column = field.strip(), column.strip()
+        if not sep or not column:
+            raise MappingError(f"--map takes FIELD=COLUMN pairs, not {part.strip()!r}")
+        if field not in FIELDS:
+            raise MappingError(f"--map: unknown field {field!r}; one of {', '.join(FIELDS)}")
+        if field in mapping:
+            raise MappingError(f"--map names {field!r} twice")
+        mapping[field] = column
+    return mapping
+
+
+@dataclass(frozen=True)
+class ColumnarSource:
+    """One columnar file (a local path or an object-store URL) and how to read it."""
+
+    path: str
+    format: ColumnarFormat
+    mapping: Mapping[str, str]
+    storage_options: Mapping[str, str] | None = None
+
+    def scan(self) -> pl.LazyFrame:
+        import polars as pl
+
+        options = dict(self.storage_options) if self.storage_options else None
+        if self.format == "parquet":
+            frame = pl.scan_parquet(
+                self.path, row_index_name="line", row_index_offset=1, storage_options=options
+            )
+        else:
+            frame = pl.scan_csv(
+                self.path,
+                infer_schema=False,  # every column as text: validation says what is wrong
+                encoding="utf8-lossy",
+                empty_string_is_null=False,
+                row_index_name="line",
+                row_index_offset=1,
+                storage_options=options,
+            )
+        return self._canonical(frame)
+
+    def _canonical(self, frame: pl.LazyFrame) -> pl.LazyFrame:
+        """The canonical fields, renamed from the mapping's columns (``role`` stands in for
+        ``speaker`` as in JSONL); a missing required column stops the file before a row."""
+        import polars as pl
+
+        names = set(frame.collect_schema().names())
+        chosen = {field: self.mapping.get(field, field) for field in FIELDS}
+        if "speaker" not in self.mapping and "speaker" not in names and "role" in names:
+            chosen["speaker"] = "role"
+        for field, column in self.mapping.items():
+            if column not in names:
+                raise MappingError(f"{self.path}: --map {field}={column}: no column {column!r}")
+        missing = [f for f in REQUIRED if chosen[f] not in names]
+        if missing:
+            raise MappingError(
+                f"{self.path}: no column for {', '.join(missing)} (columns: "
+                f"{', '.join(sorted(names - {'line'}))}); name them with --map FIELD=COLUMN"
+            )
+        return frame.select(
+            pl.col("line"),
+            *(
+                pl.col(column).alias(field) if column in names else pl.lit(None).alias(field)
+                for field, column in chosen.items()
+            ),
+        )
+
+
+def read_columnar(
+    source: ColumnarSource, batch_rows: int, max_chars: int, size: int = 0
+) -> Iterator[Batch]:
+    """The file's batches: valid rows as an Arrow table in staging's order, and rejects.
+    Each batch counts its share of the file's ``size`` in bytes as read: a Parquet batch by
+    its rows (the footer says how many), a CSV batch by its text."""
+    import polars as pl
+
+    frame = source.scan()
+    rows = frame.select(pl.len()).collect().item() if source.format == "parquet" else 0
+    for batch in frame.collect_batches(chunk_size=batch_rows):
+        checked = validate_frame(batch, source.path, max_chars)
+        if rows:
+            checked.bytes_read = size * batch.height // rows
+        yield checked
+
+
+def validate_frame(frame: pl.DataFrame, source: str, max_chars: int) -> Batch:
+    import polars as pl
+
+    checked = frame.with_columns(
+        _timestamp(frame.schema["timestamp"]).alias("_at"),
+        _surprise(frame.schema["surprise"]).alias("_surprise"),
+    )
+    reasons = [
+        _text_reason(name, checked.schema[name], nullable, integer_ok)
+        for name, nullable, integer_ok in TEXT_FIELDS
+    ]
+    reasons.insert(2, _timestamp_reason(checked.schema["timestamp"]))
+    reasons.append(_surprise_reason(checked.schema["surprise"]))
+    too_long = pl.col("text").cast(pl.String).str.len_chars()
+    checked = checked.with_columns(
+        pl.concat_str(reasons, separator="; ", ignore_nulls=True).alias("_reason")
+    ).with_columns(
+        pl.when(pl.col("_reason").fill_null("") == "")
+        .then(
+            pl.when(too_long > max_chars).then(
+                pl.format("text: {} characters, more than the limit of {}", too_long, max_chars)
+            )
+        )
+        .otherwise(pl.col("_reason"))
+        .alias("_reason")
+    )
+    bad = checked.filter(pl.col("_reason").is_not_null())
+    good = checked.filter(pl.col("_reason").is_null())
+    batch = Batch(read=frame.height, bytes_read=int(frame.estimated_size()))
+    for record in bad.select("line", "_reason", *FIELDS).iter_rows(named=True):
+        line, reason = record.pop("line"), record.pop("_reason")
+        batch.rejects.append(Reject(source, int(line), reason, _excerpt(record)))
+    batch.table = good.select(
+        pl.col("line").cast(pl.Int64),
+        pl.col("conversation_id").cast(pl.String),
+        pl.col("message_id").cast(pl.String),
+        pl.col("_at").alias("at"),
+        pl.col("speaker").cast(pl.String),
+        pl.col("text").cast(pl.String),
+        # an empty CSV field is no session: CSV cannot tell "" from none
+        pl.col("session_id").cast(pl.String).replace("", None),
+        pl.col("_surprise").cast(pl.Float32).alias("surprise"),
+    ).to_arrow()
+    assert tuple(batch.table.column_names) == tuple(name for name, _ in COLUMNS)
+    return batch
+
+
+def staged_table(
+    table: Any, window: tuple[datetime | None, datetime | None], tenant: str
+) -> tuple[Any, int]:
+    """The batch's valid rows inside the event-time ``window``, their conversations keyed to
+    ``tenant`` (``models.tenant``), and how many fell outside the window."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    since, until = window
+    at = table["at"]
+    kept = table
+    if since is not None or until is not None:
+        mask = pa.array([True] * table.num_rows)
+        if since is not None:
+            mask = pc.and_(mask, pc.greater_equal(at, pa.scalar(since, at.type)))
+        if until is not None:
+            mask = pc.and_(mask, pc.less(at, pa.scalar(until, at.type)))
+        kept = table.filter(mask)
+    if tenant != DEFAULT_TENANT:
+        keys = pc.binary_join_element_wise(tenant, kept["conversation_id"], SEPARATOR)
+        kept = kept.set_column(1, "conversation_id", keys)
+    return kept, table.num_rows - kept.num_rows
+
+
+def _excerpt(record: dict[str, Any]) -> str:
+    return json.dumps(record, ensure_ascii=False, default=str)[:200]
+
+
+def _python_type(dtype: pl.DataType) -> str:
+    """The Python type pydantic would name for a value of this column."""
+    import polars as pl
+
+    if dtype.is_integer():
+        return "int"
+    if dtype == pl.String:
+        return "str"
+    if dtype.is_float():
+        return "float"
+    if dtype.is_temporal():
+        return "datetime"
+    return "bool" if str(dtype) == "Boolean" else type(dtype).__name__.lower()
+
+
+def _text_reason(name: str, dtype: pl.DataType, nullable: bool, integer_ok: bool) -> pl.Expr:
+    """Why the column's value is not storable text, or null."""
+    import polars as pl
+
+    column = pl.col(name)
+    missing = "Input should be a valid string" if integer_ok else "must be a string, not NoneType"
+    if dtype == pl.Null:
+        return pl.lit(None if nullable else f"{name}: {missing}", dtype=pl.String)
+    if not (dtype == pl.String or (integer_ok and dtype.is_integer())):
+        wrong = (
+            "Input should be a valid string"
+            if integer_ok
+            else f"must be a string, not {_python_type(dtype)}"
+        )
+        return (
+            pl.when(column.is_null())
+            .then(pl.lit(None if nullable else f"{name}: {missing}", dtype=pl.String))
+            .otherwise(pl.lit(f"{name}: {wrong}"))
+        )
+    text = column.cast(pl.String)
+    chain: Any = pl.when(column.is_null()).then(
+        pl.lit(None if nullable else f"{name}: {missing}", dtype=pl.String)
+    )
+    chain = chain.when(text.str.contains("\x00", literal=True)).then(pl.lit(f"{name}: {NUL}"))
+    chain = chain.when(text.str.contains(REPLACEMENT, literal=True)).then(
+        pl.lit(f"{name}: is not valid UTF-8")
+    )
+    if not nullable:
+        if name != "text":  # the schema's min_length speaks first, as pydantic checks it first
+            chain = chain.when(text == "").then(
+                pl.lit(f"{name}: String should have at least 1 character")
+            )
+        chain = chain.when(text.str.strip_chars() == "").then(pl.lit(f"{name}: is empty"))
+    if name == "conversation_id":
+        chain = chain.when(text.str.contains(r"[\x00-\x1f\x7f]")).then(
+            pl.lit(f"{name}: contains a control character")
+        )
+    return chain.otherwise(pl.lit(None, dtype=pl.String))
+
+
+ISO_WITH_ZONE = "%Y-%m-%dT%H:%M:%S%.f%#z"
+ISO_WITHOUT_ZONE = "%Y-%m-%dT%H:%M:%S%.f"
+
+
+def _iso(column: pl.Expr) -> pl.Expr:
+    """An ISO 8601 time with either separator between date and time."""
+    return column.str.strip_chars().str.replace(r"^(\d{4}-\d{2}-\d{2})[ t]", "${1}T")
+
+
+def _timestamp(dtype: pl.DataType) -> pl.Expr:
+    """The column as a UTC timestamp, null where it is none."""
+    import polars as pl
+
+    column = pl.col("timestamp")
+    utc = pl.Datetime("us", "UTC")
+    if isinstance(dtype, pl.Datetime) and dtype.time_zone is not None:
+        return column.dt.convert_time_zone("UTC").cast(utc)
+    if dtype == pl.String:
+        return _iso(column).str.to_datetime(ISO_WITH_ZONE, time_zone="UTC", strict=False).cast(utc)
+    return pl.lit(None, dtype=utc)
+
+
+def _timestamp_reason(dtype: pl.DataType) -> pl.Expr:
+    import polars as pl
+
+    column = pl.col("timestamp")
+    if isinstance(dtype, pl.Datetime) and dtype.time_zone is None:
+        return pl.lit("timestamp: the Parquet column has no time zone")
+    zoneless = pl.lit(False)
+    if dtype == pl.String:
+        zoneless = _iso(column).str.to_datetime(ISO_WITHOUT_ZONE, strict=False).is_not_null()
+    return (
+        pl.when(pl.col("_at").is_not_null())
+        .then(pl.lit(None, dtype=pl.String))
+        .when(column.is_null())
+        .then(pl.lit("timestamp: Input should be a valid datetime"))
+        .when(zoneless)
+        .then(pl.lit("timestamp: Input should have timezone info"))
+        .otherwise(pl.lit("timestamp: Input should be a valid datetime with a time zone"))
+    )
+
+
+def _surprise(dtype: pl.DataType) -> pl.Expr:
+    import polars as pl
+
+    column = pl.col("surprise")
+    if dtype == pl.String:
+        column = pl.when(column.str.strip_chars() == "").then(None).otherwise(column)
+    return column.cast(pl.Float64, strict=False)
+
+
+def _surprise_reason(dtype: pl.DataType) -> pl.Expr:
+    import polars as pl
+
+    given = pl.col("surprise").is_not_null()
+    if dtype == pl.String:
+        given = given & (pl.col("surprise").str.strip_chars() != "")
+    value = pl.col("_surprise")
+    return (
+        pl.when(given & value.is_null())
+        .then(pl.lit(f"surprise: must be a number from 0 to 1, not {_python_type(dtype)}"))
+        .when(value.is_nan() | value.is_infinite())
+        .then(pl.lit("surprise: Input should be a finite number"))
+        .when(value > 1)
+        .then(pl.lit("surprise: Input should be less than or equal to 1"))
+        .when(value < 0)
+        .then(pl.lit("surprise: Input should be greater than or equal to 0"))
+        .otherwise(pl.lit(None, dtype=pl.String))
+    )

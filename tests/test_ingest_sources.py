@@ -1,0 +1,261 @@
+"""Backfill sources: a folder or a glob of JSONL, Parquet and CSV files, with a column mapping,
+validated as whole columns with the reasons the JSONL path gives, committed file by file."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import psycopg
+import pytest
+
+from slowwave.models import faultpoints
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+from slowwave.tasks.ingest.columnar import MappingError, parse_mapping
+from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest_source
+from tests.fix_processes import run_cli
+
+T0 = datetime(2023, 4, 1, 9, 0, tzinfo=UTC)
+MAPPING = "conversation_id=conv,message_id=mid,timestamp=sent_at,speaker=author,text=body"
+MAX_CHARS = 300
+
+
+def _row(conv: str, mid: int, minutes: int, body: str | None, **extra: Any) -> dict[str, Any]:
+    return {
+        "conv": conv,
+        "mid": mid,
+        "sent_at": (T0 + timedelta(minutes=minutes)).isoformat(),
+        "author": "user" if mid % 2 else "assistant",
+        "body": body,
+        "channel": "web",  # a column the mapping does not name: ignored
+        **extra,
+    }
+
+
+# (row, the reason it is rejected for, or None when it lands)
+HOSTILE: list[tuple[dict[str, Any], str | None]] = [
+    (_row("ana", 1, 0, "I moved to Porto last spring."), None),
+    (_row("ana", 2, 1, "Porto suits you!"), None),
+    (_row("ana", 3, 2, "   "), "text: is empty"),
+    (
+        _row("ana", 4, 3, "a NUL \x00 inside"),
+        f"text: contains a NUL character, which {''}Postgres text cannot hold",
+    ),
+    (
+        _row("ana", 5, 4, "x" * (MAX_CHARS + 1)),
+        f"text: {MAX_CHARS + 1} characters, more than the limit of {MAX_CHARS}",
+    ),
+    (
+        {**_row("ana", 6, 5, "When was this?"), "sent_at": "yesterday"},
+        "timestamp: Input should be a valid datetime with a time zone",
+    ),
+    (
+        {**_row("ana", 7, 6, "No zone here."), "sent_at": "2023-04-01T09:06:00"},
+        "timestamp: Input should have timezone info",
+    ),
+    (
+        _row("bo\x01b", 8, 7, "A control character in the id."),
+        "conversation_id: contains a control character",
+    ),
+    (
+        _row("ana", 9, 8, "Too surprising.", surprise=2.0),
+        "surprise: Input should be less than or equal to 1",
+    ),
+    (
+        _row("", 10, 9, "No conversation."),
+        "conversation_id: String should have at least 1 character",
+    ),
+    (_row("bo", 11, 10, None), "text: must be a string, not NoneType"),
+    (_row("bo", 12, 11, "I am Bo; I keep bees.", surprise=0.4), None),
+]
+
+
+def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    columns = ["conv", "mid", "sent_at", "author", "body", "channel", "surprise"]
+    return pl.DataFrame(
+        {c: [r.get(c) for r in rows] for c in columns},
+        schema={
+            "conv": pl.String,
+            "mid": pl.Int64,
+            "sent_at": pl.String,
+            "author": pl.String,
+            "body": pl.String,
+            "channel": pl.String,
+            "surprise": pl.Float64,
+        },
+    )
+
+
+def _lake(root: Path) -> dict[str, list[tuple[dict[str, Any], str | None]]]:
+    """Half the rows as Parquet, half as CSV in a subfolder, plus a CSV line of invalid UTF-8
+    and a file that is no transcript; what each transcript file holds."""
+    root.mkdir()
+    (root / "2023").mkdir()
+    first, second = HOSTILE[::2], HOSTILE[1::2]
+    _frame([r for r, _ in first]).write_parquet(root / "a.parquet")
+    csv = root / "2023" / "b.csv"
+    _frame([r for r, _ in second]).write_csv(csv)
+    with csv.open("ab") as out:  # a row whose body is not UTF-8
+        out.write(b"bo,13,2023-04-01T09:20:00+00:00,user,caf\xe9 au lait,web,\n")
+    files = {
+        str(root / "2023" / "b.csv"): [
+            *second,
+            (_row("bo", 13, 20, "?"), "text: is not valid UTF-8"),
+        ],
+        str(root / "a.parquet"): first,
+    }
+    (root / "notes.txt").write_text("not a transcript: not read")
+    return files
+
+
+def _stored(conn: psycopg.Connection) -> list[tuple[str, str, str]]:
+    rows = conn.execute(
+        "SELECT conversation_id, m ->> 'message_id', m ->> 'text' FROM episodic_memory, "
+        "jsonb_array_elements(messages) AS m ORDER BY 1, 2"
+    ).fetchall()
+    return [(str(c), str(i), str(t)) for c, i, t in rows]
+
+
+def _policy(settings: Settings) -> IngestPolicy:
+    return IngestPolicy.of(settings.model_copy(update={"max_message_chars": MAX_CHARS}))
+
+
+def test_a_folder_of_parquet_and_csv_with_a_column_mapping_lands_every_valid_message_once(
+    db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path
+) -> None:
+    files = _lake(tmp_path / "lake")
+    report = ingest_source(
+        db, str(tmp_path / "lake"), _policy(settings), mapping=parse_mapping(MAPPING)
+    )
+    valid = [r for rows in files.values() for r, why in rows if why is None]
+    assert report.ingested == len(valid) == 3
+    assert _stored(conn) == sorted((r["conv"], str(r["mid"]), r["body"]) for r in valid)
+
+    # every other row rejected once, with its file, its row (1 = the first data row) and why
+    assert report.rejects_path == str(tmp_path / "lake.rejects.jsonl")
+    written = [json.loads(line) for line in Path(report.rejects_path).read_text().splitlines()]
+    got = sorted((r["source"], r["line"], r["reason"]) for r in written)
+    expected = sorted(
+        (file, row, why)
+        for file, rows in files.items()
+        for row, (_, why) in enumerate(rows, start=1)
+        if why is not None
+    )
+    assert got == expected
+    assert report.read == sum(len(rows) for rows in files.values())
+
+    again = ingest_source(
+        db, str(tmp_path / "lake"), _policy(settings), mapping=parse_mapping(MAPPING)
+    )
+    assert (again.ingested, again.episodes) == (0, 0), "a second run adds nothing"
+    assert _stored(conn) == sorted((r["conv"], str(r["mid"]), r["body"]) for r in valid)
+
+
+def test_a_columnar_row_is_rejected_for_the_reason_its_jsonl_line_is(
+    db: Database, settings: Settings, tmp_path: Path
+) -> None:
+    # CSV cannot tell a missing text from an empty one
+    rows = [r for r, why in HOSTILE if why is not None and r["body"] is not None]
+    canonical = [
+        {
+            "conversation_id": r["conv"],
+            "message_id": r["mid"],
+            "timestamp": r["sent_at"],
+            "speaker": r["author"],
+            "text": r["body"],
+            **({"surprise": r["surprise"]} if "surprise" in r else {}),
+        }
+        for r in rows
+    ]
+    jsonl = tmp_path / "same.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in canonical))
+    csv = tmp_path / "same.csv"
+    _frame(rows).write_csv(csv)
+    by_line = ingest_source(db, str(jsonl), _policy(settings))
+    by_column = ingest_source(db, str(csv), _policy(settings), mapping=parse_mapping(MAPPING))
+    # the JSONL path cannot parse "yesterday" into the reason the columnar path gives
+    lines = [r.reason for r in by_line.first_rejects]
+    columns = [r.reason for r in by_column.first_rejects]
+    assert len(lines) == len(columns) == len(rows)
+    differs = [(a, b) for a, b in zip(lines, columns, strict=True) if a != b]
+    assert [b for _, b in differs] == [
+        "timestamp: Input should be a valid datetime with a time zone"
+    ]
+
+
+def test_a_run_stopped_after_a_file_and_run_again_ends_as_a_clean_run(
+    db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path
+) -> None:
+    lake = tmp_path / "many"
+    lake.mkdir()
+    for n in range(4):
+        rows = [_row(f"c{n}", i, 10 * i, f"Message {i} of file {n}.") for i in range(1, 9)]
+        _frame(rows).write_parquet(lake / f"part-{n}.parquet")
+    mapping = parse_mapping(MAPPING)
+    ingest_source(db, str(lake), _policy(settings), mapping=mapping)
+    clean = conn.execute(
+        "SELECT conversation_id, external_key, start_at, end_at, messages FROM episodic_memory "
+        "ORDER BY 1, 3"
+    ).fetchall()
+    conn.execute("TRUNCATE episodic_memory CASCADE")
+
+    class Stopped(Exception):
+        pass
+
+    def stop(point: str, _: object) -> None:
+        raise Stopped(point)
+
+    faultpoints.arm("ingest.file.committed", stop, at_hit=2)
+    try:
+        with pytest.raises(Stopped):
+            ingest_source(db, str(lake), _policy(settings), mapping=mapping)
+    finally:
+        faultpoints.disarm()
+    assert conn.execute(
+        "SELECT count(DISTINCT conversation_id) FROM episodic_memory"
+    ).fetchone() == (2,)
+    resumed = ingest_source(db, str(lake), _policy(settings), mapping=mapping)
+    assert resumed.ingested == 16, "only the two files the stopped run did not reach"
+    after = conn.execute(
+        "SELECT conversation_id, external_key, start_at, end_at, messages FROM episodic_memory "
+        "ORDER BY 1, 3"
+    ).fetchall()
+    assert after == clean
+
+
+def test_a_mapping_that_names_no_column_of_the_source_stops_it_before_a_row(
+    db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path
+) -> None:
+    path = tmp_path / "chats.csv"
+    _frame([r for r, why in HOSTILE if why is None]).write_csv(path)
+    with pytest.raises(MappingError, match="no column for conversation_id, message_id"):
+        ingest_source(db, str(path), _policy(settings))
+    with pytest.raises(MappingError, match="no column 'content'"):
+        ingest_source(db, str(path), _policy(settings), mapping={"text": "content"})
+    with pytest.raises(MappingError, match="unknown field 'txt'"):
+        parse_mapping("txt=body")
+    assert _stored(conn) == []
+
+
+def test_slowwave_ingest_takes_a_glob_and_a_mapping_and_names_each_rejects_file(
+    tmp_path: Path,
+) -> None:
+    _lake(tmp_path / "lake")
+    done = run_cli(
+        tmp_path / "home",
+        "ingest",
+        str(tmp_path / "lake" / "**" / "*.csv"),
+        "--map",
+        MAPPING,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    shown = "".join(done.stdout.split())
+    assert "b.csvline2:text:containsaNULcharacter" in shown
+    assert "lake-" in shown and ".rejects.jsonl" in shown, "named after the folder it globs"
+    stopped = run_cli(tmp_path / "home", "ingest", str(tmp_path / "lake" / "*.parquet"))
+    assert stopped.returncode == 1
+    assert "name them with --map FIELD=COLUMN" in stopped.stderr
