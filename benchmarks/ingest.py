@@ -1,15 +1,26 @@
-"""Ingest throughput and peak memory on a synthetic transcript.
+"""Ingest throughput and peak memory on synthetic transcripts, every path side by side.
 
-Writes a JSONL transcript of N messages (default 1,000,000) across many conversations, ingests
-it into a fresh embedded database, and prints messages/s and the ingesting process's peak RSS
-(the goal: under 1 GiB whatever the file's size, because reading is streamed).
+The same N messages (``--sizes``, default 1M and 10M, across many conversations) are written
+as JSONL and as Parquet, then each is ingested into a fresh embedded database by:
 
-With ``--episode-words`` the same file is then ingested into a second fresh database whose
-``episodic_memory`` lacks the stored transcript words (``search_tsv``, migration 0017, parsed
-by Postgres as each episode is written, for search's episode channel), and the ratio of the two
-rates says what parsing them costs.
+- ``jsonl``: the JSONL path, line by line (``read.read_jsonl``);
+- ``parquet_before``: the Parquet path before columnar validation, record batches read with
+  pyarrow and validated row by row in Python (kept here, as it was, to measure against);
+- ``parquet``: the columnar path (``columnar.read_columnar``): polars scans, whole-column
+  validation, Arrow batches to binary COPY;
+- ``floor``: the same rows COPYed straight into the staging table, no validation and no
+  segmentation: what the database alone costs.
 
-    python -m benchmarks.ingest [--messages N] [--conversations C] [--episode-words] [--json]
+Each path runs in a process of its own, so its peak RSS is its own: the driver's memory must
+stay flat from the smaller size to the larger (streamed reading). Timings on a shared machine
+vary from run to run; the ratios, measured in one run, are what to compare.
+
+With ``--episode-words`` the Parquet file of the first size is also ingested into a database
+whose ``episodic_memory`` lacks the stored transcript words (``search_tsv``, migration 0017),
+and the ratio of the two times says what parsing them costs.
+
+    python -m benchmarks.ingest [--sizes 1000000,10000000] [--conversations C]
+        [--episode-words] [--json]
 """
 
 from __future__ import annotations
@@ -17,40 +28,173 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import subprocess
+import sys
 import tempfile
 import time
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from benchmarks.report import print_figures
 from slowwave.models.processes import unwind_on_sigterm
 
+PATHS = ("jsonl", "parquet_before", "parquet", "floor")
+# the first size's figures, repeated at the top of the JSON line
+FIRST_SIZE_KEYS = (
+    "jsonl_messages_per_s",
+    "parquet_messages_per_s",
+    "parquet_before_messages_per_s",
+    "floor_messages_per_s",
+    "driver_peak_rss_mb",
+)
 
-def write_transcript(path: Path, messages: int, conversations: int) -> None:
-    start = datetime(2023, 1, 1, tzinfo=UTC)
+
+def write_sources(folder: Path, messages: int, conversations: int) -> tuple[Path, Path]:
+    """The same messages as JSONL and as Parquet (a zoned timestamp column), written in slices
+    of a million, so that even 10M messages need little memory."""
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    jsonl, parquet = folder / f"{messages}.jsonl", folder / f"{messages}.parquet"
     per = max(1, messages // conversations)
-    with path.open("w", encoding="utf-8") as out:
-        for n in range(messages):
-            conversation, index = divmod(n, per)
-            at = start + timedelta(minutes=index * 7)  # a new episode every few hours of chat
-            out.write(
-                json.dumps(
-                    {
-                        "conversation_id": f"conv-{conversation:05d}",
-                        "message_id": str(index),
-                        "timestamp": at.isoformat(),
-                        "speaker": "user" if index % 2 else "assistant",
-                        "text": f"Message {index} about gardening, travel and work plans.",
-                    }
-                )
-                + "\n"
+    index = pl.col("n") % per
+    writer = None
+    with jsonl.open("wb") as out:
+        for start in range(0, messages, SLICE):
+            frame = pl.DataFrame(
+                {"n": pl.int_range(start, min(start + SLICE, messages), eager=True)}
+            ).select(
+                conversation_id=pl.format("conv-{}", (pl.col("n") // per).cast(pl.String)),
+                message_id=index.cast(pl.String),
+                # a new episode every few hours of chat
+                timestamp=pl.datetime(2023, 1, 1, time_zone="UTC") + pl.duration(minutes=index * 7),
+                speaker=pl.when(index % 2 == 1).then(pl.lit("user")).otherwise(pl.lit("assistant")),
+                text=pl.format("Message {} about gardening, travel and work plans.", index),
             )
+            table = frame.to_arrow()
+            if writer is None:
+                writer = pq.ParquetWriter(parquet, table.schema)
+            writer.write_table(table)
+            frame.with_columns(
+                pl.col("timestamp").dt.strftime("%Y-%m-%dT%H:%M:%S+00:00")
+            ).write_ndjson(out)
+    if writer is not None:
+        writer.close()
+    return jsonl, parquet
+
+
+SLICE = 1_000_000
+
+
+def read_parquet_before(path: Path, batch_rows: int, max_chars: int) -> Iterator[Any]:
+    """The Parquet reader as it was: pyarrow record batches, each row validated in Python."""
+    import pyarrow.parquet as pq
+
+    from slowwave.tasks.ingest.read import Batch, validate
+
+    source = str(path)
+    number = 0
+    for record_batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows):
+        batch = Batch(bytes_read=record_batch.nbytes)
+        for record in record_batch.to_pylist():
+            number += 1
+            batch.read += 1
+            row, reject = validate(record, number, source, max_chars)
+            if row is not None:
+                batch.rows.append(row)
+            elif reject is not None:
+                batch.rejects.append(reject)
+        yield batch
+
+
+def measure(how: str, source: Path, home: Path, words: bool = True) -> dict[str, Any]:
+    """One path over one file in a fresh database (this process's own): seconds, messages
+    ingested, and this process's peak RSS."""
+    from slowwave import sql
+    from slowwave.models.settings import Settings
+    from slowwave.sql.copy import copy_arrow
+    from slowwave.sql.db import Database, migrate
+    from slowwave.tasks.ingest.read import COLUMNS
+    from slowwave.tasks.ingest.rejects import RejectsReport
+    from slowwave.tasks.ingest.transcripts import (
+        IngestPolicy,
+        IngestReport,
+        ingest,
+        stage_and_segment,
+    )
+
+    settings = Settings(home=home, _env_file=None)  # type: ignore[call-arg]
+    policy = IngestPolicy.of(settings)
+    with Database(settings) as db:
+        migrate(db)
+        if not words:
+            with db.connection() as conn:
+                conn.execute("ALTER TABLE episodic_memory DROP COLUMN search_tsv")
+        start = time.perf_counter()
+        if how in ("jsonl", "parquet"):
+            ingested = ingest(db, source, policy).ingested
+        elif how == "parquet_before":
+            report = IngestReport(source=str(source), format="parquet")
+            batches = read_parquet_before(source, policy.batch_rows, policy.max_message_chars)
+            with RejectsReport(None) as rejects, db.connection() as conn:
+                stage_and_segment(
+                    conn, batches, str(source), policy, report, rejects, None, (None, None)
+                )
+            ingested = report.ingested
+        else:  # floor
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            ingested = 0
+            with db.connection() as conn, conn.transaction():
+                conn.execute(sql.statement("ingest_stage"))
+                for number, batch in enumerate(
+                    pq.ParquetFile(source).iter_batches(batch_size=policy.batch_rows)
+                ):
+                    first = number * policy.batch_rows + 1
+                    table = pa.table(
+                        {
+                            "line": pa.array(range(first, first + batch.num_rows), pa.int64()),
+                            "conversation_id": batch["conversation_id"],
+                            "message_id": batch["message_id"],
+                            "at": batch["timestamp"],
+                            "speaker": batch["speaker"],
+                            "text": batch["text"],
+                            "session_id": pa.nulls(batch.num_rows, pa.string()),
+                            "surprise": pa.nulls(batch.num_rows, pa.float32()),
+                        }
+                    )
+                    copy_arrow(conn, "slowwave_ingest", COLUMNS, table)
+                    ingested += batch.num_rows
+        seconds = time.perf_counter() - start
+    return {
+        "seconds": round(seconds, 2),
+        "ingested": ingested,
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+    }
+
+
+def measured(how: str, source: Path, home: Path, words: bool = True) -> dict[str, Any]:
+    """``measure`` in a child process: its peak RSS is the path's own."""
+    command = [sys.executable, "-m", "benchmarks.ingest", "--measure", how, str(source), str(home)]
+    if not words:
+        command.append("--no-episode-words")
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{how} on {source.name} failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 
 def main() -> None:
     unwind_on_sigterm()  # a stopped benchmark stops the servers it started
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument(
+        "--sizes",
+        default="1000000,10000000",
+        help="message counts, comma-separated (default: 1M and 10M)",
+    )
     parser.add_argument("--conversations", type=int, default=2_000)
     parser.add_argument(
         "--episode-words",
@@ -58,48 +202,63 @@ def main() -> None:
         help="also ingest without the stored transcript words, and print the ratio",
     )
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
+    parser.add_argument(
+        "--measure", nargs=3, metavar=("PATH", "SOURCE", "HOME"), help=argparse.SUPPRESS
+    )
+    parser.add_argument("--no-episode-words", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.measure:
+        how, source, home = args.measure
+        print(json.dumps(measure(how, Path(source), Path(home), not args.no_episode_words)))
+        return
 
-    from slowwave.models.settings import Settings
-    from slowwave.sql.db import Database, migrate
-    from slowwave.tasks.ingest.transcripts import IngestPolicy, IngestReport, ingest
-
-    def timed_ingest(home: Path, source: Path, *, words: bool) -> tuple[IngestReport, float]:
-        settings = Settings(home=home, _env_file=None)  # type: ignore[call-arg]
-        with Database(settings) as db:
-            migrate(db)
-            if not words:
-                with db.connection() as conn:
-                    conn.execute("ALTER TABLE episodic_memory DROP COLUMN search_tsv")
-            start = time.perf_counter()
-            report = ingest(db, source, IngestPolicy.of(settings))
-            return report, time.perf_counter() - start
-
+    sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
+    figures: dict[str, Any] = {"sizes": sizes, "by_size": {}}
     with tempfile.TemporaryDirectory(prefix="slowwave-ingest-") as tmp:
-        source = Path(tmp) / "transcript.jsonl"
-        write_transcript(source, args.messages, args.conversations)
-        size_mb = source.stat().st_size / 2**20
-        baseline_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        report, seconds = timed_ingest(Path(tmp) / "home", source, words=True)
-        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        bare_seconds = (
-            timed_ingest(Path(tmp) / "bare", source, words=False)[1] if args.episode_words else None
+        for size in sizes:
+            jsonl, parquet = write_sources(Path(tmp), size, args.conversations)
+            runs = {
+                how: measured(
+                    how, jsonl if how == "jsonl" else parquet, Path(tmp) / f"{how}-{size}"
+                )
+                for how in PATHS
+            }
+            rate = {how: round(r["ingested"] / r["seconds"]) for how, r in runs.items()}
+            figures["by_size"][str(size)] = {
+                "messages": size,
+                "jsonl_mb": round(jsonl.stat().st_size / 2**20, 1),
+                "parquet_mb": round(parquet.stat().st_size / 2**20, 1),
+                "jsonl_messages_per_s": rate["jsonl"],
+                "parquet_before_messages_per_s": rate["parquet_before"],
+                "parquet_messages_per_s": rate["parquet"],
+                "floor_messages_per_s": rate["floor"],
+                "parquet_vs_before": round(rate["parquet"] / rate["parquet_before"], 2),
+                "floor_vs_parquet": round(rate["floor"] / rate["parquet"], 2),
+                "driver_peak_rss_mb": runs["parquet"]["peak_rss_mb"],
+                "peak_rss_mb_by_path": {how: r["peak_rss_mb"] for how, r in runs.items()},
+                "seconds_by_path": {how: r["seconds"] for how, r in runs.items()},
+                "ingested_by_path": {how: r["ingested"] for how, r in runs.items()},
+            }
+            if args.episode_words and size == sizes[0]:
+                bare = measured("parquet", parquet, Path(tmp) / "bare", words=False)
+                figures["episode_words_time_ratio"] = round(
+                    runs["parquet"]["seconds"] / bare["seconds"], 2
+                )
+            jsonl.unlink()
+            parquet.unlink()
+    by_size = figures["by_size"]
+    first = by_size[str(sizes[0])]
+    for key in FIRST_SIZE_KEYS:
+        figures[key] = first[key]
+    if len(sizes) > 1:
+        last = by_size[str(sizes[-1])]
+        figures["driver_peak_rss_ratio"] = round(
+            last["driver_peak_rss_mb"] / first["driver_peak_rss_mb"], 2
         )
-    figures = {
-        "messages": args.messages,
-        "file_mb": round(size_mb, 1),
-        "ingested": report.ingested,
-        "episodes": report.episodes,
-        "rejected": report.rejected,
-        "seconds": round(seconds, 1),
-        "messages_per_s": round(report.ingested / seconds),
-        "peak_rss_mb": round(peak_mb),
-        "rss_before_ingest_mb": round(baseline_mb),
-        "goal_peak_under_1gib": peak_mb < 1024,
-    }
-    if bare_seconds is not None:
-        figures["seconds_without_episode_words"] = round(bare_seconds, 1)
-        figures["episode_words_time_ratio"] = round(seconds / bare_seconds, 2)
+    figures["goal_parquet_3x_before"] = all(s["parquet_vs_before"] >= 3 for s in by_size.values())
+    figures["goal_within_2x_of_floor"] = all(s["floor_vs_parquet"] <= 2 for s in by_size.values())
+    if len(sizes) > 1:
+        figures["goal_flat_memory"] = figures["driver_peak_rss_ratio"] <= 1.2
     print_figures(figures, as_json=args.json)
 
 
