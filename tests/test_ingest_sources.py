@@ -4,6 +4,7 @@ validated as whole columns with the reasons the JSONL path gives, committed file
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -225,6 +226,76 @@ def test_a_run_stopped_after_a_file_and_run_again_ends_as_a_clean_run(
         "ORDER BY 1, 3"
     ).fetchall()
     assert after == clean
+
+
+@pytest.fixture
+def object_store(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A local S3-compatible server (moto's) on 127.0.0.1, stopped after the test; the AWS
+    SDK's own variables point pyarrow and polars at it. Yields an admin filesystem that may
+    create buckets."""
+    from moto.server import ThreadedMotoServer
+    from pyarrow import fs
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        for name, value in {
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ACCESS_KEY_ID": "test",
+            "AWS_SECRET_ACCESS_KEY": "test",
+            "AWS_REGION": "us-east-1",
+            "AWS_ALLOW_HTTP": "true",
+        }.items():
+            monkeypatch.setenv(name, value)
+        yield fs.S3FileSystem(
+            endpoint_override=endpoint,
+            access_key="test",
+            secret_key="test",
+            region="us-east-1",
+            allow_bucket_creation=True,
+        )
+    finally:
+        server.stop()
+
+
+def test_a_lake_on_an_object_store_lands_as_the_same_folder_on_disk_does(
+    db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path, object_store: Any
+) -> None:
+    files = _lake(tmp_path / "lake")
+    (tmp_path / "lake" / "c.jsonl").write_text(
+        json.dumps(
+            {
+                "conversation_id": "cy",
+                "message_id": "1",
+                "timestamp": T0.isoformat(),
+                "speaker": "user",
+                "text": "Read from a JSONL object.",
+            }
+        )
+        + "\n"
+    )
+    object_store.create_dir("lake")
+    for path in sorted((tmp_path / "lake").rglob("*")):
+        if path.is_file():
+            key = f"lake/2023-archive/{path.relative_to(tmp_path / 'lake').as_posix()}"
+            with object_store.open_output_stream(key) as out:
+                out.write(path.read_bytes())
+    mapping = {**parse_mapping(MAPPING)}
+    report = ingest_source(db, "s3://lake/2023-archive/", _policy(settings), mapping=mapping)
+    valid = [r for rows in files.values() for r, why in rows if why is None]
+    expected = sorted((r["conv"], str(r["mid"]), r["body"]) for r in valid)
+    assert _stored(conn) == sorted([*expected, ("cy", "1", "Read from a JSONL object.")])
+    rejected = {r.source for r in report.first_rejects}
+    assert rejected == {
+        "s3://lake/2023-archive/2023/b.csv",
+        "s3://lake/2023-archive/a.parquet",
+    }
+    assert report.rejected == sum(why is not None for rows in files.values() for _, why in rows)
+    pattern = "s3://lake/2023-archive/*.parquet"
+    globbed = ingest_source(db, pattern, _policy(settings), mapping=mapping)
+    assert (globbed.read, globbed.ingested) == (len(files[str(tmp_path / "lake" / "a.parquet")]), 0)
 
 
 def test_a_mapping_that_names_no_column_of_the_source_stops_it_before_a_row(

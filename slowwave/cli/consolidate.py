@@ -31,6 +31,7 @@ from slowwave.models.tenant import DEFAULT_TENANT, check_tenant, conversation_ke
 from slowwave.sql.db import migrate
 from slowwave.tasks.ingest.columnar import parse_mapping
 from slowwave.tasks.ingest.rejects import Reject
+from slowwave.tasks.ingest.sources import remote
 from slowwave.tasks.ingest.transcripts import IngestReport
 
 
@@ -54,7 +55,7 @@ def backfill_command(
     preflight()
     with flow_api(get_settings()):
         state = backfill(
-            source=os.path.abspath(source),
+            source=source if remote(source) else os.path.abspath(source),
             format=fmt,
             mapping=mapping or None,
             conversations=references(conversation, tenant),

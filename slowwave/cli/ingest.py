@@ -29,7 +29,7 @@ from slowwave.cli.common import (
 from slowwave.models.settings import Settings, get_settings
 from slowwave.models.tenant import DEFAULT_TENANT, check_tenant
 from slowwave.tasks.ingest.columnar import parse_mapping
-from slowwave.tasks.ingest.sources import source_files
+from slowwave.tasks.ingest.sources import SourceFile, file_size, source_files
 from slowwave.tasks.ingest.transcripts import (
     Format,
     IngestPolicy,
@@ -59,12 +59,12 @@ def ingest_command(
         allow_forgotten=allow_forgotten,
         tenant=check_tenant(tenant),
         mapping=mapping,
-        total_bytes=sum(f.stat().st_size for f in files),
+        total_bytes=sum(file_size(f) for f in files),
     )
     print_ingest(report)
 
 
-def check_sources(source: str, fmt: Format | None) -> list[Path]:
+def check_sources(source: str, fmt: Format | None) -> list[SourceFile]:
     """The source's files, each checked to be of its format (``check_source``)."""
     files = source_files(source)
     for path in files:

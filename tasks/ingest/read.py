@@ -11,13 +11,13 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
 from slowwave.models.transcript import TranscriptMessage
 from slowwave.tasks.ingest.rejects import Reject
+from slowwave.tasks.ingest.sources import SourceFile
 
 
 class Row(NamedTuple):
@@ -98,7 +98,7 @@ def validate(
 
 
 def read_jsonl(
-    path: Path, batch_rows: int, max_chars: int, mapping: Mapping[str, str] | None = None
+    path: SourceFile, batch_rows: int, max_chars: int, mapping: Mapping[str, str] | None = None
 ) -> Iterator[Batch]:
     """The file's batches, line by line; ``mapping``: {canonical field: the source's key}."""
     source = str(path)

@@ -1,5 +1,10 @@
 """Where a source's files are: one file, a folder (every transcript file under it, at any
-depth), or a glob (``chats/2023-*.parquet``, ``lake/**/*.csv``), in name order.
+depth), or a glob (``chats/2023-*.parquet``, ``lake/**/*.csv``), in name order; local, or on
+an object store (``s3://bucket/prefix/``, ``s3://bucket/2023/*.parquet``).
+
+An object store is reached with the AWS SDK's own settings, which pyarrow (listing, JSONL)
+and polars (Parquet, CSV) both read: ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+``AWS_REGION``, and ``AWS_ENDPOINT_URL`` for an S3-compatible store other than AWS's.
 
 A folder holds the rejects reports of earlier runs (``*.rejects.jsonl``) beside its files:
 they are never read back as a source.
@@ -7,10 +12,14 @@ they are never read back as a source.
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import hashlib
+import io
 import os
-from pathlib import Path
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import IO, Any
 
 from slowwave.models.errors import SlowwaveError
 
@@ -24,23 +33,101 @@ class EmptySource(SlowwaveError, FileNotFoundError):
     """A folder or glob with no transcript file in it."""
 
 
-def source_files(source: str) -> list[Path]:
+@dataclass(frozen=True)
+class RemoteFile:
+    """A file on an object store."""
+
+    url: str  # s3://bucket/key
+    size: int
+
+    @property
+    def name(self) -> str:
+        return PurePosixPath(self.url).name
+
+    @property
+    def suffix(self) -> str:
+        return PurePosixPath(self.url).suffix
+
+    def open(self, mode: str = "rb") -> IO[bytes]:
+        if mode != "rb":
+            raise ValueError("an object is opened for reading, in binary")
+        filesystem, path = _filesystem(self.url)
+        return io.BufferedReader(filesystem.open_input_stream(path))
+
+    def __str__(self) -> str:
+        return self.url
+
+
+SourceFile = Path | RemoteFile
+REMOTE_SCHEMES = ("s3://",)
+
+
+def file_size(file: SourceFile) -> int:
+    return file.size if isinstance(file, RemoteFile) else file.stat().st_size
+
+
+def remote(source: str) -> bool:
+    return source.startswith(REMOTE_SCHEMES)
+
+
+def _filesystem(url: str) -> tuple[Any, str]:
+    from pyarrow import fs
+
+    filesystem, path = fs.FileSystem.from_uri(url)
+    return filesystem, path
+
+
+def source_files(source: str) -> list[SourceFile]:
     """The files ``source`` names: itself, a folder's transcript files, or a glob's."""
+    if remote(source):
+        return _remote_files(source)
     path = Path(source)
     if path.is_file():
         return [path]
     if path.is_dir():
-        found = [p for p in sorted(path.rglob("*")) if _transcript(p)]
+        found: list[SourceFile] = [p for p in sorted(path.rglob("*")) if _transcript(p)]
         if not found:
             raise EmptySource(f"no transcript file in {source} ({', '.join(sorted(SUFFIXES))})")
         return found
     if GLOB_CHARS & set(source):
-        found = [Path(p) for p in sorted(glob.glob(source, recursive=True))]
-        found = [p for p in found if p.is_file() and not p.name.endswith(REJECTS_SUFFIX)]
+        matched = [Path(p) for p in sorted(glob.glob(source, recursive=True))]
+        found = [p for p in matched if p.is_file() and not p.name.endswith(REJECTS_SUFFIX)]
         if not found:
             raise EmptySource(f"no file matches {source}")
-        return found
+        return list(found)
     raise FileNotFoundError(f"no such file or folder: {source}")
+
+
+def _remote_files(source: str) -> list[SourceFile]:
+    """An object, every transcript object under a prefix, or the objects a glob matches."""
+    from pyarrow import fs
+
+    scheme, _, rest = source.partition("://")
+    parts = rest.split("/")
+    fixed = next((i for i, part in enumerate(parts) if GLOB_CHARS & set(part)), len(parts))
+    root = "/".join(parts[:fixed]).rstrip("/")
+    filesystem, _ = fs.FileSystem.from_uri(f"{scheme}://{root}")
+    if fixed == len(parts):
+        info = filesystem.get_file_info(root)
+        if info.type == fs.FileType.File:
+            return [RemoteFile(source, int(info.size or 0))]
+        if info.type != fs.FileType.Directory:
+            raise FileNotFoundError(f"no such object or prefix: {source}")
+    listed = filesystem.get_file_info(fs.FileSelector(root, recursive=True))
+    found: list[SourceFile] = []
+    for info in sorted(listed, key=lambda i: i.path):
+        name = PurePosixPath(info.path)
+        if info.type != fs.FileType.File or info.path.endswith(REJECTS_SUFFIX):
+            continue
+        if fixed < len(parts):
+            if not _glob_match(info.path, rest):
+                continue
+        elif name.suffix.lower() not in SUFFIXES:
+            continue
+        found.append(RemoteFile(f"{scheme}://{info.path}", int(info.size or 0)))
+    if not found:
+        raise EmptySource(f"no transcript file in {source}")
+    return found
 
 
 def _transcript(path: Path) -> bool:
@@ -63,3 +150,13 @@ def sources_report_path(source: str, home: Path) -> Path:
     fixed = next((i for i, part in enumerate(parts) if GLOB_CHARS & set(part)), len(parts))
     name = parts[fixed - 1].strip("/") if fixed else ""
     return home / "rejects" / f"{name or 'source'}-{digest}{REJECTS_SUFFIX}"
+
+
+def _glob_match(key: str, pattern: str) -> bool:
+    """A key matches a glob as a path does: ``*`` within one folder, ``**`` across any."""
+    if "**" in pattern:
+        return fnmatch.fnmatchcase(key, pattern.replace("**/", "*"))
+    keys, parts = key.split("/"), pattern.split("/")
+    return len(keys) == len(parts) and all(
+        fnmatch.fnmatchcase(k, p) for k, p in zip(keys, parts, strict=True)
+    )

@@ -31,7 +31,13 @@ from slowwave.tasks.ingest.load import FORGOTTEN, load_episodes_counted, refuse_
 from slowwave.tasks.ingest.locomo import read_locomo
 from slowwave.tasks.ingest.read import COLUMNS, Batch, read_jsonl, validate
 from slowwave.tasks.ingest.rejects import Reject, RejectsReport, report_path
-from slowwave.tasks.ingest.sources import source_files, sources_report_path
+from slowwave.tasks.ingest.sources import (
+    RemoteFile,
+    SourceFile,
+    file_size,
+    source_files,
+    sources_report_path,
+)
 
 Format = Literal["jsonl", "parquet", "csv", "locomo"]
 Window = tuple[datetime | None, datetime | None]
@@ -65,7 +71,7 @@ class SourceError(SlowwaveError, ValueError):
     """A source that cannot be read as asked: no format to tell, or the wrong one."""
 
 
-def detect_format(path: Path) -> Format:
+def detect_format(path: SourceFile) -> Format:
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".ndjson"):
         return "jsonl"
@@ -78,10 +84,15 @@ def detect_format(path: Path) -> Format:
     raise SourceError(f"cannot tell the format of {path}; pass --format jsonl|parquet|csv|locomo")
 
 
-def check_source(path: Path, fmt: Format | None) -> Format:
+def check_source(path: SourceFile, fmt: Format | None) -> Format:
     """The source's format, checked before anything starts: the file is there, and its first
     line is what the format says (a LoCoMo document read as JSONL would be one reject per
-    line, and nothing ingested)."""
+    line, and nothing ingested). An object store's file is taken by its suffix."""
+    if isinstance(path, RemoteFile):
+        fmt = fmt or detect_format(path)
+        if fmt == "locomo":
+            raise SourceError(f"{path}: a LoCoMo document is read from a local file")
+        return fmt
     if not path.exists():
         raise FileNotFoundError(f"no such file: {path}")
     if not path.is_file():
@@ -223,7 +234,7 @@ def ingest_source(
 
 def _ingest_file(
     conn: psycopg.Connection,
-    path: Path,
+    path: SourceFile,
     fmt: Format,
     policy: IngestPolicy,
     report: IngestReport,
@@ -233,10 +244,11 @@ def _ingest_file(
     mapping: Mapping[str, str] | None,
 ) -> None:
     if fmt == "locomo":
+        assert isinstance(path, Path), "check_source refuses a remote LoCoMo document"
         _ingest_locomo(conn, path, policy, report, rejects, window)
         return
-    batches = _read(path, fmt, policy, mapping or {})
-    size, done = path.stat().st_size, 0
+    size, done = file_size(path), 0
+    batches = _read(path, fmt, policy, mapping or {}, size)
 
     def advance(read: int) -> None:  # the file's bytes, never more, whatever the reader says
         nonlocal done
@@ -278,11 +290,10 @@ def record(
 
 
 def _read(
-    path: Path, fmt: Format, policy: IngestPolicy, mapping: Mapping[str, str]
+    path: SourceFile, fmt: Format, policy: IngestPolicy, mapping: Mapping[str, str], size: int
 ) -> Iterator[Batch]:
     if fmt == "parquet" or fmt == "csv":
         source = ColumnarSource(str(path), fmt, mapping)
-        size = path.stat().st_size
         return read_columnar(source, policy.batch_rows, policy.max_message_chars, size)
     return read_jsonl(path, policy.batch_rows, policy.max_message_chars, mapping)
 
