@@ -264,14 +264,14 @@ def test_a_lake_on_an_object_store_lands_as_the_same_folder_on_disk_does(
     db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path, object_store: Any
 ) -> None:
     files = _lake(tmp_path / "lake")
-    (tmp_path / "lake" / "c.jsonl").write_text(
+    (tmp_path / "lake" / "c.jsonl").write_text(  # the mapping's names, as every file has
         json.dumps(
             {
-                "conversation_id": "cy",
-                "message_id": "1",
-                "timestamp": T0.isoformat(),
-                "speaker": "user",
-                "text": "Read from a JSONL object.",
+                "conv": "cy",
+                "mid": "1",
+                "sent_at": T0.isoformat(),
+                "author": "user",
+                "body": "Read from a JSONL object.",
             }
         )
         + "\n"
@@ -330,3 +330,81 @@ def test_slowwave_ingest_takes_a_glob_and_a_mapping_and_names_each_rejects_file(
     stopped = run_cli(tmp_path / "home", "ingest", str(tmp_path / "lake" / "*.parquet"))
     assert stopped.returncode == 1
     assert "name them with --map FIELD=COLUMN" in stopped.stderr
+
+
+def test_rows_and_files_that_could_abort_a_transaction_are_rejected_or_read_as_they_are(
+    db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    lake = tmp_path / "odd"
+    lake.mkdir()
+    at = pa.array(
+        [T0, T0 + timedelta(minutes=1), T0 + timedelta(minutes=2), None],
+        pa.timestamp("us", tz="UTC"),
+    )
+    # Postgres stops at 4713 BC, Arrow does not: a time from 7,500 BC
+    at = pa.concat_arrays([at.slice(0, 2), pa.array([-300_000_000_000_000_000], at.type), at[3:]])
+    pq.write_table(
+        pa.table(
+            {
+                "line": ["a column named like the row number", "x", "y", "z"],
+                "conversation_id": ["odd"] * 4,
+                "message_id": [1, 2, 3, 4],
+                "timestamp": at,
+                "speaker": ["user", "\x1c", "user", "user"],
+                "text": ["Kept.", "A separator is blank to Python.", "Too old.", "No time."],
+                "surprise": [True, None, None, None],
+            }
+        ),
+        lake / "export[1].parquet",
+    )
+    (lake / "tabs.tsv").write_text(
+        "conversation_id\tmessage_id\ttimestamp\tspeaker\ttext\n"
+        f"odd\t5\t{(T0 + timedelta(minutes=5)).isoformat()}\tuser\tRead from a TSV, tabs and all.\n"
+    )
+    pq.write_table(
+        pa.table(
+            {
+                "conversation_id": ["odd"],
+                "message_id": ["6"],
+                "timestamp": [T0.isoformat()],
+                "speaker": ["user"],
+                "text": [["a", "list"]],
+            }
+        ),
+        lake / "nested.parquet",
+    )
+    (lake / "empty.csv").write_text("")
+    (lake / "._copy.parquet").write_bytes(b"an editor's shadow file, not Parquet")
+    report = ingest_source(
+        db, str(lake), _policy(settings), since=T0 - timedelta(days=1), until=None
+    )
+    assert _stored(conn) == [("odd", "5", "Read from a TSV, tabs and all.")]
+    reasons = sorted((Path(r.source).name, r.line, r.reason) for r in report.first_rejects)
+    assert reasons == [
+        ("export[1].parquet", 1, "surprise: must be a number from 0 to 1, not bool"),
+        ("export[1].parquet", 2, "speaker: is empty"),
+        ("export[1].parquet", 3, "timestamp: outside the years 1 to 9999"),
+        ("export[1].parquet", 4, "timestamp: Input should be a valid datetime"),
+        ("nested.parquet", 1, "text: must be a string, not list"),
+    ]
+
+
+def test_a_glob_matches_as_a_path_does_and_dot_names_its_own_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from slowwave.tasks.ingest.sources import _glob_match, sources_report_path
+
+    def match(key: str, pattern: str) -> bool:
+        return _glob_match(key.split("/"), pattern.split("/"))
+
+    assert match("b/lake/2023/chats.parquet", "b/lake/**/chats.parquet")
+    assert match("b/lake/chats.parquet", "b/lake/**/chats.parquet")
+    assert not match("b/lake/2023/old-chats.parquet", "b/lake/**/chats.parquet")
+    assert not match("b/lake/2023/x.parquet", "b/lake/*.parquet")
+    (tmp_path / "lake").mkdir()
+    monkeypatch.chdir(tmp_path / "lake")
+    assert sources_report_path(".", tmp_path / "home") == tmp_path / "lake.rejects.jsonl"
+    assert sources_report_path("./", tmp_path / "home") == tmp_path / "lake.rejects.jsonl"

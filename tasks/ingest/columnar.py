@@ -42,6 +42,10 @@ TEXT_FIELDS = (
     ("session_id", True, True),
 )
 NUL = "contains a NUL character, which Postgres text cannot hold"
+# the row number's column while a file is read: no source's column is called that
+ROW = "__slowwave_row"
+# blank as Python's str.strip() sees it (Rust's whitespace leaves out U+001C to U+001F)
+BLANK = r"^[\s\x1c-\x1f]*$"
 # what CSV's lossy decoding puts where the bytes were not UTF-8
 REPLACEMENT = "\ufffd"
 
@@ -81,19 +85,27 @@ class ColumnarSource:
         import polars as pl
 
         options = dict(self.storage_options) if self.storage_options else None
+        # glob=False: a file's name is its name, brackets and all (sources expands globs)
         if self.format == "parquet":
             frame = pl.scan_parquet(
-                self.path, row_index_name="line", row_index_offset=1, storage_options=options
+                self.path,
+                row_index_name=ROW,
+                row_index_offset=1,
+                storage_options=options,
+                glob=False,
             )
         else:
             frame = pl.scan_csv(
                 self.path,
+                separator="\t" if self.path.lower().endswith(".tsv") else ",",
                 infer_schema=False,  # every column as text: validation says what is wrong
                 encoding="utf8-lossy",
                 empty_string_is_null=False,
-                row_index_name="line",
+                raise_if_empty=False,
+                row_index_name=ROW,
                 row_index_offset=1,
                 storage_options=options,
+                glob=False,
             )
         return self._canonical(frame)
 
@@ -103,6 +115,8 @@ class ColumnarSource:
         import polars as pl
 
         names = set(frame.collect_schema().names())
+        if names <= {ROW}:  # an empty file: no header, no rows
+            return pl.LazyFrame(schema={ROW: pl.UInt32, **dict.fromkeys(FIELDS, pl.String)})
         chosen = {field: self.mapping.get(field, field) for field in FIELDS}
         if "speaker" not in self.mapping and "speaker" not in names and "role" in names:
             chosen["speaker"] = "role"
@@ -113,10 +127,10 @@ class ColumnarSource:
         if missing:
             raise MappingError(
                 f"{self.path}: no column for {', '.join(missing)} (columns: "
-                f"{', '.join(sorted(names - {'line'}))}); name them with --map FIELD=COLUMN"
+                f"{', '.join(sorted(names - {ROW}))}); name them with --map FIELD=COLUMN"
             )
         return frame.select(
-            pl.col("line"),
+            pl.col(ROW),
             *(
                 pl.col(column).alias(field) if column in names else pl.lit(None).alias(field)
                 for field, column in chosen.items()
@@ -135,26 +149,28 @@ def read_columnar(
     frame = source.scan()
     rows = frame.select(pl.len()).collect().item() if source.format == "parquet" else 0
     for batch in frame.collect_batches(chunk_size=batch_rows):
-        checked = validate_frame(batch, source.path, max_chars)
+        checked = validate_frame(batch, source.path, max_chars, textual=source.format == "csv")
         if rows:
             checked.bytes_read = size * batch.height // rows
         yield checked
 
 
-def validate_frame(frame: pl.DataFrame, source: str, max_chars: int) -> Batch:
+def validate_frame(frame: pl.DataFrame, source: str, max_chars: int, *, textual: bool) -> Batch:
+    """One batch's rows checked as whole columns; ``textual``: a CSV's, every column text."""
     import polars as pl
 
+    schema = frame.schema
     checked = frame.with_columns(
-        _timestamp(frame.schema["timestamp"]).alias("_at"),
-        _surprise(frame.schema["surprise"]).alias("_surprise"),
+        _timestamp(schema["timestamp"]).alias("_at"),
+        _surprise(schema["surprise"], textual).alias("_surprise"),
     )
     reasons = [
-        _text_reason(name, checked.schema[name], nullable, integer_ok)
+        _text_reason(name, schema[name], nullable, integer_ok, textual)
         for name, nullable, integer_ok in TEXT_FIELDS
     ]
-    reasons.insert(2, _timestamp_reason(checked.schema["timestamp"]))
-    reasons.append(_surprise_reason(checked.schema["surprise"]))
-    too_long = pl.col("text").cast(pl.String).str.len_chars()
+    reasons.insert(2, _timestamp_reason(schema["timestamp"]))
+    reasons.append(_surprise_reason(schema["surprise"], textual))
+    too_long = pl.col("text").str.len_chars() if schema["text"] == pl.String else pl.lit(0)
     checked = checked.with_columns(
         pl.concat_str(reasons, separator="; ", ignore_nulls=True).alias("_reason")
     ).with_columns(
@@ -170,18 +186,19 @@ def validate_frame(frame: pl.DataFrame, source: str, max_chars: int) -> Batch:
     bad = checked.filter(pl.col("_reason").is_not_null())
     good = checked.filter(pl.col("_reason").is_null())
     batch = Batch(read=frame.height, bytes_read=int(frame.estimated_size()))
-    for record in bad.select("line", "_reason", *FIELDS).iter_rows(named=True):
-        line, reason = record.pop("line"), record.pop("_reason")
+    shown = [_shown(name, schema[name]) for name in FIELDS]
+    for record in bad.select(ROW, "_reason", *shown).iter_rows(named=True):
+        line, reason = record.pop(ROW), record.pop("_reason")
         batch.rejects.append(Reject(source, int(line), reason, _excerpt(record)))
+    session = _as_text("session_id", schema["session_id"])
+    if textual:  # an empty CSV field is no session: CSV cannot tell "" from none
+        session = session.replace("", None)
     batch.table = good.select(
-        pl.col("line").cast(pl.Int64),
-        pl.col("conversation_id").cast(pl.String),
-        pl.col("message_id").cast(pl.String),
+        pl.col(ROW).cast(pl.Int64).alias("line"),
+        *(_as_text(name, schema[name]) for name in ("conversation_id", "message_id")),
         pl.col("_at").alias("at"),
-        pl.col("speaker").cast(pl.String),
-        pl.col("text").cast(pl.String),
-        # an empty CSV field is no session: CSV cannot tell "" from none
-        pl.col("session_id").cast(pl.String).replace("", None),
+        *(_as_text(name, schema[name]) for name in ("speaker", "text")),
+        session,
         pl.col("_surprise").cast(pl.Float32).alias("surprise"),
     ).to_arrow()
     assert tuple(batch.table.column_names) == tuple(name for name, _ in COLUMNS)
@@ -200,7 +217,7 @@ def staged_table(
     at = table["at"]
     kept = table
     if since is not None or until is not None:
-        mask = pa.array([True] * table.num_rows)
+        mask = pa.array([True] * table.num_rows, pa.bool_())
         if since is not None:
             mask = pc.and_(mask, pc.greater_equal(at, pa.scalar(since, at.type)))
         if until is not None:
@@ -210,6 +227,18 @@ def staged_table(
         keys = pc.binary_join_element_wise(tenant, kept["conversation_id"], SEPARATOR)
         kept = kept.set_column(1, "conversation_id", keys)
     return kept, table.num_rows - kept.num_rows
+
+
+def _shown(name: str, dtype: pl.DataType) -> pl.Expr:
+    """A field as a reject's excerpt shows it: as text (a time Python cannot hold included),
+    or its type where it has no text form (a list, a struct)."""
+    import polars as pl
+
+    if dtype == pl.String or dtype == pl.Null:
+        return pl.col(name)
+    if dtype.is_numeric() or dtype.is_temporal() or dtype == pl.Boolean:
+        return pl.col(name).cast(pl.String)
+    return pl.lit(f"({dtype})").alias(name)
 
 
 def _excerpt(record: dict[str, Any]) -> str:
@@ -231,7 +260,19 @@ def _python_type(dtype: pl.DataType) -> str:
     return "bool" if str(dtype) == "Boolean" else type(dtype).__name__.lower()
 
 
-def _text_reason(name: str, dtype: pl.DataType, nullable: bool, integer_ok: bool) -> pl.Expr:
+def _as_text(name: str, dtype: pl.DataType) -> pl.Expr:
+    """A text field's column as staged: text, or null where its type never validates (its
+    rows are all rejects by then)."""
+    import polars as pl
+
+    if dtype == pl.String or dtype.is_integer():
+        return pl.col(name).cast(pl.String)
+    return pl.lit(None, dtype=pl.String).alias(name)
+
+
+def _text_reason(
+    name: str, dtype: pl.DataType, nullable: bool, integer_ok: bool, textual: bool
+) -> pl.Expr:
     """Why the column's value is not storable text, or null."""
     import polars as pl
 
@@ -255,15 +296,16 @@ def _text_reason(name: str, dtype: pl.DataType, nullable: bool, integer_ok: bool
         pl.lit(None if nullable else f"{name}: {missing}", dtype=pl.String)
     )
     chain = chain.when(text.str.contains("\x00", literal=True)).then(pl.lit(f"{name}: {NUL}"))
-    chain = chain.when(text.str.contains(REPLACEMENT, literal=True)).then(
-        pl.lit(f"{name}: is not valid UTF-8")
-    )
+    if textual:  # only CSV's lossy decoding puts it there
+        chain = chain.when(text.str.contains(REPLACEMENT, literal=True)).then(
+            pl.lit(f"{name}: is not valid UTF-8")
+        )
     if not nullable:
         if name != "text":  # the schema's min_length speaks first, as pydantic checks it first
             chain = chain.when(text == "").then(
                 pl.lit(f"{name}: String should have at least 1 character")
             )
-        chain = chain.when(text.str.strip_chars() == "").then(pl.lit(f"{name}: is empty"))
+        chain = chain.when(text.str.contains(BLANK)).then(pl.lit(f"{name}: is empty"))
     if name == "conversation_id":
         chain = chain.when(text.str.contains(r"[\x00-\x1f\x7f]")).then(
             pl.lit(f"{name}: contains a control character")
@@ -280,8 +322,8 @@ def _iso(column: pl.Expr) -> pl.Expr:
     return column.str.strip_chars().str.replace(r"^(\d{4}-\d{2}-\d{2})[ t]", "${1}T")
 
 
-def _timestamp(dtype: pl.DataType) -> pl.Expr:
-    """The column as a UTC timestamp, null where it is none."""
+def _parsed(dtype: pl.DataType) -> pl.Expr:
+    """The column as a UTC timestamp, whatever its year; null where it is none."""
     import polars as pl
 
     column = pl.col("timestamp")
@@ -291,6 +333,15 @@ def _timestamp(dtype: pl.DataType) -> pl.Expr:
     if dtype == pl.String:
         return _iso(column).str.to_datetime(ISO_WITH_ZONE, time_zone="UTC", strict=False).cast(utc)
     return pl.lit(None, dtype=utc)
+
+
+def _timestamp(dtype: pl.DataType) -> pl.Expr:
+    """The time as staged: null outside years 1 to 9999 too (what Python and so the JSONL
+    path take; Arrow reaches further than Postgres does)."""
+    import polars as pl
+
+    at = _parsed(dtype)
+    return pl.when(at.dt.year().is_between(1, 9999)).then(at)
 
 
 def _timestamp_reason(dtype: pl.DataType) -> pl.Expr:
@@ -309,24 +360,30 @@ def _timestamp_reason(dtype: pl.DataType) -> pl.Expr:
         .then(pl.lit("timestamp: Input should be a valid datetime"))
         .when(zoneless)
         .then(pl.lit("timestamp: Input should have timezone info"))
+        .when(_parsed(dtype).is_not_null())
+        .then(pl.lit("timestamp: outside the years 1 to 9999"))
         .otherwise(pl.lit("timestamp: Input should be a valid datetime with a time zone"))
     )
 
 
-def _surprise(dtype: pl.DataType) -> pl.Expr:
+def _surprise(dtype: pl.DataType, textual: bool) -> pl.Expr:
+    """The surprise as a number: from a number column, or from CSV's text; null otherwise."""
     import polars as pl
 
     column = pl.col("surprise")
-    if dtype == pl.String:
+    if textual and dtype == pl.String:
         column = pl.when(column.str.strip_chars() == "").then(None).otherwise(column)
-    return column.cast(pl.Float64, strict=False)
+        return column.cast(pl.Float64, strict=False)
+    if dtype.is_numeric():
+        return column.cast(pl.Float64)
+    return pl.lit(None, dtype=pl.Float64)
 
 
-def _surprise_reason(dtype: pl.DataType) -> pl.Expr:
+def _surprise_reason(dtype: pl.DataType, textual: bool) -> pl.Expr:
     import polars as pl
 
     given = pl.col("surprise").is_not_null()
-    if dtype == pl.String:
+    if textual and dtype == pl.String:
         given = given & (pl.col("surprise").str.strip_chars() != "")
     value = pl.col("_surprise")
     return (

@@ -136,5 +136,11 @@ def _parse_line(
     except ValueError as exc:
         return None, Reject(source, number, f"malformed JSON: {exc}", text[:200])
     if renamed and isinstance(record, dict):
-        record = {renamed.get(key, key): value for key, value in record.items()}
+        # a mapped field is read from its column only, as in a columnar file
+        taken = set(renamed.values())
+        record = {
+            renamed.get(key, key): value
+            for key, value in record.items()
+            if key in renamed or key not in taken
+        }
     return validate(record, number, source, max_chars)

@@ -91,7 +91,7 @@ def source_files(source: str) -> list[SourceFile]:
         return found
     if GLOB_CHARS & set(source):
         matched = [Path(p) for p in sorted(glob.glob(source, recursive=True))]
-        found = [p for p in matched if p.is_file() and not p.name.endswith(REJECTS_SUFFIX)]
+        found = [p for p in matched if _transcript(p)]
         if not found:
             raise EmptySource(f"no file matches {source}")
         return list(found)
@@ -116,13 +116,9 @@ def _remote_files(source: str) -> list[SourceFile]:
     listed = filesystem.get_file_info(fs.FileSelector(root, recursive=True))
     found: list[SourceFile] = []
     for info in sorted(listed, key=lambda i: i.path):
-        name = PurePosixPath(info.path)
-        if info.type != fs.FileType.File or info.path.endswith(REJECTS_SUFFIX):
+        if info.type != fs.FileType.File or not _transcript(PurePosixPath(info.path), local=False):
             continue
-        if fixed < len(parts):
-            if not _glob_match(info.path, rest):
-                continue
-        elif name.suffix.lower() not in SUFFIXES:
+        if fixed < len(parts) and not _glob_match(info.path.split("/"), parts):
             continue
         found.append(RemoteFile(f"{scheme}://{info.path}", int(info.size or 0)))
     if not found:
@@ -130,10 +126,13 @@ def _remote_files(source: str) -> list[SourceFile]:
     return found
 
 
-def _transcript(path: Path) -> bool:
+def _transcript(path: Path | PurePosixPath, *, local: bool = True) -> bool:
+    """A transcript file by its name: a known suffix, not hidden (an editor's or a copy
+    tool's ``._chats.parquet``), not a rejects report."""
     return (
-        path.is_file()
+        (not local or Path(path).is_file())
         and path.suffix.lower() in SUFFIXES
+        and not path.name.startswith(".")
         and not path.name.endswith(REJECTS_SUFFIX)
     )
 
@@ -142,8 +141,8 @@ def sources_report_path(source: str, home: Path) -> Path:
     """The one rejects report of a folder or a glob: beside the folder when it can be written
     there, else under the slowwave home, named after the source's folder (before any glob)
     and a digest of the whole source."""
-    folder = Path(source.rstrip("/") or "/")
-    if folder.is_dir() and os.access(folder.parent, os.W_OK):
+    folder = Path(source).resolve() if not remote(source) else Path("/")
+    if folder.is_dir() and folder.parent != folder and os.access(folder.parent, os.W_OK):
         return folder.with_name(folder.name + REJECTS_SUFFIX)
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
     parts = Path(source).parts
@@ -152,11 +151,13 @@ def sources_report_path(source: str, home: Path) -> Path:
     return home / "rejects" / f"{name or 'source'}-{digest}{REJECTS_SUFFIX}"
 
 
-def _glob_match(key: str, pattern: str) -> bool:
-    """A key matches a glob as a path does: ``*`` within one folder, ``**`` across any."""
-    if "**" in pattern:
-        return fnmatch.fnmatchcase(key, pattern.replace("**/", "*"))
-    keys, parts = key.split("/"), pattern.split("/")
-    return len(keys) == len(parts) and all(
-        fnmatch.fnmatchcase(k, p) for k, p in zip(keys, parts, strict=True)
+def _glob_match(keys: list[str], parts: list[str]) -> bool:
+    """A key's parts match a glob's as a path does: ``*`` within one part, ``**`` any number
+    of whole parts."""
+    if not parts:
+        return not keys
+    if parts[0] == "**":
+        return any(_glob_match(keys[i:], parts[1:]) for i in range(len(keys) + 1))
+    return (
+        bool(keys) and fnmatch.fnmatchcase(keys[0], parts[0]) and _glob_match(keys[1:], parts[1:])
     )
