@@ -19,7 +19,7 @@ models the settings name (or the ones passed); the Prefect flows drive the same 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from uuid import UUID
@@ -34,8 +34,7 @@ from slowwave.models.tenant import DEFAULT_TENANT, conversation_key
 from slowwave.sql.db import Database, migrate
 from slowwave.tasks.consolidate import consolidate as consolidate_run
 from slowwave.tasks.forget import ForgetReport, forget_conversation, forget_fact
-from slowwave.tasks.ingest.transcripts import Format, IngestPolicy, IngestReport
-from slowwave.tasks.ingest.transcripts import ingest as ingest_source
+from slowwave.tasks.ingest.transcripts import Format, IngestPolicy, IngestReport, ingest_source
 from slowwave.tasks.revert import RevertReport, revert_run
 
 __all__ = ["backfill", "consolidate", "forget", "ingest", "revert"]
@@ -53,17 +52,20 @@ def ingest(
     source: str | Path,
     *,
     format: Format | None = None,
+    mapping: Mapping[str, str] | None = None,
     allow_forgotten: bool = False,
     tenant: str = DEFAULT_TENANT,
     settings: Settings | None = None,
 ) -> IngestReport:
-    """A transcript (JSONL, Parquet or a LoCoMo file) into episodes: validated, idempotent, in
-    event time; every line refused is in the report, with its reason. A forgotten
-    conversation's messages are refused unless ``allow_forgotten``."""
+    """Transcripts into episodes: validated, idempotent, in event time; every line refused is
+    in the report, with its reason. ``source``: a file (JSONL, Parquet, CSV, LoCoMo), a folder,
+    a glob or an ``s3://`` URL; ``mapping``: the source's column for a field
+    (``{"text": "body"}``). A forgotten conversation's messages are refused unless
+    ``allow_forgotten``."""
     settings = settings or get_settings()
     with database(settings) as db:
         policy = IngestPolicy.of(settings, allow_forgotten=allow_forgotten, tenant=tenant)
-        return ingest_source(db, Path(source), policy, fmt=format)
+        return ingest_source(db, str(source), policy, fmt=format, mapping=mapping)
 
 
 def consolidate(
@@ -101,6 +103,7 @@ def backfill(
     source: str | Path,
     *,
     format: Format | None = None,
+    mapping: Mapping[str, str] | None = None,
     conversations: Sequence[str] | None = None,
     allow_forgotten: bool = False,
     tenant: str = DEFAULT_TENANT,
@@ -110,7 +113,14 @@ def backfill(
 ) -> RunSummary:
     """Ingest ``source`` as the ``tenant``'s, then consolidate every pending episode (of
     ``conversations``, when given): what ``slowwave backfill`` does, here."""
-    ingest(source, format=format, allow_forgotten=allow_forgotten, tenant=tenant, settings=settings)
+    ingest(
+        source,
+        format=format,
+        mapping=mapping,
+        allow_forgotten=allow_forgotten,
+        tenant=tenant,
+        settings=settings,
+    )
     names = list(conversations) if conversations is not None else None
     return consolidate(
         conversations=names,

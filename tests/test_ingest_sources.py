@@ -408,3 +408,19 @@ def test_a_glob_matches_as_a_path_does_and_dot_names_its_own_folder(
     monkeypatch.chdir(tmp_path / "lake")
     assert sources_report_path(".", tmp_path / "home") == tmp_path / "lake.rejects.jsonl"
     assert sources_report_path("./", tmp_path / "home") == tmp_path / "lake.rejects.jsonl"
+
+
+def test_the_python_api_ingests_a_folder_with_a_mapping(
+    db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path
+) -> None:
+    import slowwave
+
+    files = _lake(tmp_path / "lake")
+    report = slowwave.ingest(
+        tmp_path / "lake",
+        mapping=parse_mapping(MAPPING),
+        settings=settings.model_copy(update={"max_message_chars": MAX_CHARS}),
+    )
+    valid = [r for rows in files.values() for r, why in rows if why is None]
+    assert report.ingested == len(valid)
+    assert _stored(conn) == sorted((r["conv"], str(r["mid"]), r["body"]) for r in valid)
