@@ -27,13 +27,18 @@ APPLY_STEPS = (
     "mark_consolidated",
 )
 
-POINTS: tuple[str, ...] = (
+# A consolidation run's points, in the order a run passes them (the crash suite kills a run
+# at each).
+RUN_POINTS: tuple[str, ...] = (
     "claim.before",
     "claim.after",
     "model.answered",
     *(f"apply.{step}.{when}" for step in APPLY_STEPS for when in ("before", "after")),
     "commit.before",
     "commit.after",
+)
+POINTS: tuple[str, ...] = (
+    *RUN_POINTS,
     # ingest of a folder or glob: a file's messages committed, the next not started
     "ingest.file.committed",
 )

@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from slowwave.models.faultpoints import POINTS
+from slowwave.models.faultpoints import RUN_POINTS
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.ingest.load import load_episodes
@@ -52,7 +52,7 @@ def test_a_clean_run_of_the_stories_writes_every_kind_of_action(clean: Any) -> N
     assert len(clean["chunks"]) == CONVERSATIONS * 4
 
 
-@pytest.mark.parametrize("point", POINTS)
+@pytest.mark.parametrize("point", RUN_POINTS)
 def test_a_run_killed_at_the_point_then_run_again_ends_as_a_clean_run(
     point: str, db: Database, conn: psycopg.Connection, clean: Any, tmp_path: Path
 ) -> None:
