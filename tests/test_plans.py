@@ -350,8 +350,12 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
             {"Index Scan on semantic_memory_active_idx"},
         ),
         "summarize_pending": (
-            {"conversations": None, "batch": 64, "offset": 0},
+            {"conversations": None, "batch": 64, "offset": 0, "min_chars": 600},
             {"Index Scan on episodic_memory_pending_idx"},
+        ),
+        "summarize_short": (
+            {"conversations": None, "min_chars": 600},
+            {"Bitmap Index Scan on episodic_memory_pending_idx"},
         ),
         "episode_surprise": (
             {"ids": episodes, "novelties": [0.1, 0.5, 1.0]},
