@@ -136,7 +136,7 @@ def test_an_unknown_conversation_is_an_error_not_an_empty_table(home: Path) -> N
 def test_mistakes_in_a_source_are_told_before_anything_starts(tmp_path: Path) -> None:
     missing = run_cli(tmp_path, "backfill", str(tmp_path / "nope.jsonl"))
     assert missing.returncode == 1
-    assert missing.stderr.strip() == f"error: no such file: {tmp_path / 'nope.jsonl'}"
+    assert missing.stderr.strip() == f"error: no such file or folder: {tmp_path / 'nope.jsonl'}"
     locomo = tmp_path / "locomo.jsonl"
     locomo.write_text('[{"qa": [], "conversation": {"speaker_a": "A"}}]\n')
     wrong = run_cli(tmp_path, "ingest", str(locomo))
