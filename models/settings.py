@@ -353,6 +353,17 @@ class Settings(BaseSettings):
         "this long gets no model-written summary: a summary would be as long as the episode "
         "(600: the longest summary kept), and the call costs more than the episode.",
     )
+    export_to: str | None = Field(
+        default=None,
+        description="Where the `export` deployment (after each nightly run) and `slowwave "
+        "export` without `--to` write Parquet: a folder or an `s3://bucket/prefix` URL "
+        "(credentials from the AWS variables, never in the URL).",
+    )
+    export_what: str = Field(
+        default="facts,versions,decisions,runs",
+        description="What the `export` deployment writes: of facts, versions, decisions, runs "
+        "and episodes (the conversations' text: only when named).",
+    )
     max_message_chars: int = Field(
         default=20000, ge=1, description="Longer messages are rejected at ingest."
     )

@@ -28,6 +28,7 @@ __all__ = [
     "__version__",
     "backfill",
     "consolidate",
+    "export",
     "forget",
     "ingest",
     "revert",
@@ -40,13 +41,14 @@ _LAZY = {
     "SlowwaveError": "slowwave.models.errors",
     "backfill": "slowwave.api",
     "consolidate": "slowwave.api",
+    "export": "slowwave.api",
     "forget": "slowwave.api",
     "ingest": "slowwave.api",
     "revert": "slowwave.api",
 }
 
 if TYPE_CHECKING:
-    from slowwave.api import backfill, consolidate, forget, ingest, revert
+    from slowwave.api import backfill, consolidate, export, forget, ingest, revert
     from slowwave.memory import Memory
     from slowwave.models.errors import SlowwaveError
     from slowwave.models.settings import Settings

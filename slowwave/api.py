@@ -7,6 +7,7 @@
     summary = slowwave.consolidate(settings=settings)
     slowwave.revert(summary.run_id, reason="prompt bug", by="ops", settings=settings)
     slowwave.forget(conversation_id="conv-26", reason="erasure request", by="dpo")
+    slowwave.export("s3://audit/slowwave", what="facts,versions,decisions,runs")
 
 Conversations are a tenant's (``tenant=``, the default tenant when none is named): the same id
 in two tenants names two conversations (``slowwave.models.tenant``).
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import date, datetime
 from pathlib import Path
 from uuid import UUID
 
@@ -33,11 +35,13 @@ from slowwave.models.settings import Settings, get_settings
 from slowwave.models.tenant import DEFAULT_TENANT, conversation_key
 from slowwave.sql.db import Database, migrate
 from slowwave.tasks.consolidate import consolidate as consolidate_run
+from slowwave.tasks.export import ExportReport, since_day
+from slowwave.tasks.export import export as export_to
 from slowwave.tasks.forget import ForgetReport, forget_conversation, forget_fact
 from slowwave.tasks.ingest.transcripts import Format, IngestPolicy, IngestReport, ingest_source
 from slowwave.tasks.revert import RevertReport, revert_run
 
-__all__ = ["backfill", "consolidate", "forget", "ingest", "revert"]
+__all__ = ["backfill", "consolidate", "export", "forget", "ingest", "revert"]
 
 
 @contextmanager
@@ -171,3 +175,23 @@ def forget(
                 purge=purge,
             )
         return forget_fact(db, UUID(str(fact_id)), by=by, reason=reason, purge=purge)
+
+
+def export(
+    to: str | Path,
+    *,
+    what: str | Sequence[str] | None = None,
+    since: date | datetime | str | None = None,
+    settings: Settings | None = None,
+) -> ExportReport:
+    """Bring the Parquet export at ``to`` (a folder or ``s3://bucket/prefix``) up to date:
+    the partitions (tenant and day) of ``what`` (facts, versions, decisions, runs; episodes
+    when named) whose rows changed since it was last written, from ``since`` on (a day, a
+    time or a run's id) when given. What ``slowwave export`` does."""
+    with database(settings) as db:
+        if isinstance(since, datetime):
+            since = since.isoformat()
+        if isinstance(since, str):
+            with db.connection() as conn:
+                since = since_day(conn, since)
+        return export_to(db, to, what=what, since=since)

@@ -9,6 +9,10 @@ writer holds the conversations it writes about shared (``hold_conversations``) a
 tombstones after the lock: a conversation forgotten meanwhile is dropped, nothing more is
 written about it. Ingest refuses a forgotten conversation's messages unless told otherwise.
 
+Once the rows are gone, every Parquet export slowwave wrote (``export_targets``) has its
+partitions of the conversation's tenant brought up to date (``tasks.export``): no export file
+holds the conversation any more. One that cannot be reached is named in the report.
+
 Deleted rows stay in the server's files until they are rewritten: with ``purge`` (the
 default) the tables are rewritten (``VACUUM FULL``) and, where the role may, the write-ahead
 log that recorded the rows is switched and checkpointed away with segment recycling off. On a
@@ -38,6 +42,7 @@ from slowwave import sql
 from slowwave.models.ids import digest
 from slowwave.models.tenant import conversation_of
 from slowwave.sql.db import Database
+from slowwave.tasks.export import forget_from_exports
 from slowwave.tasks.history import HistoryError
 
 logger = logging.getLogger(__name__)
@@ -64,6 +69,8 @@ class ForgetReport:
     reject_lines: int = 0
     purged: bool = False
     purge_note: str | None = None
+    export_files: int = 0  # Parquet files of slowwave's exports rewritten or removed
+    export_notes: list[str] = field(default_factory=list)  # exports it could not reach
 
 
 __all__ = [
@@ -176,6 +183,7 @@ def forget_conversation(
     _delete_conversation(db, conversation_id, report, by, reason)
     # once the rows are gone; a reject line names the conversation by its id in its tenant
     report.reject_lines = _forget_rejects(home, conversation_of(conversation_id))
+    report.export_files, report.export_notes = forget_from_exports(db, conversation_id)
     if purge:
         _purge(db, report)
     return report
@@ -216,14 +224,16 @@ def forget_fact(
     that run's transaction) is forgotten with it: it was derived from what is forgotten."""
     _needs_reason(reason)
     report = ForgetReport("forget_fact", digest(str(fact_id)))
-    _delete_fact(db, fact_id, report, by, reason)
+    conversation = _delete_fact(db, fact_id, report, by, reason)
+    report.export_files, report.export_notes = forget_from_exports(db, conversation)
     if purge:
         _purge(db, report)
     return report
 
 
 @retry_on_deadlock
-def _delete_fact(db: Database, fact_id: UUID, report: ForgetReport, by: str, reason: str) -> None:
+def _delete_fact(db: Database, fact_id: UUID, report: ForgetReport, by: str, reason: str) -> str:
+    """Returns the fact's conversation."""
     with db.connection() as conn, conn.transaction():
         found = conn.execute(sql.statement("fact_successors"), {"id": fact_id}).fetchone()
         if found is None:
@@ -238,6 +248,7 @@ def _delete_fact(db: Database, fact_id: UUID, report: ForgetReport, by: str, rea
         if not report.rows.get("facts"):
             raise HistoryError(f"no fact {fact_id}")
         _tombstone(conn, report, by, reason)
+    return str(conversation)
 
 
 def _needs_reason(reason: str) -> None:

@@ -33,4 +33,5 @@ pytest_plugins = [
     "tests.fix_prefect",
     "tests.fix_cluster",
     "tests.fix_external_postgres",
+    "tests.fix_object_store",
 ]

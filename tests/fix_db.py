@@ -15,7 +15,7 @@ from slowwave.sql.db import Database, migrate
 
 TABLES = (
     "decision_log, consolidation_chunks, semantic_memory, episodic_memory, consolidation_runs, "
-    "history_operations, conversation_profiles"
+    "history_operations, conversation_profiles, export_targets"
 )
 
 

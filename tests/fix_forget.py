@@ -11,6 +11,9 @@ from uuid import UUID
 
 import psycopg
 
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+
 T0 = datetime(2024, 3, 1, 9, tzinfo=UTC)
 
 
@@ -43,6 +46,18 @@ def transcript(path: Path, marker: str) -> Path:
         )
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def consolidated_secret(db: Database, settings: Settings, source: Path) -> None:
+    """The transcript ingested and consolidated by the command-following model: the
+    conversations "secret" (with the marker) and "keep" hold facts and decisions."""
+    from slowwave.tasks.consolidate import consolidate
+    from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
+    from tests.fix_episodes import with_settings
+    from tests.reliability.fix_commands import CommandModel, HashEmbedder
+
+    ingest(db, source, IngestPolicy.of(with_settings(settings, summarize_on_ingest=False)))
+    consolidate(db, CommandModel(), HashEmbedder(), settings, kind="backfill")
 
 
 def columns_holding(conn: psycopg.Connection, marker: str) -> list[str]:

@@ -1,5 +1,6 @@
 """prefect.yaml deployed to a real Prefect server, run by a real worker, as a user runs it:
-`slowwave server`, `slowwave deploy`, `slowwave worker`, then the backfill deployment."""
+`slowwave server`, `slowwave deploy`, `slowwave worker`, then the backfill deployment, the
+export its end triggers, and the revert deployment."""
 
 from __future__ import annotations
 
@@ -11,10 +12,16 @@ from pathlib import Path
 from uuid import UUID
 
 import httpx
+import polars as pl
 import psycopg
 import pytest
 from prefect.client.orchestration import SyncPrefectClient
-from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+from prefect.client.schemas.filters import (
+    ArtifactFilter,
+    ArtifactFilterFlowRunId,
+    DeploymentFilter,
+    DeploymentFilterId,
+)
 from prefect.client.schemas.objects import FlowRun
 
 from slowwave.models.processes import free_port, start_in_own_group, stop_process_tree
@@ -68,6 +75,7 @@ def prefect_stack(database: Database, locomo_path: Path, tmp_path: Path) -> Iter
         SLOWWAVE_NIGHTLY_TIMEZONE="Europe/Berlin",
         SLOWWAVE_LLM_RUNTIME="replay",
         SLOWWAVE_REPLAY_DATA=str(locomo_path),
+        SLOWWAVE_EXPORT_TO=str(tmp_path / "lake"),
     )
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -102,6 +110,19 @@ def _wait_final(client: SyncPrefectClient, run_id: UUID, timeout: float = 400.0)
             return run
         time.sleep(1)
     return client.read_flow_run(run_id)
+
+
+def _wait_triggered(client: SyncPrefectClient, deployment: UUID, timeout: float = 240.0) -> FlowRun:
+    """The first flow run of ``deployment`` (one an automation started), once final."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        runs = client.read_flow_runs(
+            deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment]))
+        )
+        if runs:
+            return _wait_final(client, runs[0].id, timeout=max(deadline - time.monotonic(), 1))
+        time.sleep(1)
+    pytest.fail(f"no run of the export deployment within {timeout} s of the backfill's end")
 
 
 def test_the_deployed_backfill_runs_on_a_worker_to_completed_and_consolidates(
@@ -148,6 +169,17 @@ def test_the_deployed_backfill_runs_on_a_worker_to_completed_and_consolidates(
         "WHERE conversation_id = 'conv-30' AND consolidated_at IS NULL"
     ).fetchone()
     assert pending == 0
+
+    # the export deployment's trigger ran it after the backfill: the night's facts, in Parquet
+    with prefect_stack.client() as client:
+        exporter = client.read_deployment_by_name("slowwave-export/export")
+        exported = _wait_triggered(client, exporter.id)
+    assert exported.state is not None and exported.state.is_completed(), (
+        f"{exported.state}\n{prefect_stack.log_tail('worker')}"
+    )
+    lake = Path(prefect_stack.env["SLOWWAVE_EXPORT_TO"])
+    versions = pl.scan_parquet(f"{lake}/versions/**/*.parquet", hive_partitioning=True).collect()
+    assert versions.height == facts and set(versions["conversation_id"]) == {"conv-30"}
 
     # the revert deployment, as an operator starts it from the UI, undoes that run
     (run_id,) = conn.execute(  # type: ignore[misc]

@@ -17,10 +17,15 @@ from slowwave.tasks.forget import digest, forget_conversation, forget_fact
 from slowwave.tasks.history import HistoryError, fact_history, list_facts
 from slowwave.tasks.ingest.read import validate
 from slowwave.tasks.ingest.rejects import Reject, RejectsReport
-from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
 from slowwave.tasks.search import has_facts, search
 from tests.fix_episodes import with_settings
-from tests.fix_forget import columns_holding, files_holding, new_marker, transcript
+from tests.fix_forget import (
+    columns_holding,
+    consolidated_secret,
+    files_holding,
+    new_marker,
+    transcript,
+)
 from tests.reliability.fix_commands import CommandModel, HashEmbedder
 
 T0 = datetime(2024, 3, 1, 9, tzinfo=UTC)
@@ -31,8 +36,7 @@ def test_forgetting_a_conversation_leaves_no_byte_of_it_and_a_tombstone_without_
 ) -> None:
     marker = new_marker()
     source = transcript(tmp_path / "chats.jsonl", marker)
-    ingest(db, source, IngestPolicy.of(with_settings(settings, summarize_on_ingest=False)))
-    consolidate(db, CommandModel(), HashEmbedder(), settings, kind="backfill")
+    consolidated_secret(db, settings, source)
     with RejectsReport(settings.home / "rejects" / "chats.jsonl.rejects.jsonl") as rejects:
         refused = {"conversation_id": "secret", "timestamp": "later", "text": f"again {marker}"}
         _, reject = validate(refused, 9, str(source), 1000)  # as ingest writes it

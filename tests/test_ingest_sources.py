@@ -4,7 +4,6 @@ validated as whole columns with the reasons the JSONL path gives, committed file
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -226,38 +225,6 @@ def test_a_run_stopped_after_a_file_and_run_again_ends_as_a_clean_run(
         "ORDER BY 1, 3"
     ).fetchall()
     assert after == clean
-
-
-@pytest.fixture
-def object_store(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """A local S3-compatible server (moto's) on 127.0.0.1, stopped after the test; the AWS
-    SDK's own variables point pyarrow and polars at it. Yields an admin filesystem that may
-    create buckets."""
-    from moto.server import ThreadedMotoServer
-    from pyarrow import fs
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        for name, value in {
-            "AWS_ENDPOINT_URL": endpoint,
-            "AWS_ACCESS_KEY_ID": "test",
-            "AWS_SECRET_ACCESS_KEY": "test",
-            "AWS_REGION": "us-east-1",
-            "AWS_ALLOW_HTTP": "true",
-        }.items():
-            monkeypatch.setenv(name, value)
-        yield fs.S3FileSystem(
-            endpoint_override=endpoint,
-            access_key="test",
-            secret_key="test",
-            region="us-east-1",
-            allow_bucket_creation=True,
-        )
-    finally:
-        server.stop()
 
 
 def test_a_lake_on_an_object_store_lands_as_the_same_folder_on_disk_does(

@@ -553,6 +553,14 @@ NOT_PLANNED = {
     "profile_write",  # an upsert of the run's profiles by primary key
     "old_snapshots",  # pg_stat_activity, a view of the server's sessions, not a table
     "wal_segments_last",  # the server's WAL folder, not a table
+    "run_started",  # by primary key
+    # an export reads whole tables by design (set-based, one scan a kind), partitioned as read
+    "export_versions",
+    "export_decisions",
+    "export_runs",
+    "export_episodes",
+    "export_register",  # an upsert of one row by primary key
+    "export_targets",  # the few export targets, all of them
 }
 
 

@@ -156,7 +156,7 @@ def test_the_wheel_installs_beside_a_models_package_and_runs_and_deploys_from_an
             assert stop_process_tree(server) == []
         for name in ("slowwave-nightly/nightly", "slowwave-backfill/backfill"):
             assert name in listed, listed
-        for name in ("slowwave-revert/revert", "slowwave-forget/forget"):
+        for name in ("slowwave-revert/revert", "slowwave-forget/forget", "slowwave-export/export"):
             assert name in listed, listed
     finally:
         subprocess.run(

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from slowwave.cli import (
     consolidate,
     db,
+    export,
     facts,
     forget,
     ingest,
@@ -68,6 +69,7 @@ app.command("search")(search.search_command)
 app.command("context")(search.context_command)
 app.command("profile")(search.profile_command)
 app.command("forget")(forget.forget_command)
+app.command("export")(export.export_command)
 app.command("metrics")(metrics.metrics_command)
 app.command("server")(prefect.server_command)
 app.command("deploy")(prefect.deploy_command)

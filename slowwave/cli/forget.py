@@ -83,6 +83,10 @@ def forget_command(
         console.print(f"  {table_name}: {count}", highlight=False)
     if report.reject_lines:
         console.print(f"  reject lines under the home: {report.reject_lines}", highlight=False)
+    if report.export_files:
+        console.print(f"  export files rewritten: {report.export_files}", highlight=False)
+    for note in report.export_notes:
+        console.print(f"[bold yellow]warning:[/] export {note}", highlight=False, soft_wrap=True)
     console.print(
         "files rewritten: yes" if report.purged else f"files rewritten: no ({report.purge_note})",
         highlight=False,

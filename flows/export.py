@@ -1,0 +1,49 @@
+"""The export flow: bring the Parquet export up to date, from the Prefect UI or, through the
+``export`` deployment's trigger, after every nightly run and every backfill that ends (with or
+without failures), so that the export holds what the night learned. Where it goes is the
+setting ``SLOWWAVE_EXPORT_TO`` unless the run names ``to``; with neither, a triggered run
+exports nothing and says so."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_table_artifact
+
+from slowwave.models.settings import get_settings
+from slowwave.sql.db import Database, migrate
+from slowwave.tasks.export import export as export_to
+from slowwave.tasks.export import since_day
+
+
+@flow(name="slowwave-export", log_prints=True)
+def export(
+    to: str | None = None, what: str | None = None, since: str | None = None
+) -> dict[str, Any]:
+    """Write the partitions (tenant and day) that changed since the last export, as Parquet.
+    ``to``: a folder or ``s3://bucket/prefix`` (default ``SLOWWAVE_EXPORT_TO``); ``what``: of
+    facts, versions, decisions, runs, episodes (default ``SLOWWAVE_EXPORT_WHAT``); ``since``:
+    only the partitions from this day, time or run on."""
+    settings = get_settings()
+    target = to or settings.export_to
+    if not target:
+        get_run_logger().warning(
+            "nothing exported: SLOWWAVE_EXPORT_TO is not set where this worker runs, and the "
+            "run named no `to`"
+        )
+        return {}
+    with Database(settings) as db:
+        migrate(db)
+        with db.connection() as conn:
+            day = since_day(conn, since)
+        report = export_to(db, target, what=what or settings.export_what, since=day)
+    create_table_artifact(
+        table=[{"what": name, **asdict(kind)} for name, kind in report.kinds.items()],
+        key="slowwave-export",
+        description=f"export to `{report.target}`: {report.files_changed} file(s) written or "
+        "removed",
+    )
+    print(f"export to {report.target}: {report.files_changed} file(s) written or removed")
+    return asdict(report)

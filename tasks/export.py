@@ -1,0 +1,529 @@
+"""Export what the memory learned as Parquet, for analysts who audit it with polars or DuckDB.
+
+An export goes to a folder or an object-store URL (``s3://bucket/prefix``), one dataset a
+kind of record under it (``facts``, ``versions``, ``decisions``, ``runs``, and ``episodes``
+only when asked for), partitioned by tenant and UTC day, hive-style::
+
+    TARGET/versions/tenant=default/day=2026-11-24/part-0.parquet
+    TARGET/runs/day=2026-11-24/part-0.parquet            (a run has no tenant)
+
+The day is system time: when a fact was written, a decision recorded, a run started, an
+episode ingested. A night's work lands in one partition per tenant, and a backfill of years of
+transcripts makes files of a night's size, not one tiny file per day of history.
+
+Incremental, by partition: the export keeps, beside the data (``_slowwave_export.json``), a
+fingerprint of each partition's rows (their count and the sum of a hash of each exported row,
+computed in Postgres). A later export computes the fingerprints again, in one snapshot with the
+rows it reads, and rewrites only the partitions whose rows changed (a fact ended, evidence
+added, a run finished), removes those with no row left, and writes nothing when nothing
+changed. A partition file is whole or absent: it is written aside and moved into place (on an
+object store, one PUT). An export that stopped half-way is found by its manifest (``complete:
+false``) and the next one rewrites every partition it covers.
+
+Forget reaches the exports: every export target is registered in the database
+(``export_targets``), and a forget brings each one's partitions of the forgotten conversation's
+tenant up to date once the rows are gone, so no file holds them any more. An object store that
+keeps object versions keeps the old ones: those are the operator's, like backups.
+
+One export at a time writes to a target (an advisory lock on its name), and a forget waits for
+it; a forget's pass then reads a snapshot taken after the forget committed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from itertools import groupby
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import psycopg
+from psycopg import sql as pgsql
+
+from slowwave import sql
+from slowwave.models.errors import SlowwaveError
+from slowwave.sql.db import Database
+
+logger = logging.getLogger(__name__)
+
+WHATS = ("facts", "versions", "decisions", "runs", "episodes")
+DEFAULT_WHAT = ("facts", "versions", "decisions", "runs")
+# the kinds whose rows name a conversation: the ones a forget rewrites
+CONVERSATIONAL = frozenset({"facts", "versions", "decisions", "episodes"})
+MANIFEST = "_slowwave_export.json"
+FORMAT = 1  # the manifest's and the files' layout; another one is rewritten whole
+ROWS_PER_BATCH = 65_536  # rows fetched at a time, and the row group size: memory stays flat
+PART = "part-0.parquet"
+
+
+class ExportError(SlowwaveError):
+    """An export target or request slowwave cannot take."""
+
+
+def _schema(name: str) -> Any:
+    """The Arrow schema of a kind's files (after its ``tenant`` and ``day``, which the
+    partition's path holds)."""
+    import pyarrow as pa
+
+    ts = pa.timestamp("us", tz="UTC")
+    text, texts = pa.string(), pa.list_(pa.string())
+    fact = [
+        ("id", text),
+        ("conversation_id", text),
+        ("category", text),
+        ("fact", text),
+        ("keywords", texts),
+        ("source_episodic_ids", texts),
+        ("valid_at", ts),
+        ("invalid_at", ts),
+        ("supersedes_id", text),
+        ("created_at", ts),
+        ("created_by_run_id", text),
+        ("action", text),
+    ]
+    fields = {
+        "facts": fact,
+        "versions": fact,
+        "decisions": [
+            ("id", pa.int64()),
+            ("run_id", text),
+            ("conversation_id", text),
+            ("chunk_id", text),
+            ("proposed_action", text),
+            ("action", text),
+            ("fact_id", text),
+            ("previous_fact_id", text),
+            ("proposed_fact", text),
+            ("similarity", pa.float32()),
+            ("episode_ids", texts),
+            ("event_time", ts),
+            ("recorded_at", ts),
+            ("reason", text),
+        ],
+        "runs": [
+            ("id", text),
+            ("flow_run_id", text),
+            ("kind", text),
+            ("status", text),
+            ("started_at", ts),
+            ("finished_at", ts),
+            *[
+                (n, pa.int32())
+                for n in (
+                    "conversations",
+                    "chunks",
+                    "chunks_failed",
+                    "episodes_consolidated",
+                    "episodes_skipped",
+                    "episodes_quarantined",
+                    "facts_inserted",
+                    "facts_reinforced",
+                    "facts_updated",
+                    "facts_invalidated",
+                    "dedupe_merges",
+                    "actions_rejected",
+                )
+            ],
+            ("prompt_tokens", pa.int64()),
+            ("prompt_tokens_cached", pa.int64()),
+            ("completion_tokens", pa.int64()),
+        ],
+        "episodes": [
+            ("id", text),
+            ("conversation_id", text),
+            ("messages", text),
+            ("summary", text),
+            ("surprise", pa.float32()),
+            ("start_at", ts),
+            ("end_at", ts),
+            ("created_at", ts),
+            ("consolidated_at", ts),
+            ("consolidation_run_id", text),
+            ("quarantined_at", ts),
+        ],
+    }[name]
+    return pa.schema(fields)
+
+
+def parse_what(what: str | Sequence[str] | None) -> tuple[str, ...]:
+    """The kinds asked for (``facts,versions``), in their order; the default leaves episodes
+    out: they hold the conversations' text."""
+    if what is None:
+        return DEFAULT_WHAT
+    names = [w.strip() for w in (what.split(",") if isinstance(what, str) else what)]
+    unknown = [w for w in names if w not in WHATS]
+    if unknown or not names:
+        asked = ", ".join(unknown) or "nothing"
+        raise ExportError(f"--what: {asked}; choose from {', '.join(WHATS)}")
+    return tuple(w for w in WHATS if w in names)
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where an export goes: a pyarrow filesystem and the root on it."""
+
+    url: str  # what is registered: an absolute local path, or the URL
+    filesystem: Any
+    root: str
+
+    @classmethod
+    def of(cls, to: str | Path) -> Target:
+        from pyarrow import fs
+
+        text = str(to)
+        if "://" not in text:
+            path = Path(text).expanduser().resolve()
+            return cls(str(path), fs.LocalFileSystem(), path.as_posix())
+        parts = urlsplit(text)
+        if parts.scheme != "s3":
+            raise ExportError(f"{text}: export to a folder or an s3:// URL")
+        if parts.username or parts.password:
+            raise ExportError(
+                "an export URL holds no credentials (slowwave records where it exported): "
+                "give them as AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+            )
+        if parts.query or parts.fragment or not parts.netloc:
+            raise ExportError(f"{text}: give s3://bucket or s3://bucket/prefix, nothing more")
+        url = f"s3://{parts.netloc}{parts.path.rstrip('/')}"
+        filesystem, root = fs.FileSystem.from_uri(url)
+        return cls(url, filesystem, root.rstrip("/"))
+
+    @property
+    def local(self) -> bool:
+        return not self.url.startswith("s3://")
+
+    def path(self, relative: str) -> str:
+        return f"{self.root}/{relative}"
+
+    def read_manifest(self) -> dict[str, Any]:
+        try:
+            with self.filesystem.open_input_stream(self.path(MANIFEST)) as stream:
+                manifest = json.loads(stream.read().decode())
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:  # an object store says "not found" its own way
+            if "not exist" in str(exc).lower() or "not found" in str(exc).lower():
+                return {}
+            raise
+        except ValueError:
+            logger.warning("%s: unreadable manifest, every partition is rewritten", self.url)
+            return {}
+        return manifest if isinstance(manifest, dict) else {}
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        self._write_bytes(MANIFEST, json.dumps(manifest, indent=1, sort_keys=True).encode())
+
+    def _write_bytes(self, relative: str, data: bytes) -> None:
+        target = self.path(relative)
+        if not self.local:
+            with self.filesystem.open_output_stream(target) as stream:
+                stream.write(data)
+            return
+        aside = self._aside()
+        with self.filesystem.open_output_stream(aside) as stream:
+            stream.write(data)
+        self.filesystem.move(aside, target)
+
+    def _aside(self) -> str:
+        """A file beside the export's, outside its datasets, to write before the move."""
+        folder = self.path("_slowwave_tmp")
+        self.filesystem.create_dir(folder, recursive=True)
+        return f"{folder}/{uuid.uuid4().hex}"
+
+    def files(self, prefix: str) -> set[str]:
+        """The Parquet files under ``prefix``, relative to the root."""
+        from pyarrow import fs
+
+        selector = fs.FileSelector(self.path(prefix), allow_not_found=True, recursive=True)
+        infos = self.filesystem.get_file_info(selector)
+        start = len(self.root) + 1
+        return {
+            i.path[start:]
+            for i in infos
+            if i.type == fs.FileType.File and i.path.endswith(".parquet")
+        }
+
+    def delete(self, relative: str) -> None:
+        from pyarrow import fs
+
+        self.filesystem.delete_file(self.path(relative))
+        if self.local:  # the emptied partition folders go too
+            folder = self.path(relative).rsplit("/", 1)[0]
+            while folder != self.root and not self.filesystem.get_file_info(
+                fs.FileSelector(folder)
+            ):
+                self.filesystem.delete_dir(folder)
+                folder = folder.rsplit("/", 1)[0]
+
+    @contextmanager
+    def partition_writer(self, relative: str, schema: Any) -> Iterator[Any]:
+        """A writer of one partition's file, which is whole or not there at all: written aside
+        and moved into place (on an object store, one upload that completes at the end)."""
+        import pyarrow.parquet as pq
+
+        target = self.path(relative)
+        if self.local:
+            self.filesystem.create_dir(target.rsplit("/", 1)[0], recursive=True)
+        written = self._aside() if self.local else target
+        with (
+            self.filesystem.open_output_stream(written) as stream,
+            pq.ParquetWriter(stream, schema, compression="zstd") as writer,
+        ):
+            yield writer
+        if self.local:
+            self.filesystem.move(written, target)
+
+    def clear_aside(self) -> None:
+        """What an export that stopped left beside the datasets."""
+        from pyarrow import fs
+
+        folder = self.path("_slowwave_tmp")
+        if self.local and self.filesystem.get_file_info(folder).type == fs.FileType.Directory:
+            self.filesystem.delete_dir(folder)
+
+
+def partition(name: str, tenant: str | None, day: date) -> str:
+    """A partition's file, relative to the export's root."""
+    tenant_part = f"tenant={tenant}/" if tenant is not None else ""
+    return f"{name}/{tenant_part}day={day.isoformat()}/{PART}"
+
+
+def since_day(conn: psycopg.Connection, text: str | None) -> date | None:
+    """The day ``--since`` names: a date or a time (ISO 8601; a time without a zone is UTC),
+    or a run (its id or short id), whose start is taken."""
+    if text is None or not text.strip():
+        return None
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        from slowwave.tasks.ids import resolve
+
+        run = resolve(conn, "run", text.strip())
+        row = conn.execute(sql.statement("run_started"), {"id": run}).fetchone()
+        if row is None:
+            raise ExportError(f"--since: no run {run}") from None
+        moment = row[0]
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.date()
+
+
+@dataclass
+class KindReport:
+    """What an export did to one kind's dataset."""
+
+    partitions: int = 0  # partitions it now holds (within --since)
+    written: int = 0  # partitions rewritten
+    removed: int = 0  # partitions (files) removed: no row left
+    rows_written: int = 0
+
+
+@dataclass
+class ExportReport:
+    """What an export did, by kind."""
+
+    target: str
+    since: date | None = None
+    kinds: dict[str, KindReport] = field(default_factory=dict)
+
+    @property
+    def files_changed(self) -> int:
+        return sum(k.written + k.removed for k in self.kinds.values())
+
+
+def export(
+    db: Database,
+    to: str | Path,
+    *,
+    what: str | Sequence[str] | None = None,
+    since: date | None = None,
+) -> ExportReport:
+    """Bring the export at ``to`` up to date: every partition of the kinds in ``what`` (from
+    the day ``since`` on, when given) whose rows changed since it was last written."""
+    target = Target.of(to)
+    kinds = parse_what(what)
+    with db.connection() as conn:
+        # registered first: a forget from now on reaches it, waiting for this export's lock
+        conn.execute(sql.statement("export_register"), {"target": target.url, "what": list(kinds)})
+        try:
+            with _target_lock(conn, target):
+                return _export(conn, target, kinds, since=since, tenant=None)
+        except OSError as exc:  # the folder or the object store refused
+            raise ExportError(f"export to {target.url}: {' '.join(str(exc).split())}") from exc
+
+
+def forget_from_exports(db: Database, conversation_key: str) -> tuple[int, list[str]]:
+    """After a forget committed: bring every registered export's partitions of the
+    conversation's tenant up to date, so no file holds its rows. Returns the files rewritten
+    or removed, and a note per export that could not be reached (the forget stands)."""
+    from slowwave.models.tenant import tenant_of
+
+    tenant = tenant_of(conversation_key)
+    changed, notes = 0, []
+    with db.connection() as conn:
+        rows = conn.execute(sql.statement("export_targets")).fetchall()
+        for url, exported in rows:
+            kinds = tuple(k for k in exported if k in CONVERSATIONAL)
+            try:
+                target = Target.of(url)
+                with _target_lock(conn, target):
+                    report = _export(conn, target, kinds, since=None, tenant=tenant)
+            except (OSError, ExportError) as exc:
+                note = f"{url}: not rewritten ({' '.join(str(exc).split())[:300]})"
+                logger.warning("forget: export %s", note)
+                notes.append(note)
+                continue
+            changed += report.files_changed
+    return changed, notes
+
+
+class _target_lock:
+    """The target's advisory lock, held by this session until the export is done."""
+
+    def __init__(self, conn: psycopg.Connection, target: Target) -> None:
+        self.conn, self.key = conn, f"slowwave.export:{target.url}"
+
+    def __enter__(self) -> None:
+        self.conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (self.key,))
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (self.key,))
+
+
+def _export(
+    conn: psycopg.Connection,
+    target: Target,
+    kinds: Sequence[str],
+    *,
+    since: date | None,
+    tenant: str | None,
+) -> ExportReport:
+    report = ExportReport(target.url, since=since)
+    manifest = target.read_manifest()
+    trusted = manifest.get("format") == FORMAT and manifest.get("complete") is True
+    known: dict[str, Any] = dict(manifest.get("partitions") or {}) if trusted else {}
+    target.clear_aside()
+    # an export that stops from here on leaves the manifest saying so
+    target.write_manifest({"format": FORMAT, "complete": False, "partitions": known})
+    with conn.transaction():
+        # one snapshot for the fingerprints and the rows, taken after the lock
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        for name in kinds:
+            report.kinds[name] = _export_kind(conn, target, name, known, since, tenant)
+    target.write_manifest({"format": FORMAT, "complete": True, "partitions": known})
+    target.clear_aside()
+    return report
+
+
+def _scope(since: date | None, tenant: str | None) -> tuple[pgsql.Composable, dict[str, Any]]:
+    """The WHERE over a kind's rows (``q``) for --since and a forget's tenant."""
+    where: list[pgsql.Composable] = [pgsql.SQL("true")]
+    if since is not None:
+        where.append(pgsql.SQL("q.day >= %(since)s"))
+    if tenant is not None:
+        where.append(pgsql.SQL("q.tenant = %(tenant)s"))
+    return pgsql.SQL(" AND ").join(where), {"since": since, "tenant": tenant}
+
+
+def _export_kind(
+    conn: psycopg.Connection,
+    target: Target,
+    name: str,
+    known: dict[str, Any],
+    since: date | None,
+    tenant: str | None,
+) -> KindReport:
+    report = KindReport()
+    # the facts that hold now are the versions not ended
+    rows_sql: pgsql.Composable = pgsql.SQL(
+        sql.statement(f"export_{'versions' if name == 'facts' else name}")
+    )
+    if name == "facts":
+        rows_sql = pgsql.SQL("SELECT * FROM ({rows}) v WHERE v.invalid_at IS NULL").format(
+            rows=rows_sql
+        )
+    where, params = _scope(since, tenant)
+    fingerprints = conn.execute(
+        pgsql.SQL(
+            "SELECT q.tenant, q.day, count(*), sum(hashtextextended(q::text, 0))::text "
+            "FROM ({rows}) q WHERE {where} GROUP BY q.tenant, q.day"
+        ).format(rows=rows_sql, where=where),
+        params,
+    ).fetchall()
+    now = {partition(name, t, d): {"rows": n, "fingerprint": f} for t, d, n, f in fingerprints}
+    report.partitions = len(now)
+    stale = [(t, d) for t, d, *_ in fingerprints if known.get(k := partition(name, t, d)) != now[k]]
+    # partitions gone from the database, and files no manifest entry accounts for (an export
+    # that stopped between a file and its manifest): within the scope, nothing else is kept
+    prefix = name if tenant is None else f"{name}/tenant={tenant}"
+    present = target.files(prefix) | {k for k in known if k.startswith(prefix + "/")}
+    for relative in sorted(present - set(now)):
+        if not _in_scope(relative, since):
+            continue
+        if target.filesystem.get_file_info(target.path(relative)).is_file:
+            target.delete(relative)
+            report.removed += 1
+        known.pop(relative, None)
+    if stale:
+        report.rows_written = _write(conn, target, name, rows_sql, stale)
+        report.written = len(stale)
+        for t, d in stale:
+            known[partition(name, t, d)] = now[partition(name, t, d)]
+    return report
+
+
+def _in_scope(relative: str, since: date | None) -> bool:
+    if since is None:
+        return True
+    day = next((p[4:] for p in relative.split("/") if p.startswith("day=")), "")
+    return day >= since.isoformat()
+
+
+def _write(
+    conn: psycopg.Connection,
+    target: Target,
+    name: str,
+    rows_sql: pgsql.Composable,
+    partitions: list[tuple[str | None, date]],
+) -> int:
+    """Rewrite these partitions from their rows, streamed in batches in partition order: one
+    file open at a time, memory flat in the size of the export."""
+    import pyarrow as pa
+
+    schema = _schema(name)
+    query = pgsql.SQL(
+        "SELECT q.* FROM ({rows}) q "
+        "JOIN unnest(%(tenants)s::text[], %(days)s::date[]) AS p (tenant, day) "
+        "ON q.tenant IS NOT DISTINCT FROM p.tenant AND q.day = p.day "
+        "ORDER BY q.tenant, q.day"
+    ).format(rows=rows_sql)
+    params = {"tenants": [t for t, _ in partitions], "days": [d for _, d in partitions]}
+    written = 0
+    with ExitStack() as files, conn.cursor(name=f"slowwave_export_{name}") as cursor:
+        cursor.execute(query, params)
+        key: tuple[Any, ...] | None = None
+        writer: Any = None
+        while rows := cursor.fetchmany(ROWS_PER_BATCH):
+            for (tenant, day), run in groupby(rows, key=lambda r: (r[0], r[1])):
+                if (tenant, day) != key:
+                    files.close()  # the partition before is whole: moved into place
+                    key = (tenant, day)
+                    writer = files.enter_context(
+                        target.partition_writer(partition(name, tenant, day), schema)
+                    )
+                columns = list(zip(*(r[2:] for r in run), strict=True))
+                writer.write_batch(
+                    pa.record_batch(
+                        [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)],
+                        schema=schema,
+                    ),
+                    row_group_size=ROWS_PER_BATCH,
+                )
+                written += len(columns[0])
+    return written
