@@ -415,3 +415,43 @@ def test_a_nul_character_or_a_lone_surrogate_rejects_its_line_and_the_rest_lands
     assert all("unicode" in reasons[n].lower() for n in (3, 4)), reasons
     stored = conn.execute("SELECT count(*) FROM ingested_messages").fetchone()
     assert stored == (2,)
+
+
+def test_a_file_with_more_conversations_than_the_server_can_lock_at_once_lands_whole(
+    db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path
+) -> None:
+    # each conversation is held against a forget while it is written: one advisory lock each,
+    # and the server's lock table has room for max_locks_per_transaction × connections
+    (room,) = conn.execute(  # type: ignore[misc]
+        "SELECT current_setting('max_locks_per_transaction')::int "
+        "* (current_setting('max_connections')::int "
+        "+ current_setting('max_prepared_transactions')::int)"
+    ).fetchone()
+    conversations = 3 * room  # far more than it has room for
+    source = tmp_path / "many.jsonl"
+    at = datetime(2024, 5, 1, 9, tzinfo=UTC).isoformat()
+    source.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "conversation_id": f"c{i:06d}",
+                    "message_id": "1",
+                    "timestamp": at,
+                    "speaker": "user",
+                    "text": f"Message of conversation {i}.",
+                }
+            )
+            + "\n"
+            for i in range(conversations)
+        )
+    )
+
+    report = ingest(db, source, IngestPolicy.of(with_settings(settings, summarize_on_ingest=False)))
+
+    assert (report.ingested, report.episodes) == (conversations, conversations)
+    (stored,) = conn.execute(  # type: ignore[misc]
+        "SELECT count(DISTINCT conversation_id) FROM episodic_memory"
+    ).fetchone()
+    assert stored == conversations
+    again = ingest(db, source, IngestPolicy.of(with_settings(settings, summarize_on_ingest=False)))
+    assert again.ingested == 0

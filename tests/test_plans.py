@@ -546,6 +546,8 @@ NOT_PLANNED = {
     "ingest_duplicates",
     "load_insert",
     "ingest_conversations",  # the staged rows' distinct conversations
+    "ingest_set_aside",  # a temporary table of the session's
+    "ingest_group",  # from that table, by its index
     "ingest_refuse",
     "load_conversations",
     "load_refuse",

@@ -43,17 +43,22 @@ def load_episodes(
 
 def refuse_forgotten(
     conn: psycopg.Connection,
-    staged: str,
+    staged: str | list[str],
     refuse: str,
     allow_forgotten: bool,
     *,
     exclusive: bool = False,
 ) -> list[tuple[object, ...]]:
     """Inside the loading transaction, once the rows are staged and before any is written:
-    hold their conversations against a forget (statement ``staged``: their ids; ``exclusive``:
-    against other ingests of them too), and take the rows of forgotten ones out of the staging
-    table (statement ``refuse``: what was taken), unless ``allow_forgotten``."""
-    conversations = [r[0] for r in conn.execute(sql.statement(staged)).fetchall()]
+    hold their conversations against a forget (``staged``: their ids, or the statement that
+    reads them; ``exclusive``: against other ingests of them too), and take the rows of
+    forgotten ones out of the staging table (statement ``refuse``: what was taken), unless
+    ``allow_forgotten``."""
+    conversations = (
+        staged
+        if isinstance(staged, list)
+        else [r[0] for r in conn.execute(sql.statement(staged)).fetchall()]
+    )
     forgotten = hold_conversations(conn, conversations, exclusive=exclusive)
     if not forgotten or allow_forgotten:
         return []

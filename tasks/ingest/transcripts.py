@@ -298,6 +298,13 @@ def _read(
     return read_jsonl(path, policy.batch_rows, policy.max_message_chars, mapping)
 
 
+# Conversations written in one transaction at most: each is held against a forget with an
+# advisory lock until the commit, and a server's lock table has room for a few thousand
+# (max_locks_per_transaction × connections). A file with more is written in groups of
+# conversations, each group's transaction on its own (a conversation is never split).
+GROUP_CONVERSATIONS = 1000
+
+
 def stage_and_segment(
     conn: psycopg.Connection,
     batches: Iterable[Batch],
@@ -308,51 +315,97 @@ def stage_and_segment(
     progress: Progress | None,
     window: Window,
 ) -> None:
+    """Stage a source's valid rows, then write them as episodes: in the same transaction when
+    they hold at most ``GROUP_CONVERSATIONS`` conversations; otherwise set aside and written a
+    group of conversations a transaction (a stop between two leaves whole conversations in, and
+    a rerun adds the rest: message ids make it idempotent)."""
     with conn.transaction():
         conn.execute(sql.statement("ingest_stage"))
-        for batch in batches:
-            report.read += batch.read
-            for reject in batch.rejects:
-                rejects.add(reject)
-            if batch.table is not None:
-                table, outside = staged_table(batch.table, window, policy.tenant)
-                report.out_of_range += outside
-                if table.num_rows:
-                    copy_arrow(conn, "slowwave_ingest", COLUMNS, table)
-            rows = [r for r in batch.rows if _within(r.at, window)]
-            report.out_of_range += len(batch.rows) - len(rows)
-            if policy.tenant != DEFAULT_TENANT:
-                rows = [
-                    r._replace(conversation_id=conversation_key(r.conversation_id, policy.tenant))
-                    for r in rows
-                ]
-            if rows:
-                copy_rows(conn, "slowwave_ingest", COLUMNS, rows)
-            if progress is not None:
-                progress(batch.bytes_read)
-        for (line,) in refuse_forgotten(
-            conn, "ingest_conversations", "ingest_refuse", policy.allow_forgotten, exclusive=True
-        ):
-            rejects.add(Reject(source, int(str(line)), FORGOTTEN))  # no excerpt: no content
-        for line, conversation, message, first in conn.execute(
-            sql.statement("ingest_duplicates")
-        ).fetchall():
-            rejects.add(
-                Reject(
-                    source,
-                    int(line),
-                    f"duplicate message_id {message!r} in {conversation_ref(conversation)} "
-                    f"(first on line {first})",
-                )
+        _stage(conn, batches, policy, report, rejects, progress, window)
+        conversations = [r[0] for r in conn.execute(sql.statement("ingest_conversations"))]
+        if len(conversations) <= GROUP_CONVERSATIONS:
+            _segment(conn, conversations, source, policy, report, rejects)
+            return
+        conn.execute(sql.statement("ingest_set_aside"))
+    try:
+        for start in range(0, len(conversations), GROUP_CONVERSATIONS):
+            group = conversations[start : start + GROUP_CONVERSATIONS]
+            with conn.transaction():
+                conn.execute(sql.statement("ingest_stage"))
+                conn.execute(sql.statement("ingest_group"), {"conversations": group})
+                _segment(conn, group, source, policy, report, rejects)
+    finally:
+        if not conn.broken:
+            conn.execute("DROP TABLE IF EXISTS slowwave_ingest_aside")
+
+
+def _stage(
+    conn: psycopg.Connection,
+    batches: Iterable[Batch],
+    policy: IngestPolicy,
+    report: IngestReport,
+    rejects: RejectsReport,
+    progress: Progress | None,
+    window: Window,
+) -> None:
+    for batch in batches:
+        report.read += batch.read
+        for reject in batch.rejects:
+            rejects.add(reject)
+        if batch.table is not None:
+            table, outside = staged_table(batch.table, window, policy.tenant)
+            report.out_of_range += outside
+            if table.num_rows:
+                copy_arrow(conn, "slowwave_ingest", COLUMNS, table)
+        rows = [r for r in batch.rows if _within(r.at, window)]
+        report.out_of_range += len(batch.rows) - len(rows)
+        if policy.tenant != DEFAULT_TENANT:
+            rows = [
+                r._replace(conversation_id=conversation_key(r.conversation_id, policy.tenant))
+                for r in rows
+            ]
+        if rows:
+            copy_rows(conn, "slowwave_ingest", COLUMNS, rows)
+        if progress is not None:
+            progress(batch.bytes_read)
+
+
+def _segment(
+    conn: psycopg.Connection,
+    conversations: list[str],
+    source: str,
+    policy: IngestPolicy,
+    report: IngestReport,
+    rejects: RejectsReport,
+) -> None:
+    """The staged messages of ``conversations`` into episodes, in the open transaction."""
+    for (line,) in refuse_forgotten(
+        conn,
+        conversations,
+        "ingest_refuse",
+        policy.allow_forgotten,
+        exclusive=True,
+    ):
+        rejects.add(Reject(source, int(str(line)), FORGOTTEN))  # no excerpt: no content
+    for line, conversation, message, first in conn.execute(
+        sql.statement("ingest_duplicates")
+    ).fetchall():
+        rejects.add(
+            Reject(
+                source,
+                int(line),
+                f"duplicate message_id {message!r} in {conversation_ref(conversation)} "
+                f"(first on line {first})",
             )
-        conn.execute(sql.statement("ingest_tails"))
-        made = conn.execute(
-            sql.statement("ingest_segment"),
-            {
-                "gap_s": policy.segment_gap_s,
-                "max_messages": policy.segment_max_messages,
-            },
-        ).fetchone()
+        )
+    conn.execute(sql.statement("ingest_tails"))
+    made = conn.execute(
+        sql.statement("ingest_segment"),
+        {
+            "gap_s": policy.segment_gap_s,
+            "max_messages": policy.segment_max_messages,
+        },
+    ).fetchone()
     episodes, messages, grown = made if made is not None else (0, 0, 0)
     report.episodes += int(episodes)
     report.ingested += int(messages)
