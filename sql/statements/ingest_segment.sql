@@ -60,7 +60,7 @@ WITH fresh AS (
     RETURNING e.id
 ), episodes AS MATERIALIZED (
     SELECT slowwave_uuid7() AS id, conversation_id, segment, part,
-           conversation_id || ':' || (array_agg(message_id ORDER BY at, line))[1] AS external_key,
+           array_agg(message_id ORDER BY at, line) AS message_ids,
            jsonb_agg(message ORDER BY at, line) AS messages,
            min(at) AS start_at, max(at) AS end_at, max(surprise) AS surprise
     FROM numbered
@@ -69,16 +69,17 @@ WITH fresh AS (
 ), inserted AS (
     INSERT INTO episodic_memory (id, conversation_id, external_key, messages, surprise,
                                  start_at, end_at)
-    SELECT id, conversation_id, external_key, messages, surprise, start_at, end_at
+    SELECT id, conversation_id, conversation_id || ':' || message_ids[1], messages, surprise,
+           start_at, end_at
     FROM episodes
     ORDER BY conversation_id, start_at
     ON CONFLICT (external_key) DO NOTHING
     RETURNING id
 ), recorded AS (
     INSERT INTO ingested_messages (conversation_id, message_id, episode_id)
-    SELECT n.conversation_id, n.message_id, e.id
-    FROM numbered n
-    JOIN episodes e USING (conversation_id, segment, part)
+    -- an episode's own message ids, not a join back to the messages by segment and part
+    SELECT e.conversation_id, unnest(e.message_ids), e.id
+    FROM episodes e
     WHERE e.id IN (SELECT id FROM inserted)
     UNION ALL
     SELECT n.conversation_id, n.message_id, n.tail
