@@ -8,8 +8,13 @@ as JSONL and as Parquet, then each is ingested into a fresh embedded database by
   pyarrow and validated row by row in Python (kept here, as it was, to measure against);
 - ``parquet``: the columnar path (``columnar.read_columnar``): polars scans, whole-column
   validation, Arrow batches to binary COPY;
+- ``parquet_pyarrow``: the same checks written with ``pyarrow.compute`` alone, then the same
+  staging and segmenting: the columnar engine polars was chosen against;
 - ``floor``: the same rows COPYed straight into the staging table, no validation and no
   segmentation: what the database alone costs.
+
+and, without a database, the two engines' reading and checking alone (``read_polars``,
+``read_pyarrow``): where the engines differ, undiluted by the database's share.
 
 Each path runs in a process of its own, so its peak RSS is its own: the driver's memory must
 stay flat from the smaller size to the larger (streamed reading). Timings on a shared machine
@@ -39,7 +44,9 @@ from typing import Any
 from benchmarks.report import print_figures
 from slowwave.models.processes import unwind_on_sigterm
 
-PATHS = ("jsonl", "parquet_before", "parquet", "floor")
+PATHS = ("jsonl", "parquet_before", "parquet", "parquet_pyarrow", "floor")
+# the columnar engines alone on the Parquet file: read and checked, no database
+ENGINES = ("read_polars", "read_pyarrow")
 # the first size's figures, repeated at the top of the JSON line
 FIRST_SIZE_KEYS = (
     "jsonl_messages_per_s",
@@ -108,6 +115,131 @@ def read_parquet_before(path: Path, batch_rows: int, max_chars: int) -> Iterator
         yield batch
 
 
+def read_parquet_pyarrow(path: Path, batch_rows: int, max_chars: int) -> Iterator[Any]:
+    """The columnar path's checks written with pyarrow alone (``pyarrow.compute``): the
+    engine polars is measured against. It covers what this benchmark's files hold (text
+    columns and a zoned time column), with the reasons the shipped path gives."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from slowwave.tasks.ingest.columnar import BLANK, NUL, TEXT_FIELDS
+    from slowwave.tasks.ingest.read import Batch
+    from slowwave.tasks.ingest.rejects import Reject
+
+    def reason(name: str, nullable: bool, integer_ok: bool, column: Any) -> Any:
+        missing = (
+            "Input should be a valid string" if integer_ok else "must be a string, not NoneType"
+        )
+        cases = [(pc.is_null(column), None if nullable else f"{name}: {missing}")]
+        cases.append((pc.match_substring(column, "\x00"), f"{name}: {NUL}"))
+        if not nullable:
+            if name != "text":
+                cases.append(
+                    (pc.equal(column, ""), f"{name}: String should have at least 1 character")
+                )
+            cases.append((pc.match_substring_regex(column, BLANK), f"{name}: is empty"))
+        if name == "conversation_id":
+            cases.append(
+                (
+                    pc.match_substring_regex(column, "[\\x00-\\x1f\\x7f]"),
+                    f"{name}: contains a control character",
+                )
+            )
+        conditions = pc.make_struct(
+            *[pc.fill_null(c, False) for c, _ in cases],
+            field_names=[str(i) for i in range(len(cases))],
+        )
+        values = [pa.scalar(v, pa.string()) for _, v in cases]
+        return pc.case_when(conditions, *values, pa.scalar(None, pa.string()))
+
+    source, first = str(path), 1
+    for record_batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows):
+        n = record_batch.num_rows
+        line = pa.array(range(first, first + n), pa.int64())
+        first += n
+        columns = {
+            name: record_batch.column(name)
+            if name in record_batch.schema.names
+            else pa.nulls(n, pa.string())
+            for name, _, _ in TEXT_FIELDS
+        }
+        at = pc.cast(record_batch.column("timestamp"), pa.timestamp("us", "UTC"))
+        reasons = [
+            reason(name, nullable, integer_ok, columns[name])
+            for name, nullable, integer_ok in TEXT_FIELDS
+        ]
+        reasons.insert(
+            2,
+            pc.if_else(
+                pc.is_null(at),
+                pa.scalar("timestamp: Input should be a valid datetime"),
+                pa.scalar(None, pa.string()),
+            ),
+        )
+        joined = pa.nulls(n, pa.string())
+        for each in reasons:  # "; " between those given (null_handling="skip" drops rows)
+            joined = pc.coalesce(pc.binary_join_element_wise(joined, each, "; "), joined, each)
+        length = pc.utf8_length(columns["text"])
+        too_long = pc.binary_join_element_wise(
+            pa.scalar("text: "),
+            pc.cast(length, pa.string()),
+            pa.scalar(f" characters, more than the limit of {max_chars}"),
+            "",
+        )
+        joined = pc.coalesce(
+            joined,
+            pc.if_else(pc.greater(length, max_chars), too_long, pa.scalar(None, pa.string())),
+        )
+        good = pc.is_null(joined)
+        batch = Batch(read=n, bytes_read=record_batch.nbytes)
+        bad = pc.invert(good)
+        for row, why in zip(
+            pc.filter(line, bad).to_pylist(), pc.filter(joined, bad).to_pylist(), strict=True
+        ):
+            batch.rejects.append(Reject(source, row, why))
+        batch.table = pa.table(
+            {
+                "line": pc.filter(line, good),
+                "conversation_id": pc.filter(columns["conversation_id"], good),
+                "message_id": pc.filter(columns["message_id"], good),
+                "at": pc.filter(at, good),
+                "speaker": pc.filter(columns["speaker"], good),
+                "text": pc.filter(columns["text"], good),
+                "session_id": pc.filter(columns["session_id"], good),
+                "surprise": pa.nulls(int(pc.sum(good).as_py() or 0), pa.float32()),
+            }
+        )
+        yield batch
+
+
+def read_only(how: str, source: Path) -> dict[str, Any]:
+    """One engine's read and checks of the Parquet file, no database: seconds, rows kept,
+    peak RSS."""
+    from slowwave.models.settings import Settings
+    from slowwave.tasks.ingest.columnar import ColumnarSource, read_columnar
+
+    settings = Settings(_env_file=None)
+    rows, start = 0, time.perf_counter()
+    if how == "read_polars":
+        batches = read_columnar(
+            ColumnarSource(str(source), "parquet", {}),
+            settings.ingest_batch_rows,
+            settings.max_message_chars,
+        )
+    else:
+        batches = read_parquet_pyarrow(
+            source, settings.ingest_batch_rows, settings.max_message_chars
+        )
+    for batch in batches:
+        rows += batch.table.num_rows if batch.table is not None else 0
+    return {
+        "seconds": round(time.perf_counter() - start, 2),
+        "ingested": rows,
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+    }
+
+
 def measure(how: str, source: Path, home: Path, words: bool = True) -> dict[str, Any]:
     """One path over one file in a fresh database (this process's own): seconds, messages
     ingested, and this process's peak RSS."""
@@ -124,7 +256,7 @@ def measure(how: str, source: Path, home: Path, words: bool = True) -> dict[str,
         stage_and_segment,
     )
 
-    settings = Settings(home=home, _env_file=None)  # type: ignore[call-arg]
+    settings = Settings(home=home, _env_file=None)
     policy = IngestPolicy.of(settings)
     with Database(settings) as db:
         migrate(db)
@@ -134,9 +266,10 @@ def measure(how: str, source: Path, home: Path, words: bool = True) -> dict[str,
         start = time.perf_counter()
         if how in ("jsonl", "parquet"):
             ingested = ingest(db, source, policy).ingested
-        elif how == "parquet_before":
+        elif how in ("parquet_before", "parquet_pyarrow"):
             report = IngestReport(source=str(source), format="parquet")
-            batches = read_parquet_before(source, policy.batch_rows, policy.max_message_chars)
+            read = read_parquet_before if how == "parquet_before" else read_parquet_pyarrow
+            batches = read(source, policy.batch_rows, policy.max_message_chars)
             with RejectsReport(None) as rejects, db.connection() as conn:
                 stage_and_segment(
                     conn, batches, str(source), policy, report, rejects, None, (None, None)
@@ -209,6 +342,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.measure:
         how, source, home = args.measure
+        if how in ENGINES:
+            print(json.dumps(read_only(how, Path(source))))
+            return
         print(json.dumps(measure(how, Path(source), Path(home), not args.no_episode_words)))
         return
 
@@ -221,7 +357,7 @@ def main() -> None:
                 how: measured(
                     how, jsonl if how == "jsonl" else parquet, Path(tmp) / f"{how}-{size}"
                 )
-                for how in PATHS
+                for how in PATHS + ENGINES
             }
             rate = {how: round(r["ingested"] / r["seconds"]) for how, r in runs.items()}
             figures["by_size"][str(size)] = {
@@ -232,6 +368,10 @@ def main() -> None:
                 "parquet_before_messages_per_s": rate["parquet_before"],
                 "parquet_messages_per_s": rate["parquet"],
                 "floor_messages_per_s": rate["floor"],
+                "parquet_pyarrow_messages_per_s": rate["parquet_pyarrow"],
+                "engine_polars_messages_per_s": rate["read_polars"],
+                "engine_pyarrow_messages_per_s": rate["read_pyarrow"],
+                "engine_polars_vs_pyarrow": round(rate["read_polars"] / rate["read_pyarrow"], 2),
                 "parquet_vs_before": round(rate["parquet"] / rate["parquet_before"], 2),
                 "floor_vs_parquet": round(rate["floor"] / rate["parquet"], 2),
                 "driver_peak_rss_mb": runs["parquet"]["peak_rss_mb"],
