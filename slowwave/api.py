@@ -186,12 +186,14 @@ def export(
 ) -> ExportReport:
     """Bring the Parquet export at ``to`` (a folder or ``s3://bucket/prefix``) up to date:
     the partitions (tenant and day) of ``what`` (facts, versions, decisions, runs; episodes
-    when named) whose rows changed since it was last written, from ``since`` on (a day, a
-    time or a run's id) when given. What ``slowwave export`` does."""
+    when named; default ``SLOWWAVE_EXPORT_WHAT``) whose rows changed since it was last
+    written, from ``since`` on (a day, a time or a run's id) when given. What ``slowwave
+    export`` does."""
+    settings = settings or get_settings()
     with database(settings) as db:
         if isinstance(since, datetime):
             since = since.isoformat()
         if isinstance(since, str):
             with db.connection() as conn:
                 since = since_day(conn, since)
-        return export_to(db, to, what=what, since=since)
+        return export_to(db, to, what=what or settings.export_what, since=since)

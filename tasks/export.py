@@ -15,24 +15,29 @@ Incremental, by partition: the export keeps, beside the data (``_slowwave_export
 fingerprint of each partition's rows (their count and the sum of a hash of each exported row,
 computed in Postgres). A later export computes the fingerprints again, in one snapshot with the
 rows it reads, and rewrites only the partitions whose rows changed (a fact ended, evidence
-added, a run finished), removes those with no row left, and writes nothing when nothing
-changed. A partition file is whole or absent: it is written aside and moved into place (on an
-object store, one PUT). An export that stopped half-way is found by its manifest (``complete:
-false``) and the next one rewrites every partition it covers.
+added, a run finished) or whose file is gone, removes those with no row left, and writes
+nothing at all when nothing changed. A file is whole or absent: it is written aside and moved
+into place once written to the end (on an object store, a copy the store makes). The
+partitions an export is about to change leave the manifest before it touches them, so one that
+stopped half-way leaves them unaccounted for, and the next export writes them again. Only files
+named as an export names them are read, moved or removed.
 
 Forget reaches the exports: every export target is registered in the database
-(``export_targets``), and a forget brings each one's partitions of the forgotten conversation's
-tenant up to date once the rows are gone, so no file holds them any more. An object store that
-keeps object versions keeps the old ones: those are the operator's, like backups.
+(``export_targets``), and a forget rewrites, in each one, the files of the forgotten
+conversation's tenant whose rows changed, once the rows are gone. One it cannot reach (a
+missing folder, an object store that refuses) is named in its report, nothing is written there,
+and the next export of that target rewrites those files. An object store that keeps object
+versions keeps the old ones: those are the operator's, like backups.
 
-One export at a time writes to a target (an advisory lock on its name), and a forget waits for
-it; a forget's pass then reads a snapshot taken after the forget committed.
+One export at a time writes to a target (an advisory lock on its name, in the database), and a
+forget waits for it; a forget's pass then reads a snapshot taken after the forget committed.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -57,9 +62,16 @@ DEFAULT_WHAT = ("facts", "versions", "decisions", "runs")
 # the kinds whose rows name a conversation: the ones a forget rewrites
 CONVERSATIONAL = frozenset({"facts", "versions", "decisions", "episodes"})
 MANIFEST = "_slowwave_export.json"
-FORMAT = 1  # the manifest's and the files' layout; another one is rewritten whole
+ASIDE = "_slowwave_tmp"  # files being written, before they are moved into place
+FORMAT = 2  # the manifest's and the files' layout; another one is rewritten whole
 ROWS_PER_BATCH = 65_536  # rows fetched at a time, and the row group size: memory stays flat
+EPISODES_PER_BATCH = 4_096  # an episode holds its whole transcript
 PART = "part-0.parquet"
+# the files an export writes, and the manifest's keys: nothing else is read, moved or removed
+PARTITION = re.compile(
+    r"(facts|versions|decisions|episodes)/tenant=[a-z0-9][a-z0-9_-]{0,62}/"
+    r"day=\d{4}-\d{2}-\d{2}/part-0\.parquet|runs/day=\d{4}-\d{2}-\d{2}/part-0\.parquet"
+)
 
 
 class ExportError(SlowwaveError):
@@ -216,28 +228,28 @@ class Target:
             return {}
         return manifest if isinstance(manifest, dict) else {}
 
-    def write_manifest(self, manifest: dict[str, Any]) -> None:
-        self._write_bytes(MANIFEST, json.dumps(manifest, indent=1, sort_keys=True).encode())
+    def write_manifest(self, partitions: dict[str, Any]) -> None:
+        manifest = {"format": FORMAT, "partitions": partitions}
+        with self._written(MANIFEST) as stream:
+            stream.write(json.dumps(manifest, indent=1, sort_keys=True).encode())
 
-    def _write_bytes(self, relative: str, data: bytes) -> None:
-        target = self.path(relative)
-        if not self.local:
-            with self.filesystem.open_output_stream(target) as stream:
-                stream.write(data)
-            return
-        aside = self._aside()
+    @contextmanager
+    def _written(self, relative: str) -> Iterator[Any]:
+        """An output stream for a file that is whole or not there: written aside (outside the
+        datasets) and moved into place only once it was written to the end; a failure leaves
+        the old file as it was. On an object store the move is a copy made by the store."""
+        folder = self.path(ASIDE)
+        if self.local:
+            self.filesystem.create_dir(folder, recursive=True)
+            self.filesystem.create_dir(self.path(relative).rsplit("/", 1)[0], recursive=True)
+        aside = f"{folder}/{uuid.uuid4().hex}"
         with self.filesystem.open_output_stream(aside) as stream:
-            stream.write(data)
-        self.filesystem.move(aside, target)
-
-    def _aside(self) -> str:
-        """A file beside the export's, outside its datasets, to write before the move."""
-        folder = self.path("_slowwave_tmp")
-        self.filesystem.create_dir(folder, recursive=True)
-        return f"{folder}/{uuid.uuid4().hex}"
+            yield stream
+        self.filesystem.move(aside, self.path(relative))
 
     def files(self, prefix: str) -> set[str]:
-        """The Parquet files under ``prefix``, relative to the root."""
+        """The partition files under ``prefix``, relative to the root: only names an export
+        writes (an analyst's own file beside them is left alone)."""
         from pyarrow import fs
 
         selector = fs.FileSelector(self.path(prefix), allow_not_found=True, recursive=True)
@@ -246,45 +258,44 @@ class Target:
         return {
             i.path[start:]
             for i in infos
-            if i.type == fs.FileType.File and i.path.endswith(".parquet")
+            if i.type == fs.FileType.File and PARTITION.fullmatch(i.path[start:])
         }
 
+    def exists(self, relative: str) -> bool:
+        from pyarrow import fs
+
+        return bool(self.filesystem.get_file_info(self.path(relative)).type == fs.FileType.File)
+
     def delete(self, relative: str) -> None:
+        """A partition's file, and the folders it leaves empty (an object store keeps a
+        marker for each)."""
         from pyarrow import fs
 
         self.filesystem.delete_file(self.path(relative))
-        if self.local:  # the emptied partition folders go too
-            folder = self.path(relative).rsplit("/", 1)[0]
-            while folder != self.root and not self.filesystem.get_file_info(
-                fs.FileSelector(folder)
-            ):
-                self.filesystem.delete_dir(folder)
-                folder = folder.rsplit("/", 1)[0]
+        folder = self.path(relative).rsplit("/", 1)[0]
+        while folder != self.root and not self.filesystem.get_file_info(
+            fs.FileSelector(folder, allow_not_found=True)
+        ):
+            self.filesystem.delete_dir(folder)
+            folder = folder.rsplit("/", 1)[0]
 
     @contextmanager
     def partition_writer(self, relative: str, schema: Any) -> Iterator[Any]:
-        """A writer of one partition's file, which is whole or not there at all: written aside
-        and moved into place (on an object store, one upload that completes at the end)."""
+        """A writer of one partition's file, which is whole or not there at all."""
         import pyarrow.parquet as pq
 
-        target = self.path(relative)
-        if self.local:
-            self.filesystem.create_dir(target.rsplit("/", 1)[0], recursive=True)
-        written = self._aside() if self.local else target
         with (
-            self.filesystem.open_output_stream(written) as stream,
+            self._written(relative) as stream,
             pq.ParquetWriter(stream, schema, compression="zstd") as writer,
         ):
             yield writer
-        if self.local:
-            self.filesystem.move(written, target)
 
     def clear_aside(self) -> None:
-        """What an export that stopped left beside the datasets."""
+        """What an export that stopped left aside."""
         from pyarrow import fs
 
-        folder = self.path("_slowwave_tmp")
-        if self.local and self.filesystem.get_file_info(folder).type == fs.FileType.Directory:
+        folder = self.path(ASIDE)
+        if self.filesystem.get_file_info(folder).type == fs.FileType.Directory:
             self.filesystem.delete_dir(folder)
 
 
@@ -299,7 +310,9 @@ def since_day(conn: psycopg.Connection, text: str | None) -> date | None:
     or a run (its id or short id), whose start is taken."""
     if text is None or not text.strip():
         return None
-    try:
+    try:  # a date has its dashes: eight digits may be a run's short id
+        if "-" not in text.strip()[:5]:
+            raise ValueError(text)
         moment = datetime.fromisoformat(text.strip())
     except ValueError:
         from slowwave.tasks.ids import resolve
@@ -358,10 +371,23 @@ def export(
             raise ExportError(f"export to {target.url}: {' '.join(str(exc).split())}") from exc
 
 
+def drop_target(db: Database, to: str | Path) -> bool:
+    """Stop reaching an export: a forget no longer rewrites it (its files stay as they are).
+    Whether it was registered."""
+    target = Target.of(to)
+    with db.connection() as conn:
+        return (
+            conn.execute(sql.statement("export_unregister"), {"target": target.url}).fetchone()
+            is not None
+        )
+
+
 def forget_from_exports(db: Database, conversation_key: str) -> tuple[int, list[str]]:
-    """After a forget committed: bring every registered export's partitions of the
-    conversation's tenant up to date, so no file holds its rows. Returns the files rewritten
-    or removed, and a note per export that could not be reached (the forget stands)."""
+    """After a forget committed: in every registered export, rewrite (or remove) the files of
+    the conversation's tenant whose rows changed, so no file holds the forgotten rows; only
+    files the export holds (a partition it never wrote stays unwritten). Returns the files
+    rewritten or removed, and a note per export it could not reach: the forget stands, and
+    the next export of that target rewrites the same files."""
     from slowwave.models.tenant import tenant_of
 
     tenant = tenant_of(conversation_key)
@@ -369,14 +395,16 @@ def forget_from_exports(db: Database, conversation_key: str) -> tuple[int, list[
     with db.connection() as conn:
         rows = conn.execute(sql.statement("export_targets")).fetchall()
         for url, exported in rows:
-            kinds = tuple(k for k in exported if k in CONVERSATIONAL)
+            kinds = tuple(k for k in WHATS if k in exported and k in CONVERSATIONAL)
+            if not kinds:
+                continue
             try:
                 target = Target.of(url)
                 with _target_lock(conn, target):
-                    report = _export(conn, target, kinds, since=None, tenant=tenant)
-            except (OSError, ExportError) as exc:
+                    report = _export(conn, target, kinds, since=None, tenant=tenant, erasing=True)
+            except Exception as exc:  # the forget stands: what it could not reach is named
                 note = f"{url}: not rewritten ({' '.join(str(exc).split())[:300]})"
-                logger.warning("forget: export %s", note)
+                logger.warning("forget: export %s", note, exc_info=not isinstance(exc, OSError))
                 notes.append(note)
                 continue
             changed += report.files_changed
@@ -384,13 +412,16 @@ def forget_from_exports(db: Database, conversation_key: str) -> tuple[int, list[
 
 
 class _target_lock:
-    """The target's advisory lock, held by this session until the export is done."""
+    """The target's advisory lock, held by this session until the export is done; waited
+    for however long another export takes (no statement timeout: a server's pool has one)."""
 
     def __init__(self, conn: psycopg.Connection, target: Target) -> None:
         self.conn, self.key = conn, f"slowwave.export:{target.url}"
 
     def __enter__(self) -> None:
-        self.conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (self.key,))
+        with self.conn.transaction():  # a session's lock: it outlives this transaction
+            self.conn.execute("SET LOCAL statement_timeout = 0")
+            self.conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (self.key,))
 
     def __exit__(self, *exc: object) -> None:
         self.conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (self.key,))
@@ -403,20 +434,30 @@ def _export(
     *,
     since: date | None,
     tenant: str | None,
+    erasing: bool = False,
 ) -> ExportReport:
+    """``erasing``: a forget's pass, which writes only where an export is (its manifest)."""
     report = ExportReport(target.url, since=since)
     manifest = target.read_manifest()
-    trusted = manifest.get("format") == FORMAT and manifest.get("complete") is True
-    known: dict[str, Any] = dict(manifest.get("partitions") or {}) if trusted else {}
+    if erasing and not manifest:
+        raise ExportError("no export here (no manifest): nothing written")
+    # a manifest of another layout, or a key that is no partition's, is not trusted
+    known: dict[str, Any] = {
+        k: v
+        for k, v in (manifest.get("partitions") or {}).items()
+        if manifest.get("format") == FORMAT and PARTITION.fullmatch(k)
+    }
     target.clear_aside()
-    # an export that stops from here on leaves the manifest saying so
-    target.write_manifest({"format": FORMAT, "complete": False, "partitions": known})
     with conn.transaction():
         # one snapshot for the fingerprints and the rows, taken after the lock
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        conn.execute("SET LOCAL statement_timeout = 0")
+        # a row's text (its fingerprint) must not change with the session's settings
+        conn.execute("SET LOCAL TimeZone = 'UTC'")
+        conn.execute("SET LOCAL DateStyle = 'ISO'")
+        conn.execute("SET LOCAL extra_float_digits = 1")
         for name in kinds:
-            report.kinds[name] = _export_kind(conn, target, name, known, since, tenant)
-    target.write_manifest({"format": FORMAT, "complete": True, "partitions": known})
+            report.kinds[name] = _export_kind(conn, target, name, known, since, tenant, erasing)
     target.clear_aside()
     return report
 
@@ -438,7 +479,11 @@ def _export_kind(
     known: dict[str, Any],
     since: date | None,
     tenant: str | None,
+    erasing: bool,
 ) -> KindReport:
+    """One kind's partitions brought up to date. Those about to change leave the manifest
+    first (it is written before and after): an export stopped half-way leaves them
+    unaccounted for, and the next one writes them again."""
     report = KindReport()
     # the facts that hold now are the versions not ended
     rows_sql: pgsql.Composable = pgsql.SQL(
@@ -458,23 +503,33 @@ def _export_kind(
     ).fetchall()
     now = {partition(name, t, d): {"rows": n, "fingerprint": f} for t, d, n, f in fingerprints}
     report.partitions = len(now)
-    stale = [(t, d) for t, d, *_ in fingerprints if known.get(k := partition(name, t, d)) != now[k]]
-    # partitions gone from the database, and files no manifest entry accounts for (an export
-    # that stopped between a file and its manifest): within the scope, nothing else is kept
     prefix = name if tenant is None else f"{name}/tenant={tenant}"
-    present = target.files(prefix) | {k for k in known if k.startswith(prefix + "/")}
-    for relative in sorted(present - set(now)):
-        if not _in_scope(relative, since):
-            continue
-        if target.filesystem.get_file_info(target.path(relative)).is_file:
-            target.delete(relative)
+    present = target.files(prefix)
+    held = present | {k for k in known if k.startswith(prefix + "/")}
+    # a partition whose rows changed, or whose file is gone; a forget's pass only where the
+    # export holds the partition
+    stale = [
+        (t, d)
+        for t, d, *_ in fingerprints
+        if (known.get(k := partition(name, t, d)) != now[k] or k not in present)
+        and (k in held or not erasing)
+    ]
+    gone = sorted(k for k in held - set(now) if _in_scope(k, since))
+    if not stale and not gone:
+        return report
+    for key in [*gone, *(partition(name, t, d) for t, d in stale)]:
+        known.pop(key, None)
+    target.write_manifest(known)
+    for key in gone:
+        if target.exists(key):
+            target.delete(key)
             report.removed += 1
-        known.pop(relative, None)
     if stale:
         report.rows_written = _write(conn, target, name, rows_sql, stale)
         report.written = len(stale)
         for t, d in stale:
             known[partition(name, t, d)] = now[partition(name, t, d)]
+    target.write_manifest(known)
     return report
 
 
@@ -509,7 +564,8 @@ def _write(
         cursor.execute(query, params)
         key: tuple[Any, ...] | None = None
         writer: Any = None
-        while rows := cursor.fetchmany(ROWS_PER_BATCH):
+        size = EPISODES_PER_BATCH if name == "episodes" else ROWS_PER_BATCH
+        while rows := cursor.fetchmany(size):
             for (tenant, day), run in groupby(rows, key=lambda r: (r[0], r[1])):
                 if (tenant, day) != key:
                     files.close()  # the partition before is whole: moved into place

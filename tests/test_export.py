@@ -4,6 +4,9 @@ partition; reached by a forget."""
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -16,7 +19,7 @@ from slowwave.models.settings import Settings
 from slowwave.models.tenant import conversation_key
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
-from slowwave.tasks.export import ExportError, Target, export, since_day
+from slowwave.tasks.export import ExportError, Target, drop_target, export, since_day
 from slowwave.tasks.forget import forget_conversation, forget_fact
 from slowwave.tasks.history import list_facts
 from slowwave.tasks.ids import shorten
@@ -166,17 +169,25 @@ def test_an_export_from_a_day_on_leaves_the_partitions_before_it_alone(
 ) -> None:
     _consolidated(db, conn, settings)
     _default_tenant_wrote_at(conn, "timestamptz '2025-01-10 12:00+00'")
+    lake = tmp_path / "lake"
+    export(db, lake, what="versions")
+    old = "versions/tenant=default/day=2025-01-10/part-0.parquet"
+    kept = (lake / old).read_bytes()
+    conn.execute("UPDATE semantic_memory SET fact = fact || ' (checked)'")
+    conn.commit()
     (run,) = conn.execute("SELECT id FROM consolidation_runs").fetchone()  # type: ignore[misc]
     since = since_day(conn, shorten(conn, "run", [run])[run])  # as `slowwave runs list` shows it
     assert since == datetime.now(UTC).date()
     assert since_day(conn, "2025-01-10T23:30:00-02:00") == date(2025, 1, 11)
 
-    report = export(db, tmp_path / "lake", what="versions", since=since)
+    report = export(db, lake, what="versions", since=since)
 
-    assert report.kinds["versions"].partitions == 1
-    assert sorted(_files(tmp_path / "lake")) == [
-        f"versions/tenant=acme/day={since.isoformat()}/part-0.parquet"
-    ]
+    assert (report.kinds["versions"].partitions, report.kinds["versions"].written) == (1, 1)
+    assert (lake / old).read_bytes() == kept  # before the day: as it was
+    assert all(
+        f.endswith("(checked)")
+        for f in _read(lake, "versions").filter(pl.col("tenant") == "acme")["fact"]
+    )
 
 
 def test_a_forget_rewrites_every_export_file_holding_the_conversation(
@@ -214,7 +225,7 @@ def test_a_forget_rewrites_every_export_file_holding_the_conversation(
     assert str(keep.id) not in set(_read(lake, "decisions")["fact_id"].drop_nulls())
 
 
-def test_an_export_that_stopped_half_way_is_brought_whole_by_the_next(
+def test_an_export_that_stopped_half_way_leaves_whole_files_and_the_next_writes_the_rest(
     db: Database,
     conn: psycopg.Connection,
     settings: Settings,
@@ -222,32 +233,40 @@ def test_an_export_that_stopped_half_way_is_brought_whole_by_the_next(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _consolidated(db, conn, settings)
-    export(db, tmp_path / "lake", what="versions")
+    lake = tmp_path / "lake"
+    export(db, lake, what="versions")
+    before = {f: (lake / f).read_bytes() for f in _files(lake)}
     conn.execute("UPDATE semantic_memory SET fact = fact || ' (checked)'")
     conn.commit()
-    written = []
+    opened = []
     real = Target.partition_writer
 
-    def stops_after_one(self: Target, relative: str, schema: Any) -> Any:
-        if written:
-            raise OSError("the disk is full")
-        written.append(relative)
-        return real(self, relative, schema)
+    @contextmanager
+    def full_disk_on_the_second(self: Target, relative: str, schema: Any) -> Iterator[Any]:
+        opened.append(relative)
+        with real(self, relative, schema) as writer:
+            if len(opened) == 2:  # the file is open, its header written: then the disk is full
+                raise OSError("No space left on device")
+            yield writer
 
-    monkeypatch.setattr(Target, "partition_writer", stops_after_one)
-    with pytest.raises(ExportError, match="the disk is full"):
-        export(db, tmp_path / "lake", what="versions")
+    monkeypatch.setattr(Target, "partition_writer", full_disk_on_the_second)
+    with pytest.raises(ExportError, match="No space left on device"):
+        export(db, lake, what="versions")
     monkeypatch.undo()
-    manifest = json.loads((tmp_path / "lake" / "_slowwave_export.json").read_text())
-    assert manifest["complete"] is False
 
-    again = export(db, tmp_path / "lake", what="versions")
-
+    first, second = opened
+    assert (lake / second).read_bytes() == before[second]  # the old file, whole
+    assert (lake / first).read_bytes() != before[first]  # the new one, moved into place
+    manifest = json.loads((lake / "_slowwave_export.json").read_text())
+    assert set(manifest["partitions"]) == set()  # both left it before they were touched
+    again = export(db, lake, what="versions")
     assert again.kinds["versions"].written == 2
     for tenant, conversation in (("default", "lea"), ("acme", "lea"), ("acme", "omar")):
-        assert _rows(_read(tmp_path / "lake", "versions"), tenant, conversation) == _shown(
+        assert _rows(_read(lake, "versions"), tenant, conversation) == _shown(
             conn, tenant, conversation, everything=True
         )
+    assert not (lake / "_slowwave_tmp").exists()
+    assert export(db, lake, what="versions").files_changed == 0
 
 
 def test_an_export_to_an_object_store_is_read_back_and_reached_by_a_forget(
@@ -291,6 +310,9 @@ def test_an_export_url_never_holds_a_secret_and_a_mistake_is_one_line(tmp_path: 
     nowhere = run_cli(tmp_path, "export")
     assert nowhere.returncode == 1
     assert "--to DIR|URL, or set SLOWWAVE_EXPORT_TO" in nowhere.stderr
+    never = run_cli(tmp_path, "export", "--drop", "--to", str(tmp_path / "never"))
+    assert never.returncode == 1
+    assert never.stderr.strip() == f"error: no export registered at {tmp_path / 'never'}"
 
 
 def test_polars_reads_back_what_facts_all_json_prints_and_a_forget_reaches_the_export(
@@ -326,3 +348,27 @@ def test_polars_reads_back_what_facts_all_json_prints_and_a_forget_reaches_the_e
         assert "conv-30" not in held and "conv-26" in held
     after = run_cli(tmp_path, "export", "--to", str(lake), "--what", every, "--json")
     assert json.loads(after.stdout)["kinds"]["versions"]["written"] == 0
+
+
+def test_a_forget_names_the_exports_it_could_not_reach_writes_nothing_there_and_stands(
+    db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path
+) -> None:
+    _consolidated(db, conn, settings)
+    gone, blocked = tmp_path / "unmounted", tmp_path / "blocked"
+    for lake in (gone, blocked):
+        export(db, lake, what="versions")
+        shutil.rmtree(lake)
+    blocked.write_text("someone put a file where the export was\n")
+    dropped = tmp_path / "handed-over"  # the operator's now: a forget no longer reaches it
+    export(db, dropped, what="versions")
+    assert drop_target(db, dropped) and not drop_target(db, dropped)
+
+    report = forget_conversation(db, "lea", home=settings.home, by="dpo", reason="x", purge=False)
+
+    assert report.rows["facts"] == 5 and list_facts(conn, "lea", everything=True) == []
+    assert report.export_files == 0
+    assert sorted(n.split(": not rewritten (")[0] for n in report.export_notes) == sorted(
+        [str(blocked), str(gone)]
+    )
+    assert not gone.exists()  # no new copy of the tenant's memory where the export was
+    assert "lea" in set(_read(dropped, "versions")["conversation_id"])

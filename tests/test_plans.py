@@ -563,6 +563,7 @@ NOT_PLANNED = {
     "export_episodes",
     "export_register",  # an upsert of one row by primary key
     "export_targets",  # the few export targets, all of them
+    "export_unregister",  # one row by primary key
 }
 
 

@@ -18,7 +18,14 @@ from slowwave.cli.common import (
 )
 from slowwave.models.settings import get_settings
 from slowwave.sql.db import migrate
-from slowwave.tasks.export import WHATS, ExportError, ExportReport, export, since_day
+from slowwave.tasks.export import (
+    WHATS,
+    ExportError,
+    ExportReport,
+    drop_target,
+    export,
+    since_day,
+)
 
 
 def print_report(report: ExportReport) -> None:
@@ -63,9 +70,18 @@ def export_command(
         typer.Option(
             "--since",
             metavar="RUN|TIME",
-            help="Only the partitions from this day on (UTC): a date, a time, or a run's id.",
+            help="Only the partitions from this day on (UTC): a date (with its dashes), a "
+            "time, or a run's id.",
         ),
     ] = None,
+    drop: Annotated[
+        bool,
+        typer.Option(
+            "--drop",
+            help="Stop reaching the export at --to: a forget no longer rewrites it (its files "
+            "stay).",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Write facts, their versions, the decision log and the runs as Parquet, partitioned by
@@ -79,6 +95,11 @@ def export_command(
         raise ExportError("name where to export: --to DIR|URL, or set SLOWWAVE_EXPORT_TO")
     with open_database(settings) as db:
         migrate(db)
+        if drop:
+            if not drop_target(db, target):
+                raise ExportError(f"no export registered at {target}")
+            console.print(f"a forget no longer reaches {target}; its files stay", highlight=False)
+            return
         with db.connection() as conn:
             day = since_day(conn, since)
         report = export(db, target, what=what or settings.export_what, since=day)
