@@ -15,6 +15,7 @@ In SQL, ``slowwave_tenant(key)`` and ``slowwave_conversation(key)`` split a key 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from slowwave.models.errors import SlowwaveError
 
@@ -59,6 +60,16 @@ def conversation_key(conversation_id: str, tenant: str = DEFAULT_TENANT) -> str:
     if tenant == DEFAULT_TENANT:
         return conversation_id
     return check_tenant(tenant) + SEPARATOR + conversation_id
+
+
+def conversation_keys(ids: Any, tenant: str = DEFAULT_TENANT) -> Any:
+    """``conversation_key`` over an Arrow column of ids, already checked (a columnar
+    source's, ``tasks.ingest.columnar``)."""
+    if tenant == DEFAULT_TENANT:
+        return ids
+    import pyarrow.compute as pc
+
+    return pc.binary_join_element_wise(check_tenant(tenant), ids, SEPARATOR)
 
 
 def split_key(key: str) -> tuple[str, str]:

@@ -20,7 +20,7 @@ from slowwave.cli.common import (
     one_line_errors,
     open_database,
 )
-from slowwave.cli.ingest import check_sources, print_ingest
+from slowwave.cli.ingest import print_ingest
 from slowwave.cli.prefect import flow_api
 from slowwave.models import interrupt
 from slowwave.models.ids import conversation_ref
@@ -32,7 +32,7 @@ from slowwave.sql.db import migrate
 from slowwave.tasks.ingest.columnar import parse_mapping
 from slowwave.tasks.ingest.rejects import Reject
 from slowwave.tasks.ingest.sources import remote
-from slowwave.tasks.ingest.transcripts import IngestReport
+from slowwave.tasks.ingest.transcripts import IngestReport, check_sources
 
 
 @one_line_errors

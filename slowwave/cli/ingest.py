@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from rich.progress import (
@@ -29,12 +30,12 @@ from slowwave.cli.common import (
 from slowwave.models.settings import Settings, get_settings
 from slowwave.models.tenant import DEFAULT_TENANT, check_tenant
 from slowwave.tasks.ingest.columnar import parse_mapping
-from slowwave.tasks.ingest.sources import SourceFile, file_size, source_files
+from slowwave.tasks.ingest.sources import SourceFile, file_size
 from slowwave.tasks.ingest.transcripts import (
     Format,
     IngestPolicy,
     IngestReport,
-    check_source,
+    check_sources,
     ingest_source,
 )
 
@@ -52,24 +53,16 @@ def ingest_command(
     Examples: slowwave ingest chats.jsonl | slowwave ingest lake/ --map text=body |
     slowwave ingest 'lake/2023-*.parquet' | slowwave ingest locomo10.json --format locomo"""
     mapping = parse_mapping(column_map)
-    files = check_sources(source, fmt)  # before the database starts
+    checked = check_sources(source, fmt)  # before the database starts
     report = run_ingest(
         source,
         fmt,
         allow_forgotten=allow_forgotten,
         tenant=check_tenant(tenant),
         mapping=mapping,
-        total_bytes=sum(file_size(f) for f in files),
+        checked=checked,
     )
     print_ingest(report)
-
-
-def check_sources(source: str, fmt: Format | None) -> list[SourceFile]:
-    """The source's files, each checked to be of its format (``check_source``)."""
-    files = source_files(source)
-    for path in files:
-        check_source(path, fmt)
-    return files
 
 
 def run_ingest(
@@ -80,8 +73,10 @@ def run_ingest(
     allow_forgotten: bool = False,
     tenant: str = DEFAULT_TENANT,
     mapping: dict[str, str] | None = None,
-    total_bytes: int | None = None,
+    checked: Mapping[SourceFile, Format] | None = None,
 ) -> IngestReport:
+    """Ingest with a progress bar of the bytes of every file (``checked``: the files and
+    their formats, when already listed)."""
     settings = settings or get_settings()
     with open_database(settings) as db:
         ensure_migrated(db)
@@ -93,7 +88,8 @@ def run_ingest(
             TimeRemainingColumn(),
         )
         with Progress(*columns, console=errors, transient=True) as bar:
-            task = bar.add_task(Path(str(source)).name or str(source), total=total_bytes)
+            total = sum(file_size(f) for f in checked) if checked is not None else None
+            task = bar.add_task(Path(str(source)).name or str(source), total=total)
             return ingest_source(
                 db,
                 str(source),
@@ -101,6 +97,7 @@ def run_ingest(
                 fmt=fmt,
                 progress=lambda n: bar.advance(task, n),
                 mapping=mapping,
+                checked=checked,
             )
 
 

@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from slowwave.models.errors import SlowwaveError
-from slowwave.models.tenant import DEFAULT_TENANT, SEPARATOR
+from slowwave.models.tenant import DEFAULT_TENANT, conversation_keys
 from slowwave.tasks.ingest.read import COLUMNS, Batch
 from slowwave.tasks.ingest.rejects import Reject
 
@@ -161,9 +161,9 @@ def validate_frame(frame: pl.DataFrame, source: str, max_chars: int, *, textual:
 
     schema = frame.schema
     checked = frame.with_columns(
-        _timestamp(schema["timestamp"]).alias("_at"),
+        _parsed(schema["timestamp"]).alias("_parsed"),
         _surprise(schema["surprise"], textual).alias("_surprise"),
-    )
+    ).with_columns(_timestamp().alias("_at"))
     reasons = [
         _text_reason(name, schema[name], nullable, integer_ok, textual)
         for name, nullable, integer_ok in TEXT_FIELDS
@@ -224,7 +224,7 @@ def staged_table(
             mask = pc.and_(mask, pc.less(at, pa.scalar(until, at.type)))
         kept = table.filter(mask)
     if tenant != DEFAULT_TENANT:
-        keys = pc.binary_join_element_wise(tenant, kept["conversation_id"], SEPARATOR)
+        keys = conversation_keys(kept["conversation_id"], tenant)
         kept = kept.set_column(1, "conversation_id", keys)
     return kept, table.num_rows - kept.num_rows
 
@@ -335,12 +335,12 @@ def _parsed(dtype: pl.DataType) -> pl.Expr:
     return pl.lit(None, dtype=utc)
 
 
-def _timestamp(dtype: pl.DataType) -> pl.Expr:
-    """The time as staged: null outside years 1 to 9999 too (what Python and so the JSONL
-    path take; Arrow reaches further than Postgres does)."""
+def _timestamp() -> pl.Expr:
+    """The time as staged (from the column ``_parsed``): null outside years 1 to 9999 too
+    (what Python and so the JSONL path take; Arrow reaches further than Postgres does)."""
     import polars as pl
 
-    at = _parsed(dtype)
+    at = pl.col("_parsed")
     return pl.when(at.dt.year().is_between(1, 9999)).then(at)
 
 
@@ -360,7 +360,7 @@ def _timestamp_reason(dtype: pl.DataType) -> pl.Expr:
         .then(pl.lit("timestamp: Input should be a valid datetime"))
         .when(zoneless)
         .then(pl.lit("timestamp: Input should have timezone info"))
-        .when(_parsed(dtype).is_not_null())
+        .when(pl.col("_parsed").is_not_null())
         .then(pl.lit("timestamp: outside the years 1 to 9999"))
         .otherwise(pl.lit("timestamp: Input should be a valid datetime with a time zone"))
     )

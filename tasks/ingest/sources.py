@@ -104,9 +104,9 @@ def _remote_files(source: str) -> list[SourceFile]:
 
     scheme, _, rest = source.partition("://")
     parts = rest.split("/")
-    fixed = next((i for i, part in enumerate(parts) if GLOB_CHARS & set(part)), len(parts))
+    fixed = _fixed_parts(parts)
     root = "/".join(parts[:fixed]).rstrip("/")
-    filesystem, _ = fs.FileSystem.from_uri(f"{scheme}://{root}")
+    filesystem, _ = _filesystem(f"{scheme}://{root}")
     if fixed == len(parts):
         info = filesystem.get_file_info(root)
         if info.type == fs.FileType.File:
@@ -141,14 +141,20 @@ def sources_report_path(source: str, home: Path) -> Path:
     """The one rejects report of a folder or a glob: beside the folder when it can be written
     there, else under the slowwave home, named after the source's folder (before any glob)
     and a digest of the whole source."""
-    folder = Path(source).resolve() if not remote(source) else Path("/")
-    if folder.is_dir() and folder.parent != folder and os.access(folder.parent, os.W_OK):
-        return folder.with_name(folder.name + REJECTS_SUFFIX)
+    if not remote(source):
+        folder = Path(source).resolve()
+        if folder.is_dir() and folder.parent != folder and os.access(folder.parent, os.W_OK):
+            return folder.with_name(folder.name + REJECTS_SUFFIX)
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
     parts = Path(source).parts
-    fixed = next((i for i, part in enumerate(parts) if GLOB_CHARS & set(part)), len(parts))
+    fixed = _fixed_parts(list(parts))
     name = parts[fixed - 1].strip("/") if fixed else ""
     return home / "rejects" / f"{name or 'source'}-{digest}{REJECTS_SUFFIX}"
+
+
+def _fixed_parts(parts: list[str]) -> int:
+    """How many of a path's parts come before the first that holds a glob character."""
+    return next((i for i, part in enumerate(parts) if GLOB_CHARS & set(part)), len(parts))
 
 
 def _glob_match(keys: list[str], parts: list[str]) -> bool:

@@ -84,6 +84,12 @@ def detect_format(path: SourceFile) -> Format:
     raise SourceError(f"cannot tell the format of {path}; pass --format jsonl|parquet|csv|locomo")
 
 
+def check_sources(source: str, fmt: Format | None) -> dict[SourceFile, Format]:
+    """The source's files, in name order, each checked to be of its format, before the first
+    lands (``check_source``)."""
+    return {path: check_source(path, fmt) for path in source_files(source)}
+
+
 def check_source(path: SourceFile, fmt: Format | None) -> Format:
     """The source's format, checked before anything starts: the file is there, and its first
     line is what the format says (a LoCoMo document read as JSONL would be one reject per
@@ -201,24 +207,26 @@ def ingest_source(
     since: datetime | None = None,
     until: datetime | None = None,
     mapping: Mapping[str, str] | None = None,
+    checked: Mapping[SourceFile, Format] | None = None,
 ) -> IngestReport:
-    """Ingest every file of ``source``: a file, a folder, or a glob (``sources``). Each file
+    """Ingest every file of ``source``: a file, a folder, or a glob (``sources``); ``checked``:
+    its files and their formats, as ``check_sources`` found them already. Each file
     is committed on its own, in name order, so a run stopped half-way resumes where it stopped
     (message ids make a file already in idempotent) and a second run adds nothing. One rejects
     report holds the rejects of all of them, each with its file."""
-    files = source_files(source)
+    formats = dict(checked) if checked is not None else check_sources(source, fmt)
+    files = list(formats)
     if len(files) == 1 and files[0] == Path(source):
         return ingest(
             db,
             files[0],
             policy,
-            fmt=fmt,
+            fmt=formats[files[0]],
             progress=progress,
             since=since,
             until=until,
             mapping=mapping,
         )
-    formats = {f: check_source(f, fmt) for f in files}  # every file, before the first lands
     shown = ", ".join(sorted(set(formats.values())))
     report = IngestReport(source=source, format=shown)
     rejects_at = sources_report_path(source, policy.home)
