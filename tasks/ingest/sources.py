@@ -77,6 +77,12 @@ def _filesystem(url: str) -> tuple[Any, str]:
     return filesystem, path
 
 
+def remote_input(url: str) -> Any:
+    """An object opened for random access (a Parquet reader seeks to the footer first)."""
+    filesystem, path = _filesystem(url)
+    return filesystem.open_input_file(path)
+
+
 def source_files(source: str) -> list[SourceFile]:
     """The files ``source`` names: itself, a folder's transcript files, or a glob's."""
     if remote(source):
