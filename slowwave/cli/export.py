@@ -61,6 +61,7 @@ def export_command(
         str | None,
         typer.Option(
             "--what",
+            metavar="KINDS",
             help=f"Comma-separated, of: {', '.join(WHATS)} "
             "(default: SLOWWAVE_EXPORT_WHAT, everything but episodes).",
         ),
