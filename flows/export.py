@@ -15,7 +15,6 @@ from prefect.artifacts import create_table_artifact
 from slowwave.models.settings import get_settings
 from slowwave.sql.db import Database, migrate
 from slowwave.tasks.export import export as export_to
-from slowwave.tasks.export import since_day
 
 
 @flow(name="slowwave-export", log_prints=True)
@@ -36,9 +35,7 @@ def export(
         return {}
     with Database(settings) as db:
         migrate(db)
-        with db.connection() as conn:
-            day = since_day(conn, since)
-        report = export_to(db, target, what=what or settings.export_what, since=day)
+        report = export_to(db, target, what=what or settings.export_what, since=since)
     create_table_artifact(
         table=[{"what": name, **asdict(kind)} for name, kind in report.kinds.items()],
         key="slowwave-export",

@@ -35,7 +35,7 @@ from slowwave.models.settings import Settings, get_settings
 from slowwave.models.tenant import DEFAULT_TENANT, conversation_key
 from slowwave.sql.db import Database, migrate
 from slowwave.tasks.consolidate import consolidate as consolidate_run
-from slowwave.tasks.export import ExportReport, since_day
+from slowwave.tasks.export import ExportReport
 from slowwave.tasks.export import export as export_to
 from slowwave.tasks.forget import ForgetReport, forget_conversation, forget_fact
 from slowwave.tasks.ingest.transcripts import Format, IngestPolicy, IngestReport, ingest_source
@@ -193,7 +193,4 @@ def export(
     with database(settings) as db:
         if isinstance(since, datetime):
             since = since.isoformat()
-        if isinstance(since, str):
-            with db.connection() as conn:
-                since = since_day(conn, since)
         return export_to(db, to, what=what or settings.export_what, since=since)

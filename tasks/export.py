@@ -355,13 +355,16 @@ def export(
     to: str | Path,
     *,
     what: str | Sequence[str] | None = None,
-    since: date | None = None,
+    since: date | str | None = None,
 ) -> ExportReport:
     """Bring the export at ``to`` up to date: every partition of the kinds in ``what`` (from
-    the day ``since`` on, when given) whose rows changed since it was last written."""
+    the day ``since`` on, when given: a day, or what ``since_day`` reads) whose rows changed
+    since it was last written."""
     target = Target.of(to)
     kinds = parse_what(what)
     with db.connection() as conn:
+        if isinstance(since, str):
+            since = since_day(conn, since)
         # registered first: a forget from now on reaches it, waiting for this export's lock
         conn.execute(sql.statement("export_register"), {"target": target.url, "what": list(kinds)})
         try:

@@ -176,11 +176,11 @@ def test_an_export_from_a_day_on_leaves_the_partitions_before_it_alone(
     conn.execute("UPDATE semantic_memory SET fact = fact || ' (checked)'")
     conn.commit()
     (run,) = conn.execute("SELECT id FROM consolidation_runs").fetchone()  # type: ignore[misc]
-    since = since_day(conn, shorten(conn, "run", [run])[run])  # as `slowwave runs list` shows it
-    assert since == datetime.now(UTC).date()
+    short = shorten(conn, "run", [run])[run]  # as `slowwave runs list` shows it
+    assert since_day(conn, short) == datetime.now(UTC).date()
     assert since_day(conn, "2025-01-10T23:30:00-02:00") == date(2025, 1, 11)
 
-    report = export(db, lake, what="versions", since=since)
+    report = export(db, lake, what="versions", since=short)
 
     assert (report.kinds["versions"].partitions, report.kinds["versions"].written) == (1, 1)
     assert (lake / old).read_bytes() == kept  # before the day: as it was

@@ -24,7 +24,6 @@ from slowwave.tasks.export import (
     ExportReport,
     drop_target,
     export,
-    since_day,
 )
 
 
@@ -101,7 +100,5 @@ def export_command(
                 raise ExportError(f"no export registered at {target}")
             console.print(f"a forget no longer reaches {target}; its files stay", highlight=False)
             return
-        with db.connection() as conn:
-            day = since_day(conn, since)
-        report = export(db, target, what=what or settings.export_what, since=day)
+        report = export(db, target, what=what or settings.export_what, since=since)
     emit(report, as_json, lambda: print_report(report))
