@@ -262,6 +262,7 @@ def measure_tonight(
     with db.connection() as conn:
         facts = extracted_facts(conn, summary.run_id, night.conversations)
         recall = end_to_end_recall(conn, embedder, SearchPolicy.of(db.settings), night.questions)
+        proposed = proposed_actions(conn, summary.run_id)
     raw = raw_transcript_tokens(pending, counter)
     prompt = summary.prompt_tokens + written.prompt_tokens
     completion = summary.completion_tokens + written.completion_tokens
@@ -293,9 +294,21 @@ def measure_tonight(
         "chunks": summary.chunks,
         "chunks_failed": summary.chunks_failed,
         "chunk_failures_by_reason": failures_by_reason(summary),
+        "proposed_actions": proposed,
         "episodes_gated": summary.episodes_skipped,
         "answers_cut_off": summary.answers_cut_off,
     }
+
+
+def proposed_actions(conn: Any, run_id: str) -> dict[str, int]:
+    """What tonight's answers asked for, item by item (new, reinforce, update, invalidate),
+    before the guard and dedupe decided: where the completion tokens went."""
+    rows = conn.execute(
+        "SELECT proposed_action, count(*) FROM decision_log WHERE run_id = %s"
+        " GROUP BY proposed_action ORDER BY proposed_action",
+        (run_id,),
+    ).fetchall()
+    return {action: count for action, count in rows}
 
 
 def logged_prefix_hits(model: StructuredModel) -> int | None:
