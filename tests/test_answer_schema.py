@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from slowwave.models.consolidation import ConsolidationOutput
+from slowwave.models.consolidation import EXAMPLE_ANSWER, ConsolidationOutput, FactAction
 from slowwave.models.llm.strict_schema import strict_subset, strict_violations
 from slowwave.models.merge import MergeJudgement
 from slowwave.models.profile import ConversationProfile
@@ -55,8 +55,8 @@ def test_a_judgement_is_bounded_to_the_pairs_shown() -> None:
     assert merged["maxLength"] == 300  # on the string branch, where a grammar applies it
 
 
-def test_the_answer_schema_requires_every_property_and_forbids_others() -> None:
-    schema = ConsolidationOutput.response_schema()
+def test_the_answer_schema_sent_to_strict_endpoints_requires_every_property() -> None:
+    schema = strict_subset(ConsolidationOutput.response_schema())
     found = objects(schema)
     assert len(found) == 2  # the answer and one fact
     for obj in found:
@@ -64,7 +64,26 @@ def test_the_answer_schema_requires_every_property_and_forbids_others() -> None:
         assert obj["additionalProperties"] is False
 
 
-def test_optional_answer_fields_are_nullable_not_omittable() -> None:
+def test_a_grammar_may_leave_out_only_the_nullable_slot_and_target_and_only_last() -> None:
+    schema = ConsolidationOutput.response_schema()
+    fact = schema["$defs"]["ConsolidatedFact"]
+    optional = [name for name in fact["properties"] if name not in fact["required"]]
+    assert optional == ["slot", "existing_fact_id"]
+    assert list(fact["properties"])[-2:] == optional  # written after the action, or not at all
+    for name in optional:
+        assert {"type": "null"} in fact["properties"][name]["anyOf"]
+    assert fact["additionalProperties"] is False
+
+
+def test_a_new_fact_without_a_slot_is_answered_without_nulls_and_read_back() -> None:
+    answer = '{"facts":[{"fact":"Ana sails.","category":"interest","keywords":["Ana"],'
+    answer += '"episodes":["E1"],"action":"new"}]}'
+    (item,) = ConsolidationOutput.model_validate_json(answer).facts
+    assert (item.slot, item.existing_fact_id, item.action) == (None, None, FactAction.new)
+    assert '"slot":null' not in EXAMPLE_ANSWER and "existing_fact_id" not in EXAMPLE_ANSWER
+
+
+def test_optional_answer_fields_are_nullable_in_the_strict_schema() -> None:
     fact = strict_subset(ConsolidationOutput.response_schema())["properties"]["facts"]["items"]
     assert {"type": "null"} in fact["properties"]["existing_fact_id"]["anyOf"]
     assert "episodes" in fact["required"] and "existing_fact_id" in fact["required"]

@@ -4,7 +4,8 @@ Hosted OpenAI-compatible APIs with ``"strict": true`` compile the schema into a 
 constraint and refuse one outside their subset: every object lists all of its properties in
 ``required`` (optional ones are nullable instead) and sets ``additionalProperties: false``, and
 length and numeric bounds are not supported. ``strict_subset`` turns slowwave's answer schema
-into that form (references inlined, bounds dropped: the guard enforces them per item anyway);
+into that form (references inlined, bounds dropped: the guard enforces them per item anyway;
+the properties a grammar lets a model leave out, all nullable, required);
 ``strict_violations`` says what a schema breaks, so a test holds the answer schema to the rules.
 """
 
@@ -43,11 +44,14 @@ def strict_subset(schema: dict[str, Any]) -> dict[str, Any]:
             name = str(node["$ref"]).rsplit("/", 1)[-1]
             siblings = {k: v for k, v in node.items() if k != "$ref"}
             return walk({**definitions[name], **siblings})
-        return {
+        strict = {
             key: (walk(value) if key != "enum" else value)
             for key, value in node.items()
             if key not in UNSUPPORTED and key != "$defs"
         }
+        if "properties" in strict:
+            strict["required"] = list(strict["properties"])
+        return strict
 
     result: dict[str, Any] = walk(schema)
     return result
