@@ -301,14 +301,17 @@ def measure_tonight(
 
 
 def proposed_actions(conn: Any, run_id: str) -> dict[str, int]:
-    """What tonight's answers asked for, item by item (new, reinforce, update, invalidate),
-    before the guard and dedupe decided: where the completion tokens went."""
+    """What tonight's answers asked for, item by item, and what was done (``update->new``: an
+    update the guard or dedupe turned into a new fact, say): where the completion tokens went."""
     rows = conn.execute(
-        "SELECT proposed_action, count(*) FROM decision_log WHERE run_id = %s"
-        " GROUP BY proposed_action ORDER BY proposed_action",
+        "SELECT proposed_action, action, count(*) FROM decision_log WHERE run_id = %s"
+        " GROUP BY proposed_action, action ORDER BY proposed_action, action",
         (run_id,),
     ).fetchall()
-    return {action: count for action, count in rows}
+    return {
+        proposed if proposed == done else f"{proposed}->{done}": count
+        for proposed, done, count in rows
+    }
 
 
 def logged_prefix_hits(model: StructuredModel) -> int | None:

@@ -435,10 +435,11 @@ class Settings(BaseSettings):
     llamacpp_server: LlamaCppServerKind = Field(
         default="python",
         description="llama.cpp: which server answers. `python`: llama-cpp-python's server (one "
-        "request at a time; on two cores as fast as any, see the README's *What a night "
-        "costs*); `native`: llama.cpp's own `llama-server` (parallel slots with continuous "
-        "batching, for machines with cores to spare; built as the README says, or at "
-        "`SLOWWAVE_LLAMACPP_SERVER_PATH`); `auto`: native when installed, else python.",
+        "request at a time); `native`: llama.cpp's own `llama-server` (faster per episode, "
+        "parallel slots with continuous batching; built as the README says, or at "
+        "`SLOWWAVE_LLAMACPP_SERVER_PATH`), whose answers differ from python's because its "
+        "repetition penalty counts the prompt's last tokens (the README's *What a night "
+        "costs*); `auto`: native when installed, else python.",
     )
     llamacpp_server_path: Path | None = Field(
         default=None,

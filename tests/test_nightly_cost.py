@@ -64,6 +64,10 @@ def test_the_nightly_mix_measures_tonight_only_and_the_gold_model_scores_one(
     assert figures["end_to_end_recall_at_10"] == 1.0
     assert figures["questions"] > 0
     assert figures["billed_tokens_per_raw_token"] == 0.0  # the replay model costs nothing
+    # the gold model proposes only new facts, each one that was written among them
+    proposed = figures["proposed_actions"]
+    assert set(proposed) <= {"new", "new->merge"}
+    assert sum(proposed.values()) >= figures["facts_written"] > 0
 
 
 def test_billed_and_computed_tokens_of_a_model_with_a_prefix_cache_are_told_apart(
