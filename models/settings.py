@@ -437,9 +437,9 @@ class Settings(BaseSettings):
         description="llama.cpp: which server answers. `python`: llama-cpp-python's server (one "
         "request at a time); `native`: llama.cpp's own `llama-server` (faster per episode, "
         "parallel slots with continuous batching; built as the README says, or at "
-        "`SLOWWAVE_LLAMACPP_SERVER_PATH`), whose answers differ from python's because its "
-        "repetition penalty counts the prompt's last tokens (the README's *What a night "
-        "costs*); `auto`: native when installed, else python.",
+        "`SLOWWAVE_LLAMACPP_SERVER_PATH`), whose answers differ from python's: its repetition "
+        "penalty counts the prompt's last tokens and it turns flash attention on (the "
+        "README's *What a night costs*); `auto`: native when installed, else python.",
     )
     llamacpp_server_path: Path | None = Field(
         default=None,
