@@ -73,12 +73,23 @@ class Settings(BaseSettings):
     chunk_size: int = Field(
         default=2,
         ge=1,
-        description="Most episodes given to the model in one call (a small local model "
-        "extracts more from 2 than from 8: benchmarks/locomo_extraction.py; a larger model "
-        "can take more, for fewer tokens); chunks are also cut to fit "
+        description="Episodes given to the model in one call, more when they are short "
+        "(`chunk_min_tokens`). A small local model extracts more from 2 than from 8 "
+        "(benchmarks/locomo_extraction.py); a larger model can take more, for fewer tokens. "
+        "Chunks are also cut to fit "
         "the runtime's context (its length less the answer's `llm_max_tokens`, the prompt, "
         "the facts shown and a 5% margin), and an episode too long alone is consolidated in "
         "parts, by messages.",
+    )
+    chunk_min_tokens: int = Field(
+        default=768,
+        ge=0,
+        description="A chunk of `chunk_size` episodes takes more while all of them come to at "
+        "most this many prompt tokens, about the system prompt's own length (772 tokens): "
+        "every call sends the whole system prompt, so a conversation's short episodes (a few "
+        "messages each) share one call instead of paying one each. Two LoCoMo-length "
+        "sessions are over it, so long episodes still go `chunk_size` a call. 0: `chunk_size` "
+        "episodes a chunk, whatever their length.",
     )
     related_facts_limit: int = Field(
         default=20, ge=0, description="Most existing facts shown to the model per chunk."

@@ -1,6 +1,8 @@
 """Cut a conversation's pending episodes into chunks that fit the model's context.
 
-A chunk holds at most ``max_episodes`` episodes and, when the context is known, at most
+A chunk holds at most ``max_episodes`` episodes, or more short ones while they stay within
+``min_tokens`` tokens together (each call sends the whole system prompt, so two-message
+episodes share one rather than pay one each), and, when the context is known, at most
 ``max_tokens`` tokens of rendered episodes. An episode too long for one chunk is split by
 messages into consecutive parts (and a message too long for one part, by text), so nothing is
 ever sent over budget. Pure: no database, no runtime; the token counter is passed in.
@@ -52,20 +54,32 @@ class ChunkBudget:
     """How much one chunk may hold.
 
     ``max_tokens`` is the episodes' share of the prompt; None means no token limit, and the
-    episode count alone decides (today's behaviour). ``flashbulb_surprise`` decides which
-    episodes add an "## Attention" line to the prompt; 0.0 charges every episode for one.
+    episode count alone decides (today's behaviour). A chunk that holds ``max_episodes``
+    takes one more episode while the whole stays within ``min_tokens`` (0: never).
+    ``flashbulb_surprise`` decides which episodes add an "## Attention" line to the prompt;
+    0.0 charges every episode for one.
     """
 
     max_episodes: int
     max_tokens: int | None = None
     count: TokenCounter = estimate_tokens
     flashbulb_surprise: float = 0.0
+    min_tokens: int = 0
 
     def __post_init__(self) -> None:
         if self.max_episodes < 1:
             raise ValueError(f"max_episodes must be at least 1, not {self.max_episodes}")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise ValueError(f"max_tokens must be positive or None, not {self.max_tokens}")
+        if self.min_tokens < 0:
+            raise ValueError(f"min_tokens must not be negative, not {self.min_tokens}")
+
+    def full(self, episodes: int, tokens: int, adding: int) -> bool:
+        """Whether a chunk of ``episodes`` episodes and ``tokens`` tokens cannot take one of
+        ``adding`` tokens more."""
+        if self.max_tokens is not None and tokens + adding > self.max_tokens:
+            return True
+        return episodes >= self.max_episodes and tokens + adding > self.min_tokens
 
 
 def chunk_budget(
@@ -76,11 +90,13 @@ def chunk_budget(
     max_episodes: int,
     count: TokenCounter = estimate_tokens,
     flashbulb_surprise: float = 0.0,
+    min_tokens: int = 0,
 ) -> ChunkBudget:
     """The budget left for episodes once the answer, the fixed prompt, the facts and the margin
-    are set aside; an unknown context (None) leaves only the episode count."""
+    are set aside; an unknown context (None) leaves only the episode count (and the floor
+    below which short episodes share a chunk)."""
     if context_tokens is None:
-        return ChunkBudget(max_episodes, None, count, flashbulb_surprise)
+        return ChunkBudget(max_episodes, None, count, flashbulb_surprise, min_tokens)
     margin = math.ceil(context_tokens * MARGIN_FRACTION) + MARGIN_TOKENS
     left = context_tokens - answer_tokens - fixed_prompt_tokens - facts_reserve_tokens - margin
     if left <= 0:
@@ -89,7 +105,7 @@ def chunk_budget(
             f"prompt {fixed_prompt_tokens} - facts {facts_reserve_tokens} - margin {margin} = "
             f"{left} tokens; raise the context length or lower max_tokens / the facts shown"
         )
-    return ChunkBudget(max_episodes, left, count, flashbulb_surprise)
+    return ChunkBudget(max_episodes, left, count, flashbulb_surprise, min_tokens)
 
 
 def fixed_prompt_tokens(count: TokenCounter) -> int:
@@ -176,7 +192,9 @@ def split_episode(
     if done_messages and done_messages == total:
         return []
     count, limit = budget.count, budget.max_tokens
-    index = budget.max_episodes - 1  # cost as the widest short id a chunk can give it
+    # cost as the widest short id a chunk can give it (E99 where short episodes may pack past
+    # the count: a hundred in a chunk would be a token over per line, which the margin takes)
+    index = max(budget.max_episodes, 99 if budget.min_tokens else 0) - 1
     deep = shown_surprise(episode) >= budget.flashbulb_surprise
     rest = episode
     if done_messages:
@@ -305,8 +323,7 @@ def pack(
             chunk = chunks[-1] if chunks else []
             if (
                 not chunk
-                or len(chunk) >= budget.max_episodes
-                or (budget.max_tokens is not None and used + part.tokens > budget.max_tokens)
+                or budget.full(len(chunk), used, part.tokens)
                 or chunk[-1].episode.id == episode.id
             ):
                 chunks.append([])
@@ -321,8 +338,8 @@ def pack(
 
 def run_budget(model: object, settings: Settings) -> ChunkBudget:
     """The budget of one run: the runtime's context and tokenizer (``prompt_limits``), the
-    answer's ``llm_max_tokens``, the prompt, room for ``related_facts_limit`` facts, and
-    ``chunk_size``."""
+    answer's ``llm_max_tokens``, the prompt, room for ``related_facts_limit`` facts,
+    ``chunk_size`` and ``chunk_min_tokens``."""
     context, count = prompt_limits(model)
     return chunk_budget(
         context,
@@ -332,6 +349,7 @@ def run_budget(model: object, settings: Settings) -> ChunkBudget:
         settings.chunk_size,
         count,
         settings.flashbulb_surprise,
+        settings.chunk_min_tokens,
     )
 
 

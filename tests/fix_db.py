@@ -35,9 +35,10 @@ def wait_gone(pid: int, timeout: float = 10.0) -> bool:
 @pytest.fixture(scope="session")
 def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     home = tmp_path_factory.mktemp("slowwave-home")
-    # chunk_size pinned: the tests describe chunking by their own numbers, not the default's
+    # chunk_size pinned, and short episodes not packed beyond it: the tests describe chunking
+    # by their own numbers, not the defaults'
     return Settings(  # type: ignore[call-arg]
-        home=home, database_url=None, chunk_size=8, _env_file=None
+        home=home, database_url=None, chunk_size=8, chunk_min_tokens=0, _env_file=None
     )
 
 

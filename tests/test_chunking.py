@@ -310,3 +310,32 @@ def test_folder_with_a_tokenizer_counts_with_it(tmp_path: Path) -> None:
     count = model_token_counter(tmp_path)
     assert isinstance(count, TokenizerCounter)
     assert count("hello world hello other") == 4
+
+
+# ── short episodes share a chunk ─────────────────────────────────────────────────────────
+
+
+def test_short_episodes_share_a_chunk_beyond_the_episode_count_up_to_the_token_floor() -> None:
+    short = [long_episode(f"s{i}", [f"short message {i}", "reply"], day=i + 1) for i in range(7)]
+    one = episode_tokens(short[0], estimate_tokens, index=98, deep=True)  # as pack costs it
+    budget = ChunkBudget(max_episodes=2, min_tokens=3 * one + 1)
+    chunks = pack(short, budget)
+    # three short episodes fit under the floor, a fourth would not: 3 + 3 + 1, not 2 + 2 + 2 + 1
+    assert [len(c) for c in chunks] == [3, 3, 1]
+    assert [p.episode.id for c in chunks for p in c] == [e.id for e in short]
+    assert all(chunk_tokens(c, budget) <= budget.min_tokens for c in chunks)
+
+
+def test_long_episodes_still_go_the_episode_count_a_chunk_under_a_token_floor() -> None:
+    long = [long_episode(f"l{i}", [words(150, 10 * i)], day=i + 1) for i in range(5)]
+    budget = ChunkBudget(max_episodes=2, min_tokens=episode_tokens(long[0], estimate_tokens))
+    assert [len(c) for c in pack(long, budget)] == [2, 2, 1]
+
+
+def test_a_floor_never_packs_past_the_context_budget() -> None:
+    short = [long_episode(f"s{i}", [words(20)], day=i + 1) for i in range(6)]
+    one = episode_tokens(short[0], estimate_tokens, index=98, deep=True)
+    budget = ChunkBudget(max_episodes=1, max_tokens=2 * one, min_tokens=100 * one)
+    chunks = pack(short, budget)
+    assert [len(c) for c in chunks] == [2, 2, 2]
+    assert all(chunk_tokens(c, budget) <= 2 * one for c in chunks)
