@@ -280,8 +280,8 @@ def questions_of(
 
 
 def session_number(external_key: str) -> int:
-    """``locomo:conv-26:session_3`` → 3."""
-    return int(external_key.rsplit("_", 1)[1])
+    """``locomo:conv-26:session_3`` → 3 (and so for a part of it, ``…:session_3:m4``)."""
+    return int(external_key.split(":")[2].removeprefix("session_"))
 
 
 @contextmanager

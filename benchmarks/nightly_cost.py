@@ -7,12 +7,20 @@ already known, not the long sessions of ``benchmarks.locomo_extraction``. The mi
 - LoCoMo conversations whose first ``--known`` sessions were consolidated on earlier nights
   (by the replay model: their gold observations are the facts already known, the same for
   every runtime measured) and whose next sessions arrive tonight: one session for every other
-  conversation, two for the rest;
+  conversation, two for the rest; with ``--episode-messages N`` each of tonight's sessions
+  arrives as episodes of N messages, as an agent that records a chat a few messages at a time
+  makes them (the short episodes that share a call, ``SLOWWAVE_CHUNK_MIN_TOKENS``, measured
+  against the same gold);
 - the README's sample conversations (``examples/transcripts/sample-chats.jsonl``: short,
   several episodes each), new tonight.
 
 Tonight's run (summaries first with ``--summaries``, as backfill writes them) is measured, per
-``--runtime`` in a fresh database of its own, on the same mix:
+``--runtime`` in a fresh database of its own, on the same mix. ``--known 3 5 7`` measures three
+such nights (sessions 1-3 known and the next arriving, then 1-5, then 1-7), each on its own,
+and pools them: tokens, calls and seconds added up, recall and precision over all their gold
+observations, facts and questions together. One night's 61 gold observations tell two
+configurations apart only when they differ by more than a greedy decoder's drift; several
+nights over all seven conversations give several hundred.
 
 - billed tokens: the prompt and completion tokens the model was sent and wrote, per raw
   transcript token (tonight's messages as ``speaker: text`` lines, counted with the runtime's
@@ -27,12 +35,13 @@ Tonight's run (summaries first with ``--summaries``, as backfill writes them) is
   sessions, over all the conversation's active facts.
 
     python -m benchmarks.nightly_cost --runtime llamacpp:qwen2.5-coder-1.5b-instruct
-        [--runtime vllm:smollm2-135m-instruct ...] [--conversations conv-26 ...] [--known 3]
+        [--runtime vllm:smollm2-135m-instruct ...] [--conversations conv-26 ...] [--known 3 ...]
         [--summaries] [--set NAME=VALUE ...] [--data PATH] [--json]
 
 ``--model``/``--engine`` name a single runtime as the other benchmarks do. With ``--json`` the
 last line holds the first runtime's figures at the top level and every runtime's under
-``by_runtime``.
+``by_runtime``; with several nights, each runtime's figures are the nights pooled, and each
+night's own are under its ``by_night``.
 """
 
 from __future__ import annotations
@@ -40,10 +49,13 @@ from __future__ import annotations
 import argparse
 import re
 import time
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, get_args
+from uuid import UUID
 
 from benchmarks.locomo_extraction import (
     ExtractedFact,
@@ -64,6 +76,7 @@ from benchmarks.locomo_recall import DEFAULT_DATA, KS, add_set_option
 from benchmarks.report import print_figures
 from slowwave.models.embedding import Embedder, load_embedder
 from slowwave.models.episode import Episode, Message
+from slowwave.models.ids import new_id
 from slowwave.models.llm import RuntimeNotAvailable, StructuredModel, check_runtime, load_model
 from slowwave.models.llm.base import prompt_limits
 from slowwave.models.llm.llamacpp_runtime import PYTHON_SERVER_MODULES
@@ -123,7 +136,10 @@ def main() -> None:
     unwind_on_sigterm()  # a stopped benchmark stops the servers it started
     args = parse_args()
     started = time.perf_counter()
-    night = plan_night(args.data, args.conversations, args.known)
+    nights = [
+        plan_night(args.data, args.conversations, known, args.episode_messages)
+        for known in args.known
+    ]
     results: dict[str, dict[str, Any]] = {}
     embedder: Embedder | None = None
     for runtime in args.runtimes:
@@ -138,14 +154,22 @@ def main() -> None:
         except RuntimeNotAvailable as exc:
             raise SystemExit(f"{runtime.label}: {exc}") from None
         embedder = embedder or load_embedder(settings)
-        results[runtime.label] = measure_night(
-            settings, embedder, night, args.data, summaries=args.summaries
+        by_night = {
+            f"known_{known}": measure_night(
+                settings, embedder, night, args.data, summaries=args.summaries
+            )
+            for known, night in zip(args.known, nights, strict=True)
+        }
+        results[runtime.label] = (
+            next(iter(by_night.values()))
+            if len(by_night) == 1
+            else {**pooled(list(by_night.values())), "by_night": by_night}
         )
     first = next(iter(results.values()))
     figures = {
-        "conversations": night.conversations,
-        "known_sessions": args.known,
-        "episodes_earlier": len(night.earlier),
+        "conversations": list(args.conversations),
+        "known_sessions": args.known[0] if len(args.known) == 1 else args.known,
+        "episodes_earlier": sum(len(n.earlier) for n in nights),
         **first,
         "by_runtime": results,
         "seconds": round(time.perf_counter() - started, 1),
@@ -170,7 +194,11 @@ def parse_args() -> argparse.Namespace:
         "--conversations", nargs="+", default=list(DEFAULT_CONVERSATIONS), metavar="SAMPLE_ID"
     )
     parser.add_argument(
-        "--known", type=int, default=DEFAULT_KNOWN, help="sessions consolidated on earlier nights"
+        "--known",
+        type=int,
+        nargs="+",
+        default=[DEFAULT_KNOWN],
+        help="sessions consolidated on earlier nights; several: one night each, pooled",
     )
     parser.add_argument(
         "--summaries",
@@ -178,12 +206,21 @@ def parse_args() -> argparse.Namespace:
         default=False,
         help="have the runtime write tonight's episode summaries first, as backfill does",
     )
+    parser.add_argument(
+        "--episode-messages",
+        type=int,
+        default=None,
+        metavar="N",
+        help="tonight's sessions arrive as episodes of N messages each",
+    )
     add_set_option(parser, "chunk_size=4 or llamacpp_parallel=1")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     args = parser.parse_args()
-    if args.known < 1:
+    if min(args.known) < 1:
         parser.error("--known must be at least 1")
+    if args.episode_messages is not None and args.episode_messages < 1:
+        parser.error("--episode-messages must be at least 1")
     if args.runtimes and (args.model or args.engine):
         parser.error("give --runtime, or --model/--engine, not both")
     if not args.runtimes:
@@ -194,10 +231,13 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def plan_night(data: Path, conversations: Sequence[str], known: int) -> Night:
+def plan_night(
+    data: Path, conversations: Sequence[str], known: int, episode_messages: int | None = None
+) -> Night:
     """Sessions 1..known of each conversation were earlier nights; tonight brings the next one
-    (every other conversation) or two. LoCoMo's human-written session summaries are dropped:
-    a transcript has none."""
+    (every other conversation) or two, each session as one episode or, with
+    ``episode_messages``, as episodes of that many messages. LoCoMo's human-written session
+    summaries are dropped: a transcript has none."""
     records = read_records(data, conversations)
     tonight_sessions = {
         c: set(range(known + 1, known + 2 + i % 2)) for i, c in enumerate(conversations)
@@ -218,9 +258,28 @@ def plan_night(data: Path, conversations: Sequence[str], known: int) -> Night:
     )
     if missing:
         raise SystemExit(f"fewer than {known + 2} sessions in {', '.join(missing)}: lower --known")
+    if episode_messages:
+        tonight = [part for e in tonight for part in split_session(e, episode_messages)]
     gold = gold_of(records, tonight_sessions)
     questions = questions_of(records, tonight_sessions)
     return Night(list(conversations), earlier, tonight, tonight_sessions, gold, questions)
+
+
+def split_session(episode: Episode, size: int) -> list[Episode]:
+    """A session as consecutive episodes of ``size`` messages, a minute apart, each keyed by
+    the session and its first message (``locomo:conv-26:session_3:m4``)."""
+    return [
+        episode.model_copy(
+            update={
+                "id": new_id(),
+                "external_key": f"{episode.external_key}:m{first}",
+                "messages": episode.messages[first : first + size],
+                "start_at": episode.start_at + timedelta(minutes=n),
+                "end_at": episode.start_at + timedelta(minutes=n),
+            }
+        )
+        for n, first in enumerate(range(0, len(episode.messages), size))
+    ]
 
 
 def measure_night(
@@ -284,6 +343,7 @@ def measure_tonight(
         "model_calls": summary.model_calls + written.summarized + written.failed,
         "summaries_written": written.summarized,
         **hits,
+        "seconds_tonight": round(seconds, 2),
         "seconds_per_episode": round(seconds / len(pending), 2) if pending else 0.0,
         "episodes_per_hour": round(3600 * len(pending) / seconds, 1) if seconds else 0.0,
         **quality(facts, night, embedder),
@@ -300,7 +360,68 @@ def measure_tonight(
     }
 
 
-def proposed_actions(conn: Any, run_id: str) -> dict[str, int]:
+# figures a pooled night adds up; the shares are worked out again from them
+ADDED = (
+    "episodes_tonight",
+    "raw_transcript_tokens",
+    "prompt_tokens",
+    "completion_tokens",
+    "prompt_tokens_cached",
+    "model_calls",
+    "summaries_written",
+    "seconds_tonight",
+    "questions",
+    "gold_observations",
+    "facts_written",
+    "chunks",
+    "chunks_failed",
+    "episodes_gated",
+    "answers_cut_off",
+)
+# a share and what it is a share of: pooled, the matches of every night over all their wholes
+SHARES = {
+    "fact_recall": "gold_observations",
+    "fact_recall_strict": "gold_observations",
+    "fact_precision": "facts_written",
+    "fact_precision_strict": "facts_written",
+    **{f"end_to_end_recall_at_{k}": "questions" for k in KS},
+}
+
+
+def pooled(nights: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Several nights' figures as one: counts added up, each share the matches of all nights
+    over all their gold observations, facts or questions (not a mean of means)."""
+    total: dict[str, Any] = {k: sum(n[k] for n in nights) for k in ADDED}
+    for share, whole in SHARES.items():
+        matched = sum(n[share] * n[whole] for n in nights)
+        total[share] = _share(matched, total[whole])
+    raw, billed = (
+        total["raw_transcript_tokens"],
+        total["prompt_tokens"] + total["completion_tokens"],
+    )
+    episodes, seconds = total["episodes_tonight"], total["seconds_tonight"]
+    return {
+        "runtime": nights[0]["runtime"],
+        "nights": len(nights),
+        **total,
+        "prompt_tokens_cached_from": nights[0]["prompt_tokens_cached_from"],
+        "billed_tokens_per_raw_token": _share(billed, raw),
+        "computed_tokens_per_raw_token": _share(billed - total["prompt_tokens_cached"], raw),
+        "seconds_per_episode": round(seconds / episodes, 2) if episodes else 0.0,
+        "episodes_per_hour": round(3600 * episodes / seconds, 1) if seconds else 0.0,
+        "chunk_failures_by_reason": _added(n["chunk_failures_by_reason"] for n in nights),
+        "proposed_actions": _added(n["proposed_actions"] for n in nights),
+    }
+
+
+def _added(counts: Iterable[dict[str, int]]) -> dict[str, int]:
+    total: Counter[str] = Counter()
+    for c in counts:
+        total.update(c)
+    return dict(sorted(total.items()))
+
+
+def proposed_actions(conn: Any, run_id: UUID) -> dict[str, int]:
     """What tonight's answers asked for, item by item, and what was done (``update->new``: an
     update the guard or dedupe turned into a new fact, say): where the completion tokens went."""
     rows = conn.execute(
