@@ -73,8 +73,8 @@ class Settings(BaseSettings):
     chunk_size: int = Field(
         default=2,
         ge=1,
-        description="Episodes given to the model in one call, more when they are short "
-        "(`chunk_min_tokens`). A small local model extracts more from 2 than from 8 "
+        description="Episodes given to the model in one call (more short ones where "
+        "`chunk_min_tokens` is set). A small local model extracts more from 2 than from 8 "
         "(benchmarks/locomo_extraction.py); a larger model can take more, for fewer tokens. "
         "Chunks are also cut to fit "
         "the runtime's context (its length less the answer's `llm_max_tokens`, the prompt, "
@@ -82,14 +82,15 @@ class Settings(BaseSettings):
         "parts, by messages.",
     )
     chunk_min_tokens: int = Field(
-        default=768,
+        default=0,
         ge=0,
         description="A chunk of `chunk_size` episodes takes more while all of them come to at "
-        "most this many prompt tokens, about the system prompt's own length (772 tokens): "
-        "every call sends the whole system prompt, so a conversation's short episodes (a few "
-        "messages each) share one call instead of paying one each. Two LoCoMo-length "
-        "sessions are over it, so long episodes still go `chunk_size` a call. 0: `chunk_size` "
-        "episodes a chunk, whatever their length.",
+        "most this many prompt tokens (0: never). Every call sends the whole system prompt "
+        "(772 tokens), so short episodes that share a call cost fewer tokens, and the small "
+        "default model extracts fewer facts from the larger chunk: at 768, LoCoMo sessions "
+        "arriving as episodes of 4 messages cost 5.1 tokens per transcript token instead of "
+        "8.0, at fact recall 0.100 instead of 0.218 (`benchmarks.nightly_cost "
+        "--episode-messages 4`). For a larger model, or where tokens count more than recall.",
     )
     related_facts_limit: int = Field(
         default=20, ge=0, description="Most existing facts shown to the model per chunk."
