@@ -407,7 +407,9 @@ class Settings(BaseSettings):
         default=1.1,
         ge=1,
         le=2,
-        description="vLLM, llama.cpp: repetition penalty (small models loop).",
+        description="vLLM, llama.cpp: repetition penalty. Small models loop without one: at "
+        "1.0 the default model wrote 2.2x the answer tokens on a night, 4 answers ran to "
+        "`llm_max_tokens` and 66 items restated one it had already written.",
     )
     llm_dtype: str = Field(
         default="auto",
@@ -445,13 +447,22 @@ class Settings(BaseSettings):
         default=120.0, gt=0, description="llama.cpp: seconds the server may take to start."
     )
     llamacpp_server: LlamaCppServerKind = Field(
-        default="python",
-        description="llama.cpp: which server answers. `python`: llama-cpp-python's server (one "
-        "request at a time); `native`: llama.cpp's own `llama-server` (faster per episode, "
-        "parallel slots with continuous batching; built as the README says, or at "
-        "`SLOWWAVE_LLAMACPP_SERVER_PATH`), whose answers differ from python's: its repetition "
-        "penalty counts the prompt's last tokens and it turns flash attention on (the "
-        "README's *What a night costs*); `auto`: native when installed, else python.",
+        default="auto",
+        description="llama.cpp: which server answers. `auto`: llama.cpp's own where it is "
+        "installed, else llama-cpp-python's. `native`: llama.cpp's own `llama-server` (built "
+        "as the README's install says, or at `SLOWWAVE_LLAMACPP_SERVER_PATH`): it samples in "
+        "C++, 1.65x as fast per episode on two cores at the same answers, and has parallel "
+        "slots with continuous batching. `python`: llama-cpp-python's server (one request at a "
+        "time). At a repetition penalty above 1.0 their answers differ: llama.cpp's server "
+        "counts the prompt's last tokens in the penalty's window (the README's *What a night "
+        "costs*).",
+    )
+    llamacpp_flash_attn: bool = Field(
+        default=False,
+        description="llama.cpp: flash attention, either server. Off: llama-cpp-python's server "
+        "computes without it, llama.cpp's own would turn it on by itself, and the two then "
+        "part at a greedy answer's first near-tie; off, they give the same answers at a "
+        "repetition penalty of 1.0.",
     )
     llamacpp_server_path: Path | None = Field(
         default=None,

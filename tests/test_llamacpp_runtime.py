@@ -226,6 +226,34 @@ def test_the_native_server_decodes_conversations_together_and_reports_its_prefix
     assert again.prompt_tokens > again.cached_tokens > 0
 
 
+def test_both_servers_give_the_same_answer_without_a_repetition_penalty(
+    llamacpp_settings: Settings,
+) -> None:
+    """With flash attention off (the default) and no repetition penalty, llama.cpp's own
+    server answers a chunk token for token as llama-cpp-python's does: the same prompt, the
+    same arithmetic, the same greedy choices. (With a penalty they part: llama.cpp's server
+    counts the prompt's last tokens in the penalty's window, llama-cpp-python only the answer.)"""
+    _require_llamacpp(native=True)
+    request = build_request("c", [], _episodes(), 0.85)
+    answers = {}
+    for server in ("python", "native"):
+        settings = with_settings(
+            llamacpp_settings,
+            llamacpp_server=server,
+            llm_repetition_penalty=1.0,
+            llm_max_tokens=96,  # the first items are where a difference shows
+        )
+        model = load_model(settings)
+        try:
+            (answers[server],) = model.generate([request])
+        finally:
+            model.close()
+    python, native = answers["python"], answers["native"]
+    assert python.error is None and native.error is None, (python.error, native.error)
+    assert python.text and native.text == python.text
+    assert native.completion_tokens == python.completion_tokens
+
+
 def test_weights_are_not_repacked_on_a_cpu_with_amx_by_either_server(tmp_path: Path) -> None:
     """llama.cpp's AMX path segfaults loading the default model (llama.cpp issue 20824): on
     such a CPU both servers start with their weights as the GGUF has them."""
@@ -241,6 +269,8 @@ def test_weights_are_not_repacked_on_a_cpu_with_amx_by_either_server(tmp_path: P
 
     native = server_command(auto, GGUF, 1234, Path("/opt/llama-server"), repack=False)
     assert "--no-repack" in native
+    # and either computes without flash attention unless told to (the same answers)
+    assert native[native.index("--flash-attn") + 1] == "off"
     assert "--no-repack" not in server_command(auto, GGUF, 1234, Path("/opt/llama-server"))
     python = server_command(auto, GGUF, 1234, repack=False)
     assert python[1:3] == ["-m", "slowwave.models.llm.llamacpp_python_server"]
