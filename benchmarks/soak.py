@@ -184,54 +184,80 @@ def run_soak(
 ) -> dict[str, Any]:
     """The soak, in temporary homes; its figures (the checks as booleans among them)."""
     samples = json.loads(data.read_text(encoding="utf-8"))[: 1 + pending]
-    searched, consolidated = samples[0]["sample_id"], [s["sample_id"] for s in samples[1:]]
     with (
         tempfile.TemporaryDirectory(prefix="slowwave-soak-") as tmp,
         tempfile.TemporaryDirectory(prefix="slowwave-soak-quiet-") as quiet_tmp,
     ):
         home, quiet = Path(tmp), Path(quiet_tmp)
-        # the same run without load, for the facts it must end with
-        _load(quiet, data, set(consolidated))
-        _consolidate(quiet, data, consolidated)
-        expected = _facts(quiet, data, consolidated)
-
-        _load(home, data, {searched, *consolidated})
-        _consolidate(home, data, [searched])
-        key = _key(home, data)
-        replicas = [start_server(home, port), start_server(home, port + 1)]
-        urls = [f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"]
-
-        def kill() -> None:
-            os.killpg(replicas[0].pid, signal.SIGKILL)
-
-        night: dict[str, Any] = {}
-
-        def nightly() -> None:
-            time.sleep(min(5.0, seconds / 6))  # the load is on by then
-            started = time.perf_counter()
-            night["summary"] = _consolidate(home, data, consolidated)
-            night["seconds"] = round(time.perf_counter() - started, 1)
-
-        worker = threading.Thread(target=nightly, name="soak-nightly")
-        worker.start()
         try:
-            load = asyncio.run(
-                _clients(
-                    urls,
-                    key,
-                    [(searched, q) for _, q in questions_of(samples[:1])],
-                    clients,
-                    seconds,
-                    seconds / 2,
-                    kill,
-                )
-            )
+            return _soak_in(home, quiet, data, samples, port, seconds, clients)
         finally:
-            worker.join()
-            for replica in replicas:
-                stop(replica)
-        stored = _stored(home, data, "soak-")
-        got = _facts(home, data, consolidated)
+            for each in (home, quiet):
+                _stop_postgres(each, data)
+
+
+def _stop_postgres(home: Path, data: Path) -> None:
+    """The home's embedded Postgres, stopped: the replica killed with SIGKILL never let go of
+    it, so no clean exit of another holder stops it."""
+    from slowwave.sql.db.embedded import prune_dead_holders, stop_embedded
+
+    pgdata = _settings(home, data).pgdata
+    prune_dead_holders(pgdata)
+    stop_embedded(pgdata, force=True)
+
+
+def _soak_in(
+    home: Path,
+    quiet: Path,
+    data: Path,
+    samples: list[dict[str, Any]],
+    port: int,
+    seconds: float,
+    clients: int,
+) -> dict[str, Any]:
+    searched, consolidated = samples[0]["sample_id"], [s["sample_id"] for s in samples[1:]]
+    # the same run without load, for the facts it must end with
+    _load(quiet, data, set(consolidated))
+    _consolidate(quiet, data, consolidated)
+    expected = _facts(quiet, data, consolidated)
+
+    _load(home, data, {searched, *consolidated})
+    _consolidate(home, data, [searched])
+    key = _key(home, data)
+    replicas = [start_server(home, port), start_server(home, port + 1)]
+    urls = [f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"]
+
+    def kill() -> None:
+        os.killpg(replicas[0].pid, signal.SIGKILL)
+
+    night: dict[str, Any] = {}
+
+    def nightly() -> None:
+        time.sleep(min(5.0, seconds / 6))  # the load is on by then
+        started = time.perf_counter()
+        night["summary"] = _consolidate(home, data, consolidated)
+        night["seconds"] = round(time.perf_counter() - started, 1)
+
+    worker = threading.Thread(target=nightly, name="soak-nightly")
+    worker.start()
+    try:
+        load = asyncio.run(
+            _clients(
+                urls,
+                key,
+                [(searched, q) for _, q in questions_of(samples[:1])],
+                clients,
+                seconds,
+                seconds / 2,
+                kill,
+            )
+        )
+    finally:
+        worker.join()
+        for replica in replicas:
+            stop(replica)
+    stored = _stored(home, data, "soak-")
+    got = _facts(home, data, consolidated)
 
     sent: set[str] = load.pop("sent")
     summary = night.get("summary")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import psutil
 import pytest
 
 from benchmarks.soak import run_soak
@@ -24,3 +25,11 @@ def test_load_on_two_replicas_while_a_run_consolidates_loses_nothing_and_changes
     assert figures["stored_exactly_once"], figures
     assert figures["consolidation_status"] == "completed", figures
     assert figures["facts_expected"] > 0 and figures["facts_equal_without_load"], figures
+    # the Postgres of its homes went with them, the killed replica's holding notwithstanding
+    left = [p.pid for p in psutil.process_iter(["cmdline"]) if _soak_postgres(p)]
+    assert not left, f"the soak left its Postgres running: {left}"
+
+
+def _soak_postgres(process: psutil.Process) -> bool:
+    command = " ".join(process.info["cmdline"] or [])
+    return "postgres" in command and "slowwave-soak-" in command
