@@ -219,6 +219,8 @@ def parse_args() -> argparse.Namespace:
     args = parser.parse_args()
     if min(args.known) < 1:
         parser.error("--known must be at least 1")
+    if len(set(args.known)) < len(args.known):
+        parser.error("--known names each night once")  # a night twice would be pooled as one
     if args.episode_messages is not None and args.episode_messages < 1:
         parser.error("--episode-messages must be at least 1")
     if args.runtimes and (args.model or args.engine):
