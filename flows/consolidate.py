@@ -50,6 +50,7 @@ from slowwave.models.llm import load_model
 from slowwave.models.llm.base import StructuredModel
 from slowwave.models.run import RunSummary
 from slowwave.models.settings import Settings, get_settings
+from slowwave.models.warmup import started_ahead_for, take_embedder, take_model
 from slowwave.models.workers.cluster import current_node
 from slowwave.models.workers.pool import actor_nodes
 from slowwave.sql.db import Database, migrate
@@ -150,9 +151,16 @@ def reported(what: str) -> Iterator[None]:
 
 
 def start_model(settings: Settings) -> StructuredModel:
-    """The configured language model, its start-up (an engine, a server) logged as such."""
+    """The configured language model, its start-up (an engine, a server) logged as such; the
+    one this process started ahead of the flow, when it did (``models.warmup``)."""
     model = settings.openai_model if settings.llm_runtime == "openai" else settings.llm_model
-    with reported(f"starting the language model ({settings.llm_runtime}, {model})"):
+    what = f"starting the language model ({settings.llm_runtime}, {model})"
+    if started_ahead_for("model"):
+        with reported(f"{what}, started ahead of the flow"):
+            ahead = take_model(settings)
+        if ahead is not None:
+            return ahead
+    with reported(what):
         return load_model(settings)
 
 
@@ -296,8 +304,12 @@ class FlowSteps(RunSteps):
             summary.prompt_tokens += spent.prompt_tokens
             summary.completion_tokens += spent.completion_tokens
             summary.prompt_tokens_cached += spent.cached_tokens
+        what = f"loading the embedding model {self.settings.embedding_model}"
+        if self._embedder is None and started_ahead_for("embedder"):
+            with reported(f"{what}, loaded ahead of the flow"):
+                self._embedder = take_embedder(self.settings)
         if self._embedder is None:
-            with reported(f"loading the embedding model {self.settings.embedding_model}"):
+            with reported(what):
                 self._embedder = load_embedder(self.settings)
         summary.place("embedding", actor_nodes(self.embedder))
         summary.place("llm", actor_nodes(self.model))

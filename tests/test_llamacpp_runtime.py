@@ -40,6 +40,7 @@ from slowwave.tasks.calibrate import build_request, parse_answer
 from slowwave.tasks.consolidate import consolidate
 from tests.fix_episodes import add, at, make_episode, with_settings
 from tests.fix_models import Recorded
+from tests.fix_processes import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODEL = Settings.model_fields["llm_model"].default
@@ -275,3 +276,42 @@ def test_weights_are_not_repacked_on_a_cpu_with_amx_by_either_server(tmp_path: P
     python = server_command(auto, GGUF, 1234, repack=False)
     assert python[1:3] == ["-m", "slowwave.models.llm.llamacpp_python_server"]
     assert server_command(auto, GGUF, 1234)[1:3] == ["-m", "llama_cpp.server"]
+
+
+def _servers_of(home: Path) -> list[int]:
+    """llama.cpp servers started for a slowwave home (they inherit its SLOWWAVE_HOME)."""
+    found = []
+    for process in psutil.process_iter(["name", "cmdline"]):
+        try:
+            command = " ".join(process.info["cmdline"] or [])
+            if process.info["name"] != "llama-server" and "llama_cpp.server" not in command:
+                continue
+            if process.environ().get("SLOWWAVE_HOME") == str(home):
+                found.append(process.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def test_a_terminal_backfill_takes_the_server_started_ahead_and_leaves_none_running(
+    llamacpp_settings: Settings, tmp_path: Path
+) -> None:
+    """`slowwave backfill` starts llama.cpp's server and loads the embedding model while its
+    temporary Prefect API starts; the flow takes both rather than starting its own."""
+    result = run_cli(
+        tmp_path,
+        "backfill",
+        str(ROOT / "examples" / "transcripts" / "sample-chats.jsonl"),
+        "--conversation",
+        "kenji",
+        SLOWWAVE_LLM_RUNTIME="llamacpp",
+        SLOWWAVE_LLM_MODEL=str(GGUF),
+        SLOWWAVE_LLM_MAX_TOKENS="256",
+        SLOWWAVE_PREFECT_PORT=str(free_port()),  # no `slowwave server` there: a temporary API
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "started ahead of the flow: done" in result.stderr
+    assert "loaded ahead of the flow: done" in result.stderr
+    assert "starting the language model (llamacpp" in result.stderr
+    assert result.stderr.count("starting the language model") == 2  # its start and its end
+    assert not _servers_of(tmp_path)

@@ -28,6 +28,7 @@ from slowwave.models.llm import check_runtime
 from slowwave.models.run import RunSummary
 from slowwave.models.settings import get_settings
 from slowwave.models.tenant import DEFAULT_TENANT, check_tenant, conversation_key, shown
+from slowwave.models.warmup import started_ahead
 from slowwave.sql.db import migrate
 from slowwave.tasks.ingest.columnar import parse_mapping
 from slowwave.tasks.ingest.rejects import Reject
@@ -53,7 +54,8 @@ def backfill_command(
     mapping = parse_mapping(column_map)
     check_sources(source, fmt)  # before the database, Prefect or a model starts
     preflight()
-    with flow_api(get_settings()):
+    settings = get_settings()
+    with started_ahead(settings), flow_api(settings):
         state = backfill(
             source=source if remote(source) else os.path.abspath(source),
             format=fmt,
@@ -137,6 +139,7 @@ def consolidate_command(
     from slowwave.flows.consolidate import nightly
 
     preflight()
-    with flow_api(get_settings()):
+    settings = get_settings()
+    with started_ahead(settings), flow_api(settings):
         state = nightly(conversations=references(conversation, tenant), return_state=True)
     print_flow_result(state)
