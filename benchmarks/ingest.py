@@ -20,12 +20,11 @@ Each path runs in a process of its own, so its peak RSS is its own: the driver's
 stay flat from the smaller size to the larger (streamed reading). Timings on a shared machine
 vary from run to run; the ratios, measured in one run, are what to compare.
 
-With ``--episode-words`` the Parquet file of the first size is also ingested into a database
-whose ``episodic_memory`` lacks the stored transcript words (``search_tsv``, migration 0017),
-and the ratio of the two times says what parsing them costs.
+No path parses the transcripts' words for search: an episode's are parsed when a chunk holding
+it is applied (migration 0023), so they cost an ingest nothing.
 
     python -m benchmarks.ingest [--sizes 1000000,10000000] [--conversations C]
-        [--episode-words] [--json]
+        [--json]
 """
 
 from __future__ import annotations
@@ -250,7 +249,7 @@ def read_only(how: str, source: Path) -> dict[str, Any]:
     }
 
 
-def measure(how: str, source: Path, home: Path, words: bool = True) -> dict[str, Any]:
+def measure(how: str, source: Path, home: Path) -> dict[str, Any]:
     """One path over one file in a fresh database (this process's own): seconds, messages
     ingested, and this process's peak RSS."""
     from slowwave import sql
@@ -270,9 +269,6 @@ def measure(how: str, source: Path, home: Path, words: bool = True) -> dict[str,
     policy = IngestPolicy.of(settings)
     with Database(settings) as db:
         migrate(db)
-        if not words:
-            with db.connection() as conn:
-                conn.execute("ALTER TABLE episodic_memory DROP COLUMN search_tsv")
         start = time.perf_counter()
         if how in ("jsonl", "parquet"):
             ingested = ingest(db, source, policy).ingested
@@ -318,11 +314,9 @@ def measure(how: str, source: Path, home: Path, words: bool = True) -> dict[str,
     }
 
 
-def measured(how: str, source: Path, home: Path, words: bool = True) -> dict[str, Any]:
+def measured(how: str, source: Path, home: Path) -> dict[str, Any]:
     """``measure`` in a child process: its peak RSS is the path's own."""
     command = [sys.executable, "-m", "benchmarks.ingest", "--measure", how, str(source), str(home)]
-    if not words:
-        command.append("--no-episode-words")
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{how} on {source.name} failed:\n{done.stderr[-3000:]}")
@@ -348,23 +342,17 @@ def main() -> None:
         default=",".join(PATHS + ENGINES),
         help="which paths to run, comma-separated (default: all; the figures need them all)",
     )
-    parser.add_argument(
-        "--episode-words",
-        action="store_true",
-        help="also ingest without the stored transcript words, and print the ratio",
-    )
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     parser.add_argument(
         "--measure", nargs=3, metavar=("PATH", "SOURCE", "HOME"), help=argparse.SUPPRESS
     )
-    parser.add_argument("--no-episode-words", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
         how, source, home = args.measure
         if how in ENGINES:
             print(json.dumps(read_only(how, Path(source))))
             return
-        print(json.dumps(measure(how, Path(source), Path(home), not args.no_episode_words)))
+        print(json.dumps(measure(how, Path(source), Path(home))))
         return
 
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
@@ -401,11 +389,6 @@ def main() -> None:
                 "seconds_by_path": {how: r["seconds"] for how, r in runs.items()},
                 "ingested_by_path": {how: r["ingested"] for how, r in runs.items()},
             }
-            if args.episode_words and size == sizes[0]:
-                bare = measured("parquet", parquet, Path(tmp) / "bare", words=False)
-                figures["episode_words_time_ratio"] = round(
-                    runs["parquet"]["seconds"] / bare["seconds"], 2
-                )
             jsonl.unlink()
             parquet.unlink()
     by_size = figures["by_size"]

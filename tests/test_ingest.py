@@ -93,6 +93,34 @@ def test_a_locomo_backfill_yields_facts_valid_in_their_own_time_not_today(
     assert latest < datetime.now(UTC) - timedelta(days=365)
 
 
+def test_an_episodes_words_for_search_are_parsed_when_it_is_consolidated_not_at_ingest(
+    db: Database,
+    conn: psycopg.Connection,
+    settings: Settings,
+    embedder: Embedder,
+    locomo_path: Path,
+) -> None:
+    """Search reads an episode's words only through the facts that cite it, and a pending
+    episode has none: ingest leaves them to the chunk that applies it, in its transaction."""
+    ingest(db, locomo_path, IngestPolicy.of(settings))
+    words = (
+        "SELECT count(*) FILTER (WHERE search_tsv IS NOT NULL),"
+        " count(*) FILTER (WHERE consolidated_at IS NOT NULL AND search_tsv IS DISTINCT FROM"
+        "   to_tsvector('english', jsonb_path_query_array(messages, '$[*].text'))),"
+        " count(*) FILTER (WHERE consolidated_at IS NOT NULL)"
+        " FROM episodic_memory WHERE conversation_id = 'conv-26'"
+    )
+    assert conn.execute(words).fetchone() == (0, 0, 0)
+    consolidate(db, LoCoMoReplayModel(locomo_path), embedder, settings, conversations=["conv-26"])
+    parsed, wrong, consolidated = conn.execute(words).fetchone()  # type: ignore[misc]
+    assert consolidated > 0 and parsed >= consolidated and wrong == 0
+    (cited_without,) = conn.execute(
+        "SELECT count(*) FROM semantic_memory f JOIN episodic_memory e"
+        " ON e.id = f.source_episodic_ids[1] WHERE e.search_tsv IS NULL"
+    ).fetchone()  # type: ignore[misc]
+    assert cited_without == 0
+
+
 def test_transcripts_are_segmented_by_time_gaps_sessions_and_size(
     db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path
 ) -> None:

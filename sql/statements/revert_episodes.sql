@@ -1,6 +1,6 @@
 -- Revert, 4: the episodes the run consolidated go back to pending as they were before it: not
--- consolidated, not gated, no progress, unclaimed, first claimed and scored (novelty) only if
--- another run's chunk held them. The attempts its failed chunks charged are taken back (and a quarantine they
+-- consolidated, not gated, no progress, unclaimed, first claimed, scored (novelty) and their
+-- words parsed only if another run's chunk held them. The attempts its failed chunks charged are taken back (and a quarantine they
 -- caused lifted): not when an operator's release came after (it reset them), nor a
 -- quarantine another run made later. Chunks it lost to
 -- another run (conflicts) name episodes that are that run's: left alone.
@@ -46,6 +46,12 @@ SET consolidated_at = CASE WHEN m.applied THEN NULL ELSE ep.consolidated_at END,
                                        WHERE o.run_id <> %(run_id)s AND ep.id = ANY(o.episode_ids))
         THEN NULL
         ELSE ep.first_claimed_at END,
+    -- its words for search, parsed when its chunk was applied, unless another run's was first
+    search_tsv = CASE
+        WHEN m.applied AND NOT EXISTS (SELECT 1 FROM consolidation_chunks o
+                                       WHERE o.run_id <> %(run_id)s AND ep.id = ANY(o.episode_ids))
+        THEN NULL
+        ELSE ep.search_tsv END,
     -- the novelty its chunks computed on opening (no other run's chunk held the episode)
     novelty = CASE
         WHEN NOT EXISTS (SELECT 1 FROM consolidation_chunks o
