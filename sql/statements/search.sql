@@ -14,7 +14,8 @@
 --   episode:   BM25 over the transcripts of the scope's source episodes (document frequencies
 --              among them); a fact ranks by its first source episode's score, then by the
 --              query vector; weighted by %(episode_weight)s (0 skips the transcripts); the
---              words are episodic_memory.search_tsv, stored when an episode is written.
+--              words are episodic_memory.search_tsv, stored when an episode is consolidated
+--              (apply_mark_consolidated).
 -- Fused score: sum of weight / (%(rrf_k)s + rank). Then, over the source episodes:
 --   spread:    rho, the second best episode's summed fused score over the best one's: near 0
 --              when one episode answers the query, near 1 when several answer it alike (a
