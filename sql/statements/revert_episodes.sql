@@ -23,7 +23,11 @@ WITH chunks AS (
                AS charged,
            bool_or(status = 'quarantined' AND NOT released_later AND NOT taken_later)
                AS quarantined,
-           bool_or(taken_later OR released_later) AS touched_later
+           bool_or(taken_later OR released_later) AS touched_later,
+           -- no other run's chunk ever held the episode
+           NOT EXISTS (SELECT 1 FROM consolidation_chunks o
+                       WHERE o.run_id <> %(run_id)s AND chunks.id = ANY(o.episode_ids))
+               AS only_this_run
     FROM chunks
     GROUP BY id
 )
@@ -41,23 +45,12 @@ SET consolidated_at = CASE WHEN m.applied THEN NULL ELSE ep.consolidated_at END,
         WHEN m.applied OR (m.charged > 0 AND ep.attempts <= m.charged AND NOT m.touched_later)
         THEN NULL
         ELSE ep.last_error END,
-    first_claimed_at = CASE
-        WHEN m.applied AND NOT EXISTS (SELECT 1 FROM consolidation_chunks o
-                                       WHERE o.run_id <> %(run_id)s AND ep.id = ANY(o.episode_ids))
-        THEN NULL
-        ELSE ep.first_claimed_at END,
+    first_claimed_at = CASE WHEN m.applied AND m.only_this_run THEN NULL
+                            ELSE ep.first_claimed_at END,
     -- its words for search, parsed when its chunk was applied, unless another run's was first
-    search_tsv = CASE
-        WHEN m.applied AND NOT EXISTS (SELECT 1 FROM consolidation_chunks o
-                                       WHERE o.run_id <> %(run_id)s AND ep.id = ANY(o.episode_ids))
-        THEN NULL
-        ELSE ep.search_tsv END,
+    search_tsv = CASE WHEN m.applied AND m.only_this_run THEN NULL ELSE ep.search_tsv END,
     -- the novelty its chunks computed on opening (no other run's chunk held the episode)
-    novelty = CASE
-        WHEN NOT EXISTS (SELECT 1 FROM consolidation_chunks o
-                         WHERE o.run_id <> %(run_id)s AND ep.id = ANY(o.episode_ids))
-        THEN NULL
-        ELSE ep.novelty END
+    novelty = CASE WHEN m.only_this_run THEN NULL ELSE ep.novelty END
 FROM mine m
 WHERE ep.id = m.id
 RETURNING ep.id
