@@ -50,7 +50,7 @@ from slowwave.models.llm import load_model
 from slowwave.models.llm.base import StructuredModel
 from slowwave.models.run import RunSummary
 from slowwave.models.settings import Settings, get_settings
-from slowwave.models.warmup import started_ahead_for, take_embedder, take_model
+from slowwave.models.warmup import started_ahead_for, take
 from slowwave.models.workers.cluster import current_node
 from slowwave.models.workers.pool import actor_nodes
 from slowwave.sql.db import Database, migrate
@@ -155,13 +155,24 @@ def start_model(settings: Settings) -> StructuredModel:
     one this process started ahead of the flow, when it did (``models.warmup``)."""
     model = settings.openai_model if settings.llm_runtime == "openai" else settings.llm_model
     what = f"starting the language model ({settings.llm_runtime}, {model})"
-    if started_ahead_for("model"):
-        with reported(f"{what}, started ahead of the flow"):
-            ahead = take_model(settings)
-        if ahead is not None:
-            return ahead
+    started: StructuredModel = ahead_or_start(
+        "model", f"{what}, started ahead of the flow", what, settings, load_model
+    )
+    return started
+
+
+def ahead_or_start(
+    name: str, ahead: str, what: str, settings: Settings, start: Callable[[Settings], Any]
+) -> Any:
+    """The runtime this process started ahead of the flow (``models.warmup``), logged as
+    ``ahead``; else ``start(settings)``, logged as ``what``."""
+    if started_ahead_for(name):
+        with reported(ahead):
+            runtime = take(name, settings)
+        if runtime is not None:
+            return runtime
     with reported(what):
-        return load_model(settings)
+        return start(settings)
 
 
 @dataclass
@@ -304,13 +315,11 @@ class FlowSteps(RunSteps):
             summary.prompt_tokens += spent.prompt_tokens
             summary.completion_tokens += spent.completion_tokens
             summary.prompt_tokens_cached += spent.cached_tokens
-        what = f"loading the embedding model {self.settings.embedding_model}"
-        if self._embedder is None and started_ahead_for("embedder"):
-            with reported(f"{what}, loaded ahead of the flow"):
-                self._embedder = take_embedder(self.settings)
         if self._embedder is None:
-            with reported(what):
-                self._embedder = load_embedder(self.settings)
+            what = f"loading the embedding model {self.settings.embedding_model}"
+            self._embedder = ahead_or_start(
+                "embedder", f"{what}, loaded ahead of the flow", what, self.settings, load_embedder
+            )
         summary.place("embedding", actor_nodes(self.embedder))
         summary.place("llm", actor_nodes(self.model))
         check_shareable(self.settings, self.model, self.embedder)

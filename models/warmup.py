@@ -4,7 +4,7 @@
 the flow starts, they often wait seconds for a temporary Prefect API (7 s on two cores); the
 flow then starts the language model and loads the embedding model, one after the other (2 s and
 4 s for the quick start's). ``started_ahead`` starts both on threads meanwhile. The flow takes
-them from here (``take_model``, ``take_embedder``) when its settings are the ones they were
+them from here (``take``) when its settings are the ones they were
 started with, and closes them as its own; whatever no flow took is closed when the block ends.
 
 A start ahead that failed is dropped: the flow starts that runtime again itself, so the error
@@ -23,9 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slowwave.models.embedding import load_embedder
-from slowwave.models.embedding.base import Embedder
 from slowwave.models.llm import load_model
-from slowwave.models.llm.base import StructuredModel
 from slowwave.models.settings import Settings
 
 
@@ -76,11 +74,14 @@ def started_ahead(
             untaken = [f for name, f in ahead.runtimes.items() if name not in ahead.taken]
         pool.shutdown(wait=True)  # a start under way ends first, then closes
         for future in untaken:
-            if not future.cancelled() and future.exception() is None:
+            if future.exception() is None:
                 future.result().close()
 
 
-def _take(name: str, settings: Settings) -> Future[Any] | None:
+def take(name: str, settings: Settings) -> Any:
+    """The runtime of that name (``model``, ``embedder``) started ahead for these settings, now
+    the caller's to close, once it is ready; None when none was, another caller took it, or its
+    start failed."""
     with _lock:
         ahead = _ahead
         if ahead is None or name in ahead.taken or name not in ahead.runtimes:
@@ -88,31 +89,11 @@ def _take(name: str, settings: Settings) -> Future[Any] | None:
         if ahead.settings != settings:
             return None
         ahead.taken.add(name)
-        return ahead.runtimes[name]
-
-
-def _result(future: Future[Any] | None) -> Any:
-    """The runtime started ahead, once it is ready; None when its start failed."""
-    if future is None:
-        return None
+        future = ahead.runtimes[name]
     try:
         return future.result()
     except Exception:  # the flow starts it again, and reports its error
         return None
-
-
-def take_model(settings: Settings) -> StructuredModel | None:
-    """The language model started ahead for these settings, now the caller's to close; None
-    when none was (or its start failed). Waits while it is still starting."""
-    model: StructuredModel | None = _result(_take("model", settings))
-    return model
-
-
-def take_embedder(settings: Settings) -> Embedder | None:
-    """The embedding model loaded ahead for these settings, now the caller's to close; None
-    when none was (or its load failed). Waits while it is still loading."""
-    embedder: Embedder | None = _result(_take("embedder", settings))
-    return embedder
 
 
 def started_ahead_for(name: str) -> bool:

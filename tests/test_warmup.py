@@ -7,13 +7,7 @@ import threading
 from typing import Any
 
 from slowwave.models.settings import Settings
-from slowwave.models.warmup import (
-    started_ahead,
-    started_ahead_for,
-    starts_ahead,
-    take_embedder,
-    take_model,
-)
+from slowwave.models.warmup import started_ahead, started_ahead_for, starts_ahead, take
 from tests.fix_episodes import with_settings
 
 
@@ -49,9 +43,9 @@ def test_the_flow_takes_what_was_started_for_its_settings_and_the_rest_is_closed
     started: list[Runtime] = []
     starts = {"model": starting(started, "model"), "embedder": starting(started, "embedder")}
     with started_ahead(settings, starts):
-        model = take_model(settings)
+        model = take("model", settings)
         assert isinstance(model, Runtime) and model.name == "model"
-        assert take_model(settings) is None  # taken once: a second flow starts its own
+        assert take("model", settings) is None  # taken once: a second flow starts its own
         assert started_ahead_for("embedder") and not started_ahead_for("model")
     embedder = next(r for r in started if r.name == "embedder")
     assert model.closed == 0  # the flow's to close
@@ -64,7 +58,7 @@ def test_other_settings_start_their_own_and_the_runtime_started_ahead_is_closed(
 ) -> None:
     started: list[Runtime] = []
     with started_ahead(settings, {"model": starting(started, "model")}):
-        assert take_model(with_settings(settings, llm_max_tokens=321)) is None
+        assert take("model", with_settings(settings, llm_max_tokens=321)) is None
     assert [r.closed for r in started] == [1]
 
 
@@ -73,7 +67,7 @@ def test_the_flow_waits_for_a_runtime_still_starting(settings: Settings) -> None
     gate = threading.Event()
     with started_ahead(settings, {"embedder": starting(started, "embedder", gate)}):
         threading.Timer(0.2, gate.set).start()
-        embedder = take_embedder(settings)
+        embedder = take("embedder", settings)
     assert isinstance(embedder, Runtime) and embedder.closed == 0
 
 
@@ -82,7 +76,7 @@ def test_a_start_ahead_that_failed_is_dropped_so_the_flow_starts_its_own(
 ) -> None:
     started: list[Runtime] = []
     with started_ahead(settings, {"model": failing, "embedder": starting(started, "embedder")}):
-        assert take_model(settings) is None
+        assert take("model", settings) is None
     assert [r.closed for r in started] == [1]
 
 
