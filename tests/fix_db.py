@@ -14,8 +14,8 @@ from slowwave.models.settings import Settings
 from slowwave.sql.db import Database, migrate
 
 TABLES = (
-    "decision_log, consolidation_chunks, semantic_memory, episodic_memory, consolidation_runs, "
-    "history_operations, conversation_profiles, export_targets"
+    "decision_log, consolidation_chunks, semantic_memory, ingested_messages, episodic_memory, "
+    "consolidation_runs, history_operations, conversation_profiles, export_targets"
 )
 
 
