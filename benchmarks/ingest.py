@@ -5,9 +5,11 @@ as JSONL and as Parquet, then each is ingested into a fresh embedded database by
 
 - ``jsonl``: the JSONL path, line by line (``read.read_jsonl``);
 - ``parquet_before``: the Parquet path before columnar validation, record batches read with
-  pyarrow and validated row by row in Python (kept here, as it was, to measure against);
+  pyarrow and validated row by row in Python, and a source's groups of conversations written
+  one at a time (kept here, as it was, to measure against);
 - ``parquet``: the columnar path (``columnar.read_columnar``): polars scans, whole-column
-  validation, Arrow batches to binary COPY;
+  validation, Arrow batches to binary COPY, groups written on ``SLOWWAVE_INGEST_CONNECTIONS``
+  connections at once;
 - ``parquet_pyarrow``: the same checks written with ``pyarrow.compute`` alone, then the same
   staging and segmenting: the columnar engine polars was chosen against;
 - ``floor``: the same rows COPYed straight into the staging table, no validation and no
@@ -276,9 +278,19 @@ def measure(how: str, source: Path, home: Path) -> dict[str, Any]:
             report = IngestReport(source=str(source), format="parquet")
             read = read_parquet_before if how == "parquet_before" else read_parquet_pyarrow
             batches = read(source, policy.batch_rows, policy.max_message_chars)
+            # as it was, a group of conversations at a time; the other engine as the path is
+            at_once = db if how == "parquet_pyarrow" else None
             with RejectsReport(None) as rejects, db.connection() as conn:
                 stage_and_segment(
-                    conn, batches, str(source), policy, report, rejects, None, (None, None)
+                    conn,
+                    batches,
+                    str(source),
+                    policy,
+                    report,
+                    rejects,
+                    None,
+                    (None, None),
+                    db=at_once,
                 )
             ingested = report.ingested
         else:  # floor

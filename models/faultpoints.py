@@ -41,6 +41,9 @@ POINTS: tuple[str, ...] = (
     *RUN_POINTS,
     # ingest of a folder or glob: a file's messages committed, the next not started
     "ingest.file.committed",
+    # ingest of a source of many conversations: one group's episodes committed (on any of the
+    # connections writing groups at once)
+    "ingest.group.committed",
 )
 
 Action = Callable[[str, Any], None]

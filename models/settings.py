@@ -344,6 +344,15 @@ class Settings(BaseSettings):
     ingest_batch_rows: int = Field(
         default=20000, ge=1, description="Transcript rows read and validated per batch."
     )
+    ingest_connections: int = Field(
+        default=2,
+        ge=1,
+        le=16,
+        description="A source of more conversations than one transaction holds (1,000) is "
+        "written a group of conversations at a time, on this many database connections at "
+        "once: the statement that builds a group's episodes keeps one server core busy. "
+        "Up to the server's cores (and below `pool_max_size`); 1: one group at a time.",
+    )
     segment_gap_s: int = Field(
         default=1800,
         ge=1,

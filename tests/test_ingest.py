@@ -483,3 +483,175 @@ def test_a_file_with_more_conversations_than_the_server_can_lock_at_once_lands_w
     assert stored == conversations
     again = ingest(db, source, IngestPolicy.of(with_settings(settings, summarize_on_ingest=False)))
     assert again.ingested == 0
+
+
+def _source_of_many(path: Path, conversations: list[str], per: int, first: int = 0) -> Path:
+    """``per`` messages of each conversation, 7 minutes apart, the conversations interleaved
+    as a lake's files hold them."""
+    rows: list[dict[str, Any] | str | bytes] = [
+        message(c, str(i), 7 * i) for i in range(first, first + per) for c in conversations
+    ]
+    return write_jsonl(path, rows)
+
+
+def _landed(conn: psycopg.Connection) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """Every episode and every ingested message (by its episode's key), in key order."""
+    episodes = conn.execute(
+        "SELECT external_key, messages, start_at, end_at FROM episodic_memory ORDER BY 1"
+    ).fetchall()
+    messages = conn.execute(
+        "SELECT m.conversation_id, m.message_id, e.external_key FROM ingested_messages m "
+        "LEFT JOIN episodic_memory e ON e.id = m.episode_id ORDER BY 1, 2"
+    ).fetchall()
+    return episodes, messages
+
+
+def _many_groups(monkeypatch: Any, size: int) -> None:
+    from slowwave.tasks.ingest import transcripts
+
+    monkeypatch.setattr(transcripts, "GROUP_CONVERSATIONS", size)
+
+
+def test_a_source_of_many_conversations_lands_on_two_connections_at_once_as_on_one(
+    db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path, monkeypatch: Any
+) -> None:
+    import threading
+
+    from slowwave.tasks.forget import forget_conversation
+    from slowwave.tasks.ingest import transcripts
+
+    _many_groups(monkeypatch, 4)  # groups of 4 conversations on one connection, 2 on two
+    gone = f"gone-{uuid.uuid4().hex[:8]}"
+    base = with_settings(settings, summarize_on_ingest=False)
+    ingest(db, _source_of_many(tmp_path / "gone.jsonl", [gone], 1), IngestPolicy.of(base))
+    forget_conversation(db, gone, home=settings.home, by="test", reason="a tombstone", purge=False)
+    names = [f"c{n:02d}" for n in range(15)]
+    earlier = _source_of_many(tmp_path / "earlier.jsonl", names[:4], 3)  # open tails to grow
+    source = _source_of_many(tmp_path / "lake.jsonl", [*names, gone], 6, first=3)
+    with source.open("a") as out:  # a repeated message id: the first line wins
+        out.write(json.dumps(message("c05", "4", 999, "the same id again")) + "\n")
+
+    def run(connections: int) -> tuple[Any, ...]:
+        conn.execute("TRUNCATE episodic_memory, ingested_messages")
+        ingest(db, earlier, IngestPolicy.of(with_settings(base, ingest_connections=1)))
+        backends.clear()
+        policy = IngestPolicy.of(with_settings(base, ingest_connections=connections))
+        report = ingest(db, source, policy)
+        rejects = sorted((r.line, r.reason) for r in report.first_rejects)
+        counts = (report.read, report.ingested, report.rejected, report.episodes, report.grown)
+        return counts, rejects, _landed(conn)
+
+    both = threading.Barrier(2, timeout=30)
+    backends: set[int] = set()
+    one = run(1)
+    segment = transcripts._segment
+
+    def at_once(conn: psycopg.Connection, *args: Any) -> None:
+        writer = threading.current_thread() is not threading.main_thread()
+        if writer and conn.info.backend_pid not in backends:
+            backends.add(conn.info.backend_pid)
+            both.wait()  # passes only while two groups are being written at the same time
+        segment(conn, *args)
+
+    monkeypatch.setattr(transcripts, "_segment", at_once)
+    two = run(2)
+
+    assert len(backends) == 2
+    assert two == one
+    counts, rejects, (episodes, messages) = two
+    read, ingested, rejected, made, grown = counts
+    assert (read, ingested, rejected, grown) == (15 * 6 + 6 + 1, 15 * 6, 7, 4)
+    assert len(episodes) == 4 + made  # the earlier source's four, grown, and the new ones
+    assert [line for line, reason in rejects if "forgotten" in reason] == [
+        16 * i + 16 for i in range(6)
+    ]
+    assert any("duplicate message_id '4'" in reason for _, reason in rejects)
+    assert all(key is not None for _, _, key in messages), "every message names its episode"
+    assert len(messages) == 4 * 3 + 15 * 6
+
+
+def test_a_run_stopped_after_a_group_and_run_again_ends_as_a_clean_run(
+    db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path, monkeypatch: Any
+) -> None:
+    import pytest
+
+    from slowwave.models import faultpoints
+
+    _many_groups(monkeypatch, 4)  # 32 conversations: in groups of 2 on each of two connections
+    source = _source_of_many(tmp_path / "lake.jsonl", [f"c{n:02d}" for n in range(32)], 5)
+    policy = IngestPolicy.of(with_settings(settings, summarize_on_ingest=False))
+    assert policy.connections == 2
+    ingest(db, source, policy)
+    clean = _landed(conn)
+    conn.execute("TRUNCATE episodic_memory, ingested_messages")
+
+    class Stopped(Exception):
+        pass
+
+    def stop(point: str, _: object) -> None:
+        faultpoints.arm(point, stop)  # the other connection stops after its group, too
+        raise Stopped(point)
+
+    faultpoints.arm("ingest.group.committed", stop, at_hit=3)
+    try:
+        with pytest.raises(Stopped):
+            ingest(db, source, policy)
+    finally:
+        faultpoints.disarm()
+    (landed,) = conn.execute(  # type: ignore[misc]
+        "SELECT count(DISTINCT conversation_id) FROM episodic_memory"
+    ).fetchone()
+    # three groups and the one under way on the other connection: no group after the stop
+    assert 6 <= landed <= 8
+    (running,) = conn.execute(  # type: ignore[misc]
+        "SELECT count(*) FROM pg_stat_activity WHERE state <> 'idle' AND query ~ 'slowwave_ingest'"
+        " AND pid <> pg_backend_pid()"
+    ).fetchone()
+    assert running == 0
+    resumed = ingest(db, source, policy)
+    assert resumed.ingested == 5 * (32 - landed)
+    assert _landed(conn) == clean
+
+
+def test_a_ctrl_c_while_a_source_is_read_on_two_connections_leaves_nothing_half_written(
+    db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path
+) -> None:
+    import pytest
+
+    from slowwave.tasks.ingest.read import read_jsonl
+    from slowwave.tasks.ingest.rejects import RejectsReport
+    from slowwave.tasks.ingest.transcripts import IngestReport, stage_and_segment
+
+    source = _source_of_many(tmp_path / "lake.jsonl", [f"c{n:02d}" for n in range(12)], 5)
+    policy = IngestPolicy.of(with_settings(settings, summarize_on_ingest=False))
+    assert policy.connections == 2
+
+    def read_then_interrupted() -> Any:
+        batches = read_jsonl(source, 10, policy.max_message_chars, {})
+        yield next(batches)
+        yield next(batches)  # both connections have rows staged, uncommitted
+        raise KeyboardInterrupt
+
+    report = IngestReport(source=str(source), format="jsonl")
+    with pytest.raises(KeyboardInterrupt), RejectsReport(None) as rejects:
+        stage_and_segment(
+            conn,
+            read_then_interrupted(),
+            str(source),
+            policy,
+            report,
+            rejects,
+            None,
+            (None, None),
+            db=db,
+        )
+
+    assert conn.execute("SELECT count(*) FROM episodic_memory").fetchone() == (0,)
+    assert conn.execute("SELECT count(*) FROM ingested_messages").fetchone() == (0,)
+    (open_transactions,) = conn.execute(  # type: ignore[misc]
+        "SELECT count(*) FROM pg_stat_activity WHERE state LIKE '%%transaction%%' "
+        "AND pid <> pg_backend_pid()"
+    ).fetchone()
+    assert open_transactions == 0
+    again = ingest(db, source, policy)
+    assert (again.ingested, again.rejected) == (60, 0)

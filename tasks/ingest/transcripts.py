@@ -1,15 +1,22 @@
-"""ingest: one source file → episodes, in one transaction, idempotently.
+"""ingest: one source file → episodes, each conversation whole in one transaction,
+idempotently.
 
-Valid messages are streamed in batches into a staging table with COPY; rejects go to the
-rejects report as they are found. Then, set-wise in SQL: repeated message ids are rejected
-(first line wins), messages already ingested are skipped, the rest are segmented into episodes
-(sessions, time gaps, a size cap) and inserted with their provenance.
+Valid messages are streamed in batches into staging tables with COPY, the conversations shared
+out over a few connections; rejects go to the rejects report as they are found. Then,
+set-wise in SQL: repeated message ids are rejected (first line wins), messages already
+ingested are skipped, the rest are segmented into episodes (sessions, time gaps, a size cap)
+and inserted with their provenance.
 """
 
 from __future__ import annotations
 
 import json
+import queue
+import threading
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed, wait
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -59,6 +66,13 @@ class IngestReport:
     out_of_range: int = 0
     rejects_path: str | None = None
     first_rejects: list[Reject] = field(default_factory=list)
+
+    def add(self, other: IngestReport) -> None:
+        """What ``other`` wrote, counted here too (its reads and rejects are counted apart)."""
+        self.ingested += other.ingested
+        self.episodes += other.episodes
+        self.grown += other.grown
+        self.out_of_range += other.out_of_range
 
     def count_rejects(self, rejects: RejectsReport) -> None:
         """What the rejects report holds: how many, the first few, and where (when any)."""
@@ -155,6 +169,9 @@ class IngestPolicy:
     allow_forgotten: bool = False
     # whose conversations the source's are (``models.tenant``)
     tenant: str = DEFAULT_TENANT
+    # connections writing a large source's groups of conversations at once (the main one
+    # holds the rows set aside, so at most one fewer than the pool has)
+    connections: int = 1
 
     @classmethod
     def of(
@@ -168,6 +185,7 @@ class IngestPolicy:
             segment_max_messages=settings.segment_max_messages,
             allow_forgotten=allow_forgotten,
             tenant=check_tenant(tenant),
+            connections=max(1, min(settings.ingest_connections, settings.pool_max_size - 1)),
         )
 
 
@@ -192,7 +210,9 @@ def ingest(
     fmt = check_source(path, fmt)
     report = IngestReport(source=str(path), format=fmt)
     with RejectsReport(report_path(path, policy.home)) as rejects, db.connection() as conn:
-        _ingest_file(conn, path, fmt, policy, report, rejects, progress, (since, until), mapping)
+        _ingest_file(
+            db, conn, path, fmt, policy, report, rejects, progress, (since, until), mapping
+        )
         report.count_rejects(rejects)
     return report
 
@@ -211,7 +231,7 @@ def ingest_source(
 ) -> IngestReport:
     """Ingest every file of ``source``: a file, a folder, or a glob (``sources``); ``checked``:
     its files and their formats, as ``check_sources`` found them already. Each file
-    is committed on its own, in name order, so a run stopped half-way resumes where it stopped
+    is committed before the next, in name order, so a run stopped half-way resumes where it stopped
     (message ids make a file already in idempotent) and a second run adds nothing. One rejects
     report holds the rejects of all of them, each with its file."""
     formats = dict(checked) if checked is not None else check_sources(source, fmt)
@@ -233,7 +253,16 @@ def ingest_source(
     with RejectsReport(rejects_at) as rejects, db.connection() as conn:
         for path, file_format in formats.items():
             _ingest_file(
-                conn, path, file_format, policy, report, rejects, progress, (since, until), mapping
+                db,
+                conn,
+                path,
+                file_format,
+                policy,
+                report,
+                rejects,
+                progress,
+                (since, until),
+                mapping,
             )
             faultpoints.reached("ingest.file.committed", conn)
         report.count_rejects(rejects)
@@ -241,6 +270,7 @@ def ingest_source(
 
 
 def _ingest_file(
+    db: Database,
     conn: psycopg.Connection,
     path: SourceFile,
     fmt: Format,
@@ -265,7 +295,7 @@ def _ingest_file(
         if progress is not None and step:
             progress(step)
 
-    stage_and_segment(conn, batches, str(path), policy, report, rejects, advance, window)
+    stage_and_segment(conn, batches, str(path), policy, report, rejects, advance, window, db=db)
     advance(size - done)
 
 
@@ -309,7 +339,8 @@ def _read(
 # Conversations written in one transaction at most: each is held against a forget with an
 # advisory lock until the commit, and a server's lock table has room for a few thousand
 # (max_locks_per_transaction × connections). A file with more is written in groups of
-# conversations, each group's transaction on its own (a conversation is never split).
+# conversations, each group's transaction on its own (a conversation is never split); groups
+# written at once share this many between them.
 GROUP_CONVERSATIONS = 1000
 
 
@@ -322,29 +353,165 @@ def stage_and_segment(
     rejects: RejectsReport,
     progress: Progress | None,
     window: Window,
+    *,
+    db: Database | None = None,
+    group: int = GROUP_CONVERSATIONS,
 ) -> None:
     """Stage a source's valid rows, then write them as episodes: in the same transaction when
-    they hold at most ``GROUP_CONVERSATIONS`` conversations; otherwise set aside and written a
-    group of conversations a transaction (a stop between two leaves whole conversations in, and
-    a rerun adds the rest: message ids make it idempotent)."""
+    they hold at most ``group`` conversations; otherwise set aside and written ``group``
+    conversations a transaction (a stop between two leaves whole conversations in, and a rerun
+    adds the rest: message ids make it idempotent). With ``db``, the conversations are shared
+    out over ``policy.connections`` of its connections, each share written so
+    (``_stage_and_segment_at_once``)."""
+    if db is not None and policy.connections > 1:
+        _stage_and_segment_at_once(
+            db, conn, batches, source, policy, report, rejects, progress, window
+        )
+        return
     with conn.transaction():
         conn.execute(sql.statement("ingest_stage"))
         _stage(conn, batches, policy, report, rejects, progress, window)
         conversations = [r[0] for r in conn.execute(sql.statement("ingest_conversations"))]
-        if len(conversations) <= GROUP_CONVERSATIONS:
+        whole = len(conversations) <= group
+        if whole:
             _segment(conn, conversations, source, policy, report, rejects)
-            return
-        conn.execute(sql.statement("ingest_set_aside"))
+        else:
+            conn.execute(sql.statement("ingest_set_aside"))
+    if whole:
+        faultpoints.reached("ingest.group.committed", conn)
+        return
     try:
-        for start in range(0, len(conversations), GROUP_CONVERSATIONS):
-            group = conversations[start : start + GROUP_CONVERSATIONS]
+        for start in range(0, len(conversations), group):
+            some = conversations[start : start + group]
             with conn.transaction():
                 conn.execute(sql.statement("ingest_stage"))
-                conn.execute(sql.statement("ingest_group"), {"conversations": group})
-                _segment(conn, group, source, policy, report, rejects)
+                conn.execute(sql.statement("ingest_group"), {"conversations": some})
+                _segment(conn, some, source, policy, report, rejects)
+            faultpoints.reached("ingest.group.committed", conn)
     finally:
         if not conn.broken:
             conn.execute("DROP TABLE IF EXISTS slowwave_ingest_aside")
+
+
+# what a writer is fed after its last share: the source is read, its rows staged
+_DONE = Batch()
+# a writer told to give its source up (the reader failed or was interrupted): its staging
+# transaction rolls back
+_ABANDON = Batch()
+
+
+class _Abandoned(Exception):
+    pass
+
+
+def _stage_and_segment_at_once(
+    db: Database,
+    conn: psycopg.Connection,
+    batches: Iterable[Batch],
+    source: str,
+    policy: IngestPolicy,
+    report: IngestReport,
+    rejects: RejectsReport,
+    progress: Progress | None,
+    window: Window,
+) -> None:
+    """The source's conversations split by a hash of their id over ``policy.connections``
+    connections (``conn`` and more of ``db``'s), each a writer of its own: its share staged
+    as the batches are read, then written as ``stage_and_segment`` writes a source on one
+    connection, in groups of ``GROUP_CONVERSATIONS / connections`` (so that no more
+    conversations are held at once than on one). The statement that builds episodes keeps one
+    server core busy per writer, and no conversation is ever on two of them: their locks,
+    tails and message ids never meet. Each conversation lands whole; a stop leaves the groups
+    committed (a rerun adds the rest). The first failure, or an interrupt, stops every writer:
+    what is under way is cancelled and rolled back."""
+    at_once = policy.connections
+    feeds: list[queue.Queue[Batch]] = [queue.Queue(maxsize=2) for _ in range(at_once)]
+    counting = threading.Lock()
+    working: list[psycopg.Connection] = []
+
+    def write(part: int) -> None:
+        with ExitStack() as stack:
+            own = conn if part == 0 else stack.enter_context(db.connection())
+            with counting:
+                working.append(own)
+            try:
+                mine = IngestReport(source=source, format=report.format)
+                found = RejectsReport(None)  # all of them, until the writer is done
+                group = max(1, GROUP_CONVERSATIONS // at_once)
+                fed = _fed(feeds[part])
+                stage_and_segment(own, fed, source, policy, mine, found, None, window, group=group)
+                with counting:
+                    report.add(mine)
+                    for reject in found.first:
+                        rejects.add(reject)
+            finally:
+                with counting:  # back to the pool: never cancelled for another's sake
+                    working.remove(own)
+
+    with ThreadPoolExecutor(at_once, thread_name_prefix="slowwave-ingest") as pool:
+        writers = [pool.submit(write, part) for part in range(at_once)]
+        try:
+            for batch in batches:
+                with counting:
+                    report.read += batch.read
+                    for reject in batch.rejects:
+                        rejects.add(reject)
+                for feed, share in zip(feeds, _split(batch, at_once), strict=True):
+                    _feed(feed, share, writers)
+                if progress is not None:
+                    progress(batch.bytes_read)
+            for feed in feeds:
+                _feed(feed, None, writers)
+            for writer in as_completed(writers):
+                writer.result()
+        except BaseException:
+            with counting:
+                for own in working:
+                    own.cancel_safe()
+            for feed in feeds:  # a writer waiting for rows gives its source up
+                with suppress(queue.Empty):
+                    while True:
+                        feed.get_nowait()
+                feed.put_nowait(_ABANDON)
+            wait(writers)
+            raise
+
+
+def _feed(feed: queue.Queue[Batch], share: Batch | None, writers: list[Future[None]]) -> None:
+    """A writer's next share of rows (``None``: the source is read), waiting while it is busy
+    with earlier ones; a writer that failed meanwhile raises its error here."""
+    while True:
+        try:
+            feed.put(_DONE if share is None else share, timeout=0.2)
+            return
+        except queue.Full:
+            for writer in writers:
+                if writer.done():
+                    writer.result()
+
+
+def _fed(feed: queue.Queue[Batch]) -> Iterator[Batch]:
+    """A writer's shares, as the reader feeds them."""
+    while (batch := feed.get()) is not _DONE:
+        if batch is _ABANDON:
+            raise _Abandoned
+        yield batch
+
+
+def _split(batch: Batch, parts: int) -> list[Batch]:
+    """A batch's valid rows, by conversation, into ``parts`` shares (the read count, rejects
+    and bytes stay with the reader)."""
+    shares = [Batch() for _ in range(parts)]
+    for row in batch.rows:
+        shares[zlib.crc32(row.conversation_id.encode()) % parts].rows.append(row)
+    if batch.table is not None:
+        import polars as pl
+        import pyarrow.compute as pc
+
+        part = (pl.Series(batch.table["conversation_id"]).hash(seed=0) % parts).to_arrow()
+        for index, share in enumerate(shares):
+            share.table = batch.table.filter(pc.equal(part, index))
+    return shares
 
 
 def _stage(
