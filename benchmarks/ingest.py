@@ -25,8 +25,13 @@ vary from run to run; the ratios, measured in one run, are what to compare.
 No path parses the transcripts' words for search: an episode's are parsed when a chunk holding
 it is applied (migration 0023), so they cost an ingest nothing.
 
+``--against DIR`` also runs the Parquet file through the ``ingest`` of the checkout in DIR (a
+worktree of an older commit: its own reader, statements and schema), in a child process
+whose working directory is DIR: the columnar path against the code as it was, not only
+against its old reader on today's statements.
+
     python -m benchmarks.ingest [--sizes 1000000,10000000] [--conversations C]
-        [--json]
+        [--against DIR] [--json]
 """
 
 from __future__ import annotations
@@ -336,6 +341,45 @@ def measured(how: str, source: Path, home: Path) -> dict[str, Any]:
     return result
 
 
+# ``ingest`` of another checkout (its own reader, statements and schema) over the Parquet file,
+# in a fresh database: run with that checkout as the working directory, so that its modules are
+# the ones imported, in the layout it has
+AGAINST = """
+import json, resource, sys, time
+from pathlib import Path
+if Path("slowwave/tasks").is_dir():
+    from slowwave.models.settings import Settings
+    from slowwave.sql.db import Database, migrate
+    from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
+else:  # before the stages moved under the slowwave package
+    from models.settings import Settings
+    from sql.db import Database, migrate
+    from tasks.ingest.transcripts import IngestPolicy, ingest
+source, home = Path(sys.argv[1]), Path(sys.argv[2])
+settings = Settings(home=home, _env_file=None)
+with Database(settings) as db:
+    migrate(db)
+    start = time.perf_counter()
+    report = ingest(db, source, IngestPolicy.of(settings))
+    seconds = time.perf_counter() - start
+print(json.dumps({"seconds": round(seconds, 2), "ingested": report.ingested,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+                  "code": sys.modules[ingest.__module__].__file__}))
+"""
+
+
+def measured_against(checkout: Path, source: Path, home: Path) -> dict[str, Any]:
+    """The Parquet file through ``checkout``'s own ingest, in a child process."""
+    command = [sys.executable, "-c", AGAINST, str(source), str(home)]
+    done = subprocess.run(command, cwd=checkout, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{checkout}'s ingest of {source.name} failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    if not Path(result["code"]).resolve().is_relative_to(checkout.resolve()):
+        raise SystemExit(f"{checkout}'s ingest was not the one imported: {result['code']}")
+    return result
+
+
 def _ratio(rate: dict[str, int], a: str, b: str) -> float | None:
     return round(rate[a] / rate[b], 2) if a in rate and b in rate else None
 
@@ -353,6 +397,12 @@ def main() -> None:
         "--paths",
         default=",".join(PATHS + ENGINES),
         help="which paths to run, comma-separated (default: all; the figures need them all)",
+    )
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="also ingest the Parquet file with another checkout's own code (for example a "
+        "worktree of an older commit), side by side: parquet_vs_against",
     )
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     parser.add_argument(
@@ -380,6 +430,9 @@ def main() -> None:
                 for how in PATHS + ENGINES
                 if how in chosen
             }
+            if args.against is not None:
+                home = Path(tmp) / f"against-{size}"
+                runs["against"] = measured_against(args.against, parquet, home)
             rate = {how: round(r["ingested"] / max(r["seconds"], 0.01)) for how, r in runs.items()}
 
             figures["by_size"][str(size)] = {
@@ -395,6 +448,8 @@ def main() -> None:
                 "engine_pyarrow_messages_per_s": rate.get("read_pyarrow"),
                 "engine_polars_vs_pyarrow": _ratio(rate, "read_polars", "read_pyarrow"),
                 "parquet_vs_before": _ratio(rate, "parquet", "parquet_before"),
+                "parquet_against_messages_per_s": rate.get("against"),
+                "parquet_vs_against": _ratio(rate, "parquet", "against"),
                 "floor_vs_parquet": _ratio(rate, "floor", "parquet"),
                 "driver_peak_rss_mb": runs.get("parquet", {}).get("peak_rss_mb"),
                 "peak_rss_mb_by_path": {how: r["peak_rss_mb"] for how, r in runs.items()},
@@ -414,6 +469,10 @@ def main() -> None:
     speedups = [s["parquet_vs_before"] for s in by_size.values()]
     if all(speedups):
         figures["goal_parquet_3x_before"] = all(x >= 3 for x in speedups)
+    against = [s["parquet_vs_against"] for s in by_size.values()]
+    if args.against is not None and all(against):
+        figures["against"] = str(args.against)
+        figures["goal_parquet_3x_against"] = all(x >= 3 for x in against)
     floors = [s["floor_vs_parquet"] for s in by_size.values()]
     if all(floors):
         figures["goal_within_2x_of_floor"] = all(x <= 2 for x in floors)

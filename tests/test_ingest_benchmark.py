@@ -74,3 +74,24 @@ def test_the_pyarrow_engine_measured_against_polars_checks_what_the_shipped_path
 
     assert polars == pyarrow
     assert polars[0] == [1] and len(polars[1]) == 7
+
+
+def test_the_ingest_benchmark_runs_another_checkouts_own_ingest_side_by_side(
+    tmp_path: Path,
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.ingest", "--sizes", "3000", "--paths", "parquet"]
+        + ["--against", str(ROOT), "--json"],
+        cwd=ROOT,
+        env=slowwave_env(tmp_path / "home"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    by_size = figures["by_size"]["3000"]
+    assert by_size["ingested_by_path"] == {"parquet": 3000, "against": 3000}
+    assert by_size["parquet_against_messages_per_s"] > 0 and by_size["parquet_vs_against"] > 0
+    assert figures["against"] == str(ROOT)
