@@ -348,10 +348,11 @@ class Settings(BaseSettings):
         default=2,
         ge=1,
         le=16,
-        description="A source of more conversations than one transaction holds (1,000) is "
-        "written a group of conversations at a time, on this many database connections at "
-        "once: the statement that builds a group's episodes keeps one server core busy. "
-        "Up to the server's cores (and below `pool_max_size`); 1: one group at a time.",
+        description="Ingest: the database connections a file's conversations are shared out "
+        "over, by a hash of their id. Each stages and writes its share, so the statement that "
+        "builds episodes keeps that many server cores busy; each conversation lands whole, in "
+        "one transaction. Up to the server's cores (and below `pool_max_size`). 1: one "
+        "connection, and a file of at most 1,000 conversations in one transaction.",
     )
     segment_gap_s: int = Field(
         default=1800,
