@@ -169,8 +169,8 @@ class IngestPolicy:
     allow_forgotten: bool = False
     # whose conversations the source's are (``models.tenant``)
     tenant: str = DEFAULT_TENANT
-    # connections writing a large source's groups of conversations at once (the main one
-    # holds the rows set aside, so at most one fewer than the pool has)
+    # connections a file's conversations are shared out over (``stage_and_segment``), taken
+    # from the pool: at most one fewer than it has, so that one stays for the rest
     connections: int = 1
 
     @classmethod
