@@ -79,9 +79,17 @@ def test_the_pyarrow_engine_measured_against_polars_checks_what_the_shipped_path
 def test_the_ingest_benchmark_runs_another_checkouts_own_ingest_side_by_side(
     tmp_path: Path,
 ) -> None:
+    only_parquet = ["--sizes", "3000", "--paths", "parquet"]
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.ingest", "--sizes", "3000", "--paths", "parquet"]
-        + ["--against", str(ROOT), "--json"],
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.ingest",
+            *only_parquet,
+            "--against",
+            str(ROOT),
+            "--json",
+        ],
         cwd=ROOT,
         env=slowwave_env(tmp_path / "home"),
         capture_output=True,
