@@ -16,11 +16,10 @@ from tests.fix_processes import slowwave_env
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_ingest_benchmark_runs_every_path_on_the_same_messages_at_two_sizes(
-    tmp_path: Path,
-) -> None:
+def _benchmark(tmp_path: Path, *args: str) -> dict[str, Any]:
+    """``python -m benchmarks.ingest ARGS --json`` in a home of its own: its figures."""
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.ingest", "--sizes", "3000,6000", "--json"],
+        [sys.executable, "-m", "benchmarks.ingest", *args, "--json"],
         cwd=ROOT,
         env=slowwave_env(tmp_path / "home"),
         capture_output=True,
@@ -29,7 +28,14 @@ def test_the_ingest_benchmark_runs_every_path_on_the_same_messages_at_two_sizes(
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def test_the_ingest_benchmark_runs_every_path_on_the_same_messages_at_two_sizes(
+    tmp_path: Path,
+) -> None:
+    figures = _benchmark(tmp_path, "--sizes", "3000,6000")
     for key in (*FIRST_SIZE_KEYS, "driver_peak_rss_ratio"):
         assert figures[key] > 0, key
     for size in (3000, 6000):
@@ -79,26 +85,7 @@ def test_the_pyarrow_engine_measured_against_polars_checks_what_the_shipped_path
 def test_the_ingest_benchmark_runs_another_checkouts_own_ingest_side_by_side(
     tmp_path: Path,
 ) -> None:
-    only_parquet = ["--sizes", "3000", "--paths", "parquet"]
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.ingest",
-            *only_parquet,
-            "--against",
-            str(ROOT),
-            "--json",
-        ],
-        cwd=ROOT,
-        env=slowwave_env(tmp_path / "home"),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    figures = _benchmark(tmp_path, "--sizes", "3000", "--paths", "parquet", "--against", str(ROOT))
     by_size = figures["by_size"]["3000"]
     assert by_size["ingested_by_path"] == {"parquet": 3000, "against": 3000}
     assert by_size["parquet_against_messages_per_s"] > 0 and by_size["parquet_vs_against"] > 0
