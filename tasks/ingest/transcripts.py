@@ -461,7 +461,7 @@ def _stage_and_segment_at_once(
                 if progress is not None:
                     progress(batch.bytes_read)
             for feed in feeds:
-                _feed(feed, None, writers)
+                _feed(feed, _DONE, writers)
             for writer in as_completed(writers):
                 writer.result()
         except BaseException:
@@ -477,12 +477,12 @@ def _stage_and_segment_at_once(
             raise
 
 
-def _feed(feed: queue.Queue[Batch], share: Batch | None, writers: list[Future[None]]) -> None:
-    """A writer's next share of rows (``None``: the source is read), waiting while it is busy
-    with earlier ones; a writer that failed meanwhile raises its error here."""
+def _feed(feed: queue.Queue[Batch], share: Batch, writers: list[Future[None]]) -> None:
+    """A writer's next share of rows (or ``_DONE``), waiting while it is busy with earlier
+    ones; a writer that failed meanwhile raises its error here."""
     while True:
         try:
-            feed.put(_DONE if share is None else share, timeout=0.2)
+            feed.put(share, timeout=0.2)
             return
         except queue.Full:
             for writer in writers:
