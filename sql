@@ -1,0 +1,1 @@
+slowwave/sql
