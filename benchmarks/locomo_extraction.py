@@ -60,7 +60,8 @@ from benchmarks.locomo_recall import turns as evidence_turns
 from benchmarks.report import print_figures
 from slowwave.models.embedding import Embedder, load_embedder
 from slowwave.models.episode import Episode
-from slowwave.models.llm import RuntimeNotAvailable, StructuredModel, check_runtime, load_model
+from slowwave.models.errors import RuntimeNotAvailable
+from slowwave.models.llm import StructuredModel, check_runtime, load_model
 from slowwave.models.llm.base import prompt_limits
 from slowwave.models.llm.replay import LoCoMoReplayModel
 from slowwave.models.llm.tokens import TokenCounter

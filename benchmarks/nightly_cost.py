@@ -76,8 +76,9 @@ from benchmarks.locomo_recall import DEFAULT_DATA, KS, add_set_option
 from benchmarks.report import print_figures
 from slowwave.models.embedding import Embedder, load_embedder
 from slowwave.models.episode import Episode, Message
+from slowwave.models.errors import RuntimeNotAvailable
 from slowwave.models.ids import new_id
-from slowwave.models.llm import RuntimeNotAvailable, StructuredModel, check_runtime, load_model
+from slowwave.models.llm import StructuredModel, check_runtime, load_model
 from slowwave.models.llm.base import prompt_limits
 from slowwave.models.llm.llamacpp_runtime import PYTHON_SERVER_MODULES
 from slowwave.models.llm.replay import LoCoMoReplayModel

@@ -251,7 +251,7 @@ def overtaken(db: Any, home: Path, conversations: int) -> Scenario:
 def model_faults(db: Any, home: Path, healthy: int) -> Scenario:
     """Each fault in Ivo's conversation while ``healthy`` others go on; the faulty run again
     until the fault's chunk is applied or quarantined."""
-    from slowwave.models.llm.base import RuntimeUnreachable
+    from slowwave.models.errors import RuntimeUnreachable
     from slowwave.models.settings import Settings
     from slowwave.tasks.ingest.load import load_episodes
     from tests.reliability.fix_commands import START, said, story_episodes

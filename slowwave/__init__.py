@@ -38,7 +38,7 @@ __all__ = [
 _LAZY = {
     "Memory": "slowwave.memory",
     "Settings": "slowwave.models.settings",
-    "SlowwaveError": "slowwave.models.errors",
+    "SlowwaveError": "slowwave.errors",
     "backfill": "slowwave.api",
     "consolidate": "slowwave.api",
     "export": "slowwave.api",
@@ -49,8 +49,8 @@ _LAZY = {
 
 if TYPE_CHECKING:
     from slowwave.api import backfill, consolidate, export, forget, ingest, revert
+    from slowwave.errors import SlowwaveError
     from slowwave.memory import Memory
-    from slowwave.models.errors import SlowwaveError
     from slowwave.models.settings import Settings
 
 

@@ -15,41 +15,28 @@ in two tenants names two conversations (``slowwave.models.tenant``).
 Each call opens the database the settings name (the embedded server by default), migrates it
 when needed and closes it. ``backfill`` and ``consolidate`` run here, in this process, with the
 models the settings name (or the ones passed); the Prefect flows drive the same run
-(``slowwave.flows``). Errors a caller can act on are ``slowwave.SlowwaveError``.
+(``slowwave.flows``). Each is the service's operation (``slowwave.service``) as the operator of
+the tenant: the same defaults, checks and errors (``slowwave.errors``) as every other surface.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from pathlib import Path
 from uuid import UUID
 
-from slowwave.models.embedding import load_embedder
 from slowwave.models.embedding.base import Embedder
-from slowwave.models.llm import load_model
 from slowwave.models.llm.base import StructuredModel
 from slowwave.models.run import RunSummary
-from slowwave.models.settings import Settings, get_settings
-from slowwave.models.tenant import DEFAULT_TENANT, conversation_key
-from slowwave.sql.db import Database, migrate
-from slowwave.tasks.consolidate import consolidate as consolidate_run
+from slowwave.models.settings import Settings
+from slowwave.models.tenant import DEFAULT_TENANT
+from slowwave.service import Caller, Forgotten, Service
 from slowwave.tasks.export import ExportReport
-from slowwave.tasks.export import export as export_to
-from slowwave.tasks.forget import ForgetReport, forget_conversation, forget_fact
-from slowwave.tasks.ingest.transcripts import Format, IngestPolicy, IngestReport, ingest_source
-from slowwave.tasks.revert import RevertReport, revert_run
+from slowwave.tasks.ingest.transcripts import Format, IngestReport
+from slowwave.tasks.revert import RevertReport
 
 __all__ = ["backfill", "consolidate", "export", "forget", "ingest", "revert"]
-
-
-@contextmanager
-def database(settings: Settings | None) -> Iterator[Database]:
-    """The settings' database, open and migrated, for one call."""
-    with Database(settings or get_settings()) as db:
-        migrate(db)
-        yield db
 
 
 def ingest(
@@ -66,10 +53,14 @@ def ingest(
     a glob or an ``s3://`` URL; ``mapping``: the source's column for a field
     (``{"text": "body"}``). A forgotten conversation's messages are refused unless
     ``allow_forgotten``."""
-    settings = settings or get_settings()
-    with database(settings) as db:
-        policy = IngestPolicy.of(settings, allow_forgotten=allow_forgotten, tenant=tenant)
-        return ingest_source(db, str(source), policy, fmt=format, mapping=mapping)
+    with Service.open(settings) as service:
+        return service.ingest(
+            Caller.operator(tenant),
+            source,
+            format=format,
+            mapping=mapping,
+            allow_forgotten=allow_forgotten,
+        )
 
 
 def consolidate(
@@ -83,24 +74,11 @@ def consolidate(
 ) -> RunSummary:
     """A whole run here: everything due (with ``conversations``: every pending episode of
     those, the ``tenant``'s), exactly once, recorded like any run. ``model`` and ``embedder``
-    default to the settings' (loaded, and closed after)."""
-    settings = settings or get_settings()
-    own_model, own_embedder = model is None, embedder is None
-    model = model or load_model(settings)
-    try:
-        embedder = embedder or load_embedder(settings)
-        keys = (
-            [conversation_key(c, tenant) for c in conversations]
-            if conversations is not None
-            else None
+    default to the settings' (loaded, and closed after); those passed in stay the caller's."""
+    with Service.open(settings, embedder) as service:
+        return service.consolidate(
+            Caller.operator(tenant), conversations=conversations, kind=kind, model=model
         )
-        with database(settings) as db:
-            return consolidate_run(db, model, embedder, settings, kind=kind, conversations=keys)
-    finally:
-        if own_model:
-            model.close()
-        if own_embedder and embedder is not None:
-            embedder.close()
 
 
 def backfill(
@@ -117,23 +95,16 @@ def backfill(
 ) -> RunSummary:
     """Ingest ``source`` as the ``tenant``'s, then consolidate every pending episode (of
     ``conversations``, when given): what ``slowwave backfill`` does, here."""
-    ingest(
-        source,
-        format=format,
-        mapping=mapping,
-        allow_forgotten=allow_forgotten,
-        tenant=tenant,
-        settings=settings,
-    )
-    names = list(conversations) if conversations is not None else None
-    return consolidate(
-        conversations=names,
-        tenant=tenant,
-        kind="backfill",
-        settings=settings,
-        model=model,
-        embedder=embedder,
-    )
+    with Service.open(settings, embedder) as service:
+        return service.backfill(
+            Caller.operator(tenant),
+            source,
+            format=format,
+            mapping=mapping,
+            conversations=conversations,
+            allow_forgotten=allow_forgotten,
+            model=model,
+        )
 
 
 def revert(
@@ -145,8 +116,8 @@ def revert(
     settings: Settings | None = None,
 ) -> RevertReport:
     """Undo everything one run applied (with ``cascade``, the runs built on it first)."""
-    with database(settings) as db, db.connection() as conn:
-        return revert_run(conn, UUID(str(run_id)), by=by, reason=reason, cascade=cascade)
+    with Service.open(settings) as service:
+        return service.revert(Caller.operator(by=by), run_id, reason=reason, cascade=cascade)
 
 
 def forget(
@@ -158,23 +129,18 @@ def forget(
     tenant: str = DEFAULT_TENANT,
     purge: bool = True,
     settings: Settings | None = None,
-) -> ForgetReport:
+) -> Forgotten:
     """Hard-delete a conversation of the ``tenant`` (or one fact) for a privacy request,
-    whatever runs beside it, and leave a tombstone without content."""
-    if (conversation_id is None) == (fact_id is None):
-        raise ValueError("name a conversation_id or a fact_id, one of them")
-    settings = settings or get_settings()
-    with database(settings) as db:
-        if conversation_id is not None:
-            return forget_conversation(
-                db,
-                conversation_key(conversation_id, tenant),
-                home=settings.home,
-                by=by,
-                reason=reason,
-                purge=purge,
-            )
-        return forget_fact(db, UUID(str(fact_id)), by=by, reason=reason, purge=purge)
+    whatever runs beside it, and leave a tombstone without content; with ``purge`` (the
+    default) no byte of it stays in the database's files when this returns."""
+    with Service.open(settings) as service:
+        return service.forget(
+            Caller.operator(tenant, by=by),
+            reason=reason,
+            conversation_id=conversation_id,
+            fact_id=fact_id,
+            purge=purge,
+        )
 
 
 def export(
@@ -189,8 +155,5 @@ def export(
     when named; default ``SLOWWAVE_EXPORT_WHAT``) whose rows changed since it was last
     written, from ``since`` on (a day, a time or a run's id) when given. What ``slowwave
     export`` does."""
-    settings = settings or get_settings()
-    with database(settings) as db:
-        if isinstance(since, datetime):
-            since = since.isoformat()
-        return export_to(db, to, what=what or settings.export_what, since=since)
+    with Service.open(settings) as service:
+        return service.export(Caller.operator(), to, what=what, since=since)

@@ -40,17 +40,20 @@ def test_every_export_resolves_and_every_error_a_user_can_act_on_is_a_slowwave_e
         assert getattr(slowwave, name) is not None
     with pytest.raises(AttributeError):
         slowwave.no_such_thing  # noqa: B018
-    from slowwave.models.embedding.base import EmbeddingDimensionMismatch
-    from slowwave.models.llm.base import RuntimeNotAvailable, RuntimeUnreachable
-    from slowwave.models.llm.weights import ModelNotPrepared
-    from slowwave.models.processes import ServerError
-    from slowwave.sql.db.database import DatabaseUnavailable
-    from slowwave.sql.db.embedded import EmbeddedPostgresError
-    from slowwave.sql.db.migrate import MigrationError
-    from slowwave.tasks.calibrate import MalformedAnswer
-    from slowwave.tasks.history import HistoryError
+    from slowwave.models.errors import (
+        DatabaseUnavailable,
+        EmbeddedPostgresError,
+        EmbeddingDimensionMismatch,
+        HistoryError,
+        MalformedAnswer,
+        MigrationError,
+        ModelNotPrepared,
+        RuntimeNotAvailable,
+        RuntimeUnreachable,
+        SearchError,
+        ServerError,
+    )
     from slowwave.tasks.revert import RevertRefused
-    from slowwave.tasks.search import SearchError
 
     for error in (
         EmbeddingDimensionMismatch,

@@ -15,7 +15,8 @@ import pytest
 from slowwave.models.chunk import ApplyResult, PreparedChunk
 from slowwave.models.consolidation import ConsolidationOutput
 from slowwave.models.embedding.base import Embedder
-from slowwave.models.llm.base import GenerationRequest, ModelAnswer, RuntimeUnreachable
+from slowwave.models.errors import RuntimeUnreachable
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer
 from slowwave.models.llm.openai import OpenAICompatibleModel
 from slowwave.models.processes import free_port
 from slowwave.models.settings import Settings

@@ -187,8 +187,8 @@ def test_the_revert_and_forget_flows_run_like_the_rest_with_their_summaries(
 ) -> None:
     from slowwave.flows.consolidate import nightly
     from slowwave.flows.history import forget, revert
+    from slowwave.models.errors import HistoryError
     from slowwave.models.ids import conversation_ref
-    from slowwave.tasks.history import HistoryError
 
     ingest(db, locomo_path, IngestPolicy.of(flow_settings))
     run = nightly(conversations=["conv-30"], return_state=True).result()

@@ -10,11 +10,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from slowwave.models.errors import HistoryError
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.forget import digest, forget_conversation, forget_fact
-from slowwave.tasks.history import HistoryError, fact_history, list_facts
+from slowwave.tasks.history import fact_history, list_facts
 from slowwave.tasks.ingest.read import validate
 from slowwave.tasks.ingest.rejects import Reject, RejectsReport
 from slowwave.tasks.search import has_facts, search

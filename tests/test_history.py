@@ -7,10 +7,11 @@ from datetime import timedelta
 import psycopg
 import pytest
 
+from slowwave.models.errors import HistoryError
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
-from slowwave.tasks.history import HistoryError, fact_history, get_version, list_facts, undelete
+from slowwave.tasks.history import fact_history, get_version, list_facts, undelete
 from slowwave.tasks.ingest.load import load_episodes
 from tests.fix_episodes import with_settings
 from tests.reliability.fix_commands import START, CommandModel, HashEmbedder, said

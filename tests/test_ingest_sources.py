@@ -13,9 +13,10 @@ import psycopg
 import pytest
 
 from slowwave.models import faultpoints
+from slowwave.models.errors import MappingError
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
-from slowwave.tasks.ingest.columnar import MappingError, parse_mapping
+from slowwave.tasks.ingest.columnar import parse_mapping
 from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest_source
 from tests.fix_processes import run_cli
 

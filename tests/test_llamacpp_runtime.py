@@ -24,8 +24,8 @@ import pytest
 
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.episode import Episode
+from slowwave.models.errors import RuntimeNotAvailable
 from slowwave.models.llm import load_model
-from slowwave.models.llm.base import RuntimeNotAvailable
 from slowwave.models.llm.llamacpp_runtime import (
     cpu_has_amx,
     native_server,

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from slowwave.models.errors import ModelNotPrepared
 from slowwave.models.llm.catalog import CATALOG, CatalogModel, Part
-from slowwave.models.llm.weights import ModelNotPrepared, gguf_path, prepare, prepared_models
+from slowwave.models.llm.weights import gguf_path, prepare, prepared_models
 
 
 def _gguf_bytes(tmp: Path) -> bytes:

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from slowwave.models.consolidation import ConsolidationOutput
-from slowwave.models.llm.base import GenerationRequest, Purpose, RuntimeUnreachable
+from slowwave.models.errors import RuntimeUnreachable
+from slowwave.models.llm.base import GenerationRequest, Purpose
 from slowwave.models.llm.llamacpp_runtime import schema_grammar
 from slowwave.models.llm.openai import OpenAICompatibleModel, cached_prompt_tokens
 from slowwave.models.llm.strict_schema import strict_violations

@@ -13,8 +13,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from slowwave.models.errors import AmbiguousId
 from slowwave.models.ids import short_key
-from slowwave.tasks.ids import AmbiguousId, resolve, shorten
+from slowwave.tasks.ids import resolve, shorten
 from slowwave.tasks.runs import start_run
 from tests.fix_model_server import fake_model
 from tests.fix_processes import run_cli

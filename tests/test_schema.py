@@ -10,8 +10,9 @@ import psycopg
 import pytest
 
 from slowwave import sql
+from slowwave.models.errors import MigrationError
 from slowwave.models.settings import Settings
-from slowwave.sql.db import Database, MigrationError, migrate
+from slowwave.sql.db import Database, migrate
 from slowwave.sql.db.migrate import schema_embedding_dim
 
 NOW = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)

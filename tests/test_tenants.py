@@ -14,14 +14,10 @@ import psycopg
 import pytest
 
 import slowwave
+from slowwave.models.errors import InvalidConversationId, InvalidTenant
 from slowwave.models.ids import new_id
 from slowwave.models.settings import Settings
-from slowwave.models.tenant import (
-    InvalidConversationId,
-    InvalidTenant,
-    conversation_key,
-    split_key,
-)
+from slowwave.models.tenant import conversation_key, split_key
 from slowwave.sql.db import Database
 from slowwave.tasks.claim import ClaimPolicy, claim
 from tests.fix_episodes import with_settings

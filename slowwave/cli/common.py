@@ -15,6 +15,7 @@ import psycopg
 import typer
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Column, Table
 
 from slowwave.models.errors import SlowwaveError
@@ -83,10 +84,6 @@ R = TypeVar("R")
 # The exit status after Ctrl-C, as shells report a process ended by SIGINT (128 + 2).
 INTERRUPTED = 130
 
-# What a user can act on: every SlowwaveError (the root of slowwave's own), and a file that
-# is not there.
-EXPECTED_ERRORS: tuple[type[Exception], ...] = (FileNotFoundError, SlowwaveError)
-
 
 def one_line_errors(func: Callable[P, R]) -> Callable[P, R]:
     """Turn the errors a user can act on into one line on stderr and exit code 1."""
@@ -95,8 +92,15 @@ def one_line_errors(func: Callable[P, R]) -> Callable[P, R]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return func(*args, **kwargs)
-        except EXPECTED_ERRORS as exc:
-            errors.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        except SlowwaveError as exc:  # the code a program tests, as the server answers it
+            errors.print(
+                f"[bold red]error:[/] {escape(str(exc))} [dim]\\[{exc.code}][/]",
+                highlight=False,
+                soft_wrap=True,
+            )
+            raise typer.Exit(1) from None
+        except FileNotFoundError as exc:
+            errors.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
         except KeyboardInterrupt:  # Ctrl-C (models.interrupt): unwound, servers stopped
             errors.print(

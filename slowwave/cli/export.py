@@ -16,15 +16,10 @@ from slowwave.cli.common import (
     open_database,
     table,
 )
+from slowwave.models.errors import ExportError
 from slowwave.models.settings import get_settings
 from slowwave.sql.db import migrate
-from slowwave.tasks.export import (
-    WHATS,
-    ExportError,
-    ExportReport,
-    drop_target,
-    export,
-)
+from slowwave.tasks.export import WHATS, ExportReport, drop_target, export
 
 
 def print_report(report: ExportReport) -> None:

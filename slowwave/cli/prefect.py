@@ -11,13 +11,8 @@ from pathlib import Path
 import typer
 
 from slowwave.cli.common import INTERRUPTED, errors, one_line_errors
-from slowwave.models.processes import (
-    LocalServer,
-    ServerError,
-    answers,
-    free_port,
-    run_in_foreground,
-)
+from slowwave.models.errors import ServerError
+from slowwave.models.processes import LocalServer, answers, free_port, run_in_foreground
 from slowwave.models.settings import Settings, get_settings
 
 # How long a temporary Prefect API may take to answer (10-15 s on two cores).

@@ -23,8 +23,8 @@ from slowwave.cli.common import (
     table,
 )
 from slowwave.cli.prefect import flow_api
+from slowwave.models.errors import HistoryError
 from slowwave.models.settings import get_settings
-from slowwave.tasks.history import HistoryError
 from slowwave.tasks.ids import resolve, shorten
 from slowwave.tasks.revert import check_revertable, list_runs
 

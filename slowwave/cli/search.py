@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from datetime import UTC
 from enum import StrEnum
 from typing import Annotated
 
@@ -12,15 +10,16 @@ import typer
 from slowwave.cli.common import (
     AsOfOption,
     TenantOption,
+    errors,
     one_line_errors,
     open_database,
 )
 from slowwave.memory import Memory
 from slowwave.models.category import Category
+from slowwave.models.errors import HistoryError
 from slowwave.models.settings import get_settings
 from slowwave.models.tenant import DEFAULT_TENANT, conversation_key
-from slowwave.tasks.history import HistoryError
-from slowwave.tasks.search import SearchError, has_facts
+from slowwave.tasks.search import has_facts
 
 
 class OutputFormat(StrEnum):
@@ -30,8 +29,8 @@ class OutputFormat(StrEnum):
 
 def no_facts(conversation: str) -> str:
     return (
-        f"conversation {conversation!r} has no facts (no such conversation, or nothing of it "
-        "consolidated yet: see `slowwave db status --conversations`)"
+        f"conversation {conversation!r} has no facts yet: nothing of it consolidated (see "
+        "`slowwave db status --conversations`)"
     )
 
 
@@ -57,24 +56,23 @@ def search_command(
     Example: slowwave search "where does she work" -c dana -k 5 --format json"""
     if ranker not in ("hybrid", "vector", "fulltext"):
         raise typer.BadParameter("--ranker must be hybrid, vector or fulltext")
-    if as_of is not None and as_of.tzinfo is None:
-        as_of = as_of.replace(tzinfo=UTC)
+    shape = "json" if output is OutputFormat.json else "split" if split_guidelines else "markdown"
     with Memory(get_settings(), tenant=tenant) as memory:
-        memory.ensure_schema()
-        hits = memory.search(
+        answer = memory.search(
             query,
             conversation,
             k,
             category=category,
             as_of=as_of,
             ranker=ranker,  # type: ignore[arg-type]
+            output=shape,  # type: ignore[arg-type]
         )
-        if not hits and not memory.has_facts(conversation):
-            raise SearchError(no_facts(conversation))
     if output is OutputFormat.json:
-        typer.echo(json.dumps([h.model_dump(mode="json") for h in hits], indent=2))
+        typer.echo(answer.model_dump_json(indent=2, exclude_none=True))
     else:
-        typer.echo(Memory.markdown(hits, split_guidelines=split_guidelines))
+        typer.echo(answer.markdown or "")
+    if not answer.hits:
+        errors.print(no_facts(conversation), highlight=False, soft_wrap=True)
 
 
 @one_line_errors
@@ -87,10 +85,10 @@ def context_command(
 
     Example: slowwave context -c dana --budget 300"""
     with Memory(get_settings(), tenant=tenant) as memory:
-        block = memory.context(conversation, budget)
-        if not block.strip() and not memory.has_facts(conversation):
-            raise SearchError(no_facts(conversation))
+        block = memory.context(conversation, budget).context
     typer.echo(block)
+    if not block.strip():
+        errors.print(no_facts(conversation), highlight=False, soft_wrap=True)
 
 
 @one_line_errors
@@ -127,7 +125,7 @@ def profile_command(
             raise HistoryError(f"the model did not write a profile of {conversation!r}")
     with Memory(settings, tenant=tenant) as memory:
         profile = memory.profile(conversation)
-    if profile is None or profile.profile is None:
+    if profile.profile is None:
         raise HistoryError(
             f"no profile of {conversation!r} yet: set SLOWWAVE_PROFILES=true for runs to write "
             "them, or run `slowwave profile --refresh`"

@@ -12,7 +12,7 @@ from typing import Any
 import cloudpickle
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from slowwave.models.llm.base import RuntimeNotAvailable
+from slowwave.models.errors import RuntimeNotAvailable
 from slowwave.models.settings import Settings
 from slowwave.models.workers.cluster import acquire_ray, node_addresses, release_ray
 from slowwave.sql.db.database import machine_local

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-from slowwave.models.errors import SlowwaveError
+from slowwave.models.errors import ServerError
 
 
 def unwind_on_sigterm() -> None:
@@ -102,10 +102,6 @@ def stop_process_tree(process: subprocess.Popen[bytes], timeout_s: float = 30.0)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=5)
     return [member.pid for member in stuck]
-
-
-class ServerError(SlowwaveError, RuntimeError):
-    """A local server exited or did not become healthy in time, or did not stop."""
 
 
 class LocalServer:

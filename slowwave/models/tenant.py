@@ -17,20 +17,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from slowwave.models.errors import SlowwaveError
+from slowwave.models.errors import InvalidConversationId, InvalidTenant
 
 DEFAULT_TENANT = "default"
 SEPARATOR = "\x1f"  # ASCII's unit separator: a field separator no conversation id can hold
 _TENANT = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-class InvalidTenant(SlowwaveError, ValueError):
-    """A tenant name slowwave does not accept."""
-
-
-class InvalidConversationId(SlowwaveError, ValueError):
-    """A conversation id slowwave cannot store."""
 
 
 def check_tenant(name: str) -> str:

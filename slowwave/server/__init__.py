@@ -1,2 +1,3 @@
 """`slowwave serve`: memory for agents in any process or language, over HTTP (REST and MCP)
-and stdio (MCP). ``app.create_app`` builds the application; ``service`` does the work."""
+and stdio (MCP). ``app.create_app`` builds the application;
+``slowwave.service`` does the work."""

@@ -9,7 +9,8 @@ from __future__ import annotations
 import threading
 import time
 
-from slowwave.server.service import ApiError, Caller, MemoryService
+from slowwave.models.errors import RateLimited, Unauthorized
+from slowwave.service import Caller, Service
 from slowwave.tasks.keys import authenticate
 
 
@@ -37,32 +38,29 @@ class RateLimit:
 
 
 class Authenticator:
-    def __init__(self, service: MemoryService, *, enabled: bool = True) -> None:
+    def __init__(self, service: Service, *, enabled: bool = True) -> None:
         self.service = service
         self.enabled = enabled
         settings = service.settings
         self.limit = RateLimit(settings.serve_rate_per_s, settings.serve_rate_burst)
 
-    def caller(self, authorization: str | None) -> Caller:
-        """The caller a request's ``Authorization`` header names, or 401 / 429."""
+    def caller(self, authorization: str | None, *, limited: bool = True) -> Caller:
+        """The caller a request's ``Authorization`` header names, or ``Unauthorized`` /
+        ``RateLimited`` (``Busy`` when the pool is)."""
         if not self.enabled:
             return Caller.operator()
         scheme, _, key = (authorization or "").partition(" ")
         if scheme.lower() != "bearer" or not key.strip():
-            raise ApiError(
-                401,
-                "unauthorized",
-                "send a key as `Authorization: Bearer <key>` (`slowwave keys create`)",
+            raise Unauthorized(
+                "send a key as `Authorization: Bearer <key>` (`slowwave keys create`)"
             )
         with self.service.connection() as conn:  # a fast 503 when the pool is busy
             found = authenticate(conn, key.strip())
         if found is None:
-            raise ApiError(401, "unauthorized", "this key is not valid (unknown or revoked)")
-        wait = self.limit.take(str(found.id))
+            raise Unauthorized("this key is not valid (unknown or revoked)")
+        wait = self.limit.take(str(found.id)) if limited else None
         if wait is not None:
-            raise ApiError(
-                429,
-                "rate_limited",
+            raise RateLimited(
                 f"this key made more than {self.limit.rate:g} requests a second: slow down",
                 retry_after_s=wait,
             )

@@ -1,9 +1,13 @@
 """slowwave's memory as MCP tools (the official SDK): over streamable HTTP on the server's
 ``/mcp``, and over stdio (``slowwave mcp``) for desktop agents.
 
-The tools are the REST operations (``service.MemoryService``) under the names agents know them
-by. Each call is authenticated like a REST request: the HTTP request's bearer key, or on stdio
-the key in ``SLOWWAVE_API_KEY``, checked again at every call (a revoked key stops at once).
+The tools are the service's operations (``slowwave.service``) under the names agents know
+them by. Over HTTP every request is authenticated as a REST request is, before MCP sees it: no
+key or a bad one is a 401 with ``WWW-Authenticate``, for ``initialize`` and ``tools/list`` as
+for ``tools/call``; the server is stateless, so ``GET`` (a stream it never sends on) and
+``DELETE`` (a session it never keeps) are 405. On stdio the key is ``SLOWWAVE_API_KEY``'s,
+checked again at every call (a revoked key stops at once). A tool that fails answers with the
+error's code and message, as REST's body carries them.
 """
 
 from __future__ import annotations
@@ -17,14 +21,17 @@ from uuid import UUID
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from starlette.routing import BaseRoute
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from slowwave import __version__
 from slowwave.models.category import Category
-from slowwave.models.errors import SlowwaveError
+from slowwave.models.errors import SlowwaveError, Unauthorized
 from slowwave.models.settings import Settings
 from slowwave.server.auth import Authenticator
-from slowwave.server.service import ApiError, Caller, MemoryService
+from slowwave.server.errors import error_response
+from slowwave.service import Caller, Service
+from slowwave.service.reads import profile_json
 
 T = TypeVar("T")
 
@@ -48,21 +55,19 @@ TOOLS = (
 )
 
 
-def build_server(
-    service: Callable[[], MemoryService], caller: Callable[[Context], Caller]
-) -> MCPServer:
+def build_server(service: Callable[[], Service], caller: Callable[[Context], Caller]) -> MCPServer:
     """The MCP server; ``caller`` says who a tool call is (from its context)."""
     server: MCPServer = MCPServer(
         name="slowwave", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
     )
 
-    async def call(ctx: Context, work: Callable[[MemoryService, Caller], T]) -> T:
+    async def call(ctx: Context, work: Callable[[Service, Caller], T]) -> T:
         def run() -> T:
             return work(service(), caller(ctx))
 
         try:
             return await anyio.to_thread.run_sync(run)
-        except ApiError as exc:
+        except SlowwaveError as exc:
             raise ToolError(f"{exc.code}: {exc.message}") from None
 
     @server.tool(description="The facts that best answer a query, with scores and ranks.")
@@ -83,8 +88,16 @@ def build_server(
         return answer.model_dump(mode="json")
 
     @server.tool(description="Guidelines and top identity / preference facts, within a budget.")
-    async def get_context(conversation_id: str, ctx: Context, budget_tokens: int = 500) -> str:
-        return await call(ctx, lambda s, c: s.context(c, conversation_id, budget_tokens))
+    async def get_context(
+        conversation_id: str,
+        ctx: Context,
+        budget_tokens: int = 500,
+        as_of: datetime | None = None,
+    ) -> str:
+        answer = await call(
+            ctx, lambda s, c: s.context(c, conversation_id, budget_tokens, as_of=as_of)
+        )
+        return answer.context
 
     @server.tool(description="A conversation's active facts, those valid at as_of, or all.")
     async def list_facts(
@@ -105,7 +118,8 @@ def build_server(
 
     @server.tool(description="The model-written profile of a conversation's facts.")
     async def get_profile(conversation_id: str, ctx: Context) -> dict[str, Any]:
-        return await call(ctx, lambda s, c: s.profile(c, conversation_id))
+        profile = await call(ctx, lambda s, c: s.profile(c, conversation_id))
+        return profile_json(profile, conversation_id)
 
     @server.tool(description="Episodes pending, consolidated and quarantined; facts; last run.")
     async def conversation_status(conversation_id: str, ctx: Context) -> dict[str, Any]:
@@ -122,46 +136,75 @@ def build_server(
         recorded = await call(ctx, lambda s, c: s.record(c, conversation_id, messages))
         return recorded.model_dump(mode="json")
 
-    @server.tool(description="Forget a conversation for a privacy request (admin keys only).")
+    @server.tool(
+        description="Forget a conversation for a privacy request (admin keys only): its rows "
+        "deleted, a tombstone kept, and the table files rewritten right after the answer "
+        "(purge=false skips that)."
+    )
     async def forget_conversation(
-        conversation_id: str, reason: str, ctx: Context
+        conversation_id: str, reason: str, ctx: Context, purge: bool = True
     ) -> dict[str, Any]:
-        return await call(ctx, lambda s, c: s.forget(c, conversation_id, reason=reason))
+        answer = await call(
+            ctx,
+            lambda s, c: s.forget(c, conversation_id=conversation_id, reason=reason, purge=purge),
+        )
+        return answer.model_dump(mode="json")
 
     return server
 
 
+class KeyGate:
+    """MCP's HTTP requests, authenticated before the SDK sees them (REST's answer to a missing
+    or bad key, a rate limit or a busy pool), so that no tool is listed or called for a caller
+    that REST would refuse."""
+
+    def __init__(self, app: ASGIApp, auth: Callable[[], Authenticator]) -> None:
+        self.app = app
+        self.auth = auth
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = dict(scope.get("headers") or [])
+        authorization = headers.get(b"authorization", b"").decode("latin-1") or None
+        try:
+            await anyio.to_thread.run_sync(self.auth().caller, authorization)
+        except SlowwaveError as exc:
+            await error_response(exc)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 class McpEndpoint:
     """MCP over streamable HTTP as routes of the server's app (``/mcp``), stateless (every
-    request stands alone, so replicas need no shared session), answered as JSON."""
+    request stands alone, so replicas need no shared session), answered as JSON: POST only
+    (405 with ``Allow: POST`` otherwise), behind ``KeyGate``."""
 
     def __init__(
         self,
-        service: Callable[[], MemoryService],
+        service: Callable[[], Service],
         auth: Callable[[], Authenticator],
         host: str = "127.0.0.1",
     ) -> None:
         def caller(ctx: Context) -> Caller:
             headers = ctx.headers or {}
-            return auth().caller(headers.get("authorization"))
+            # the gate counted this request against the key's rate already
+            return auth().caller(headers.get("authorization"), limited=False)
 
         self.server = build_server(service, caller)
         # DNS rebinding protection on a loopback address (the SDK's default there)
         starlette = self.server.streamable_http_app(
             streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host
         )
-        self.routes: list[BaseRoute] = list(starlette.routes)
+        self.routes: list[BaseRoute] = [
+            Route(route.path, KeyGate(route.app, auth), methods=["POST"])
+            if isinstance(route, Route) and route.path == "/mcp"
+            else route
+            for route in starlette.routes
+        ]
 
     @asynccontextmanager
     async def lifespan_context(self) -> AsyncIterator[None]:
         async with self.server.session_manager.run():
             yield
-
-
-def mcp_http_app(
-    service: Callable[[], MemoryService], auth: Callable[[], Authenticator], host: str
-) -> McpEndpoint:
-    return McpEndpoint(service, auth, host)
 
 
 def run_stdio(settings: Settings, key: str) -> None:
@@ -171,13 +214,13 @@ def run_stdio(settings: Settings, key: str) -> None:
 
     db = Database(settings, pool_size=2).open()
     embedder = load_embedder(settings)
-    service = MemoryService(settings, db, embedder)
+    service = Service(settings, db, embedder, background=True)
     auth = Authenticator(service)
     try:
         auth.caller(f"Bearer {key}")  # a key that is no key stops here, before any client
         server = build_server(lambda: service, lambda ctx: auth.caller(f"Bearer {key}"))
         anyio.run(server.run_stdio_async)
-    except ApiError as exc:
+    except Unauthorized as exc:
         raise StdioRefused(exc.message) from None
     finally:
         service.close()
@@ -185,7 +228,7 @@ def run_stdio(settings: Settings, key: str) -> None:
         db.close()
 
 
-class StdioRefused(SlowwaveError):
+class StdioRefused(Unauthorized):
     """``slowwave mcp`` cannot serve as the key it was given (unknown, revoked)."""
 
 

@@ -17,13 +17,9 @@ from pydantic import ValidationError
 
 from slowwave.models.consolidation import SYSTEM_PROMPT, ConsolidationOutput, render_user_prompt
 from slowwave.models.episode import Episode
-from slowwave.models.errors import SlowwaveError
+from slowwave.models.errors import MalformedAnswer
 from slowwave.models.fact import Fact
 from slowwave.models.llm.base import GenerationRequest, ModelAnswer, Purpose
-
-
-class MalformedAnswer(SlowwaveError, ValueError):
-    """The model's answer is not a valid ``ConsolidationOutput``."""
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ import psycopg
 from psycopg import sql as pgsql
 
 from slowwave import sql
-from slowwave.models.errors import SlowwaveError
+from slowwave.models.errors import ExportError
 from slowwave.sql.db import Database
 
 logger = logging.getLogger(__name__)
@@ -72,10 +72,6 @@ PARTITION = re.compile(
     r"(facts|versions|decisions|episodes)/tenant=[a-z0-9][a-z0-9_-]{0,62}/"
     r"day=\d{4}-\d{2}-\d{2}/part-0\.parquet|runs/day=\d{4}-\d{2}-\d{2}/part-0\.parquet"
 )
-
-
-class ExportError(SlowwaveError):
-    """An export target or request slowwave cannot take."""
 
 
 def _schema(name: str) -> Any:

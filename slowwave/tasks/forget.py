@@ -39,11 +39,11 @@ from psycopg.types.json import Jsonb
 from tenacity import retry, retry_if_exception_type, stop_after_attempt
 
 from slowwave import sql
+from slowwave.models.errors import HistoryError, UnknownConversation, UnknownFact
 from slowwave.models.ids import digest
-from slowwave.models.tenant import conversation_of
+from slowwave.models.tenant import conversation_of, tenant_of
 from slowwave.sql.db import Database
 from slowwave.tasks.export import forget_from_exports
-from slowwave.tasks.history import HistoryError
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +76,7 @@ class ForgetReport:
 __all__ = [
     "PURGED",
     "ForgetReport",
+    "Purge",
     "conversation_by_ref",
     "digest",
     "forget_conversation",
@@ -83,6 +84,7 @@ __all__ = [
     "forgotten_among",
     "hold_conversations",
     "lock_conversations",
+    "purge_files",
     "resolve_conversations",
 ]
 
@@ -139,7 +141,7 @@ def conversation_by_ref(conn: psycopg.Connection, ref: str) -> str:
         sql.statement("conversation_by_digest"), {"prefix": match.group(1)}
     ).fetchall()
     if not rows:
-        raise HistoryError(f"no conversation {ref!r}")
+        raise UnknownConversation(f"no conversation {ref!r}")
     if len(rows) > 1:
         raise HistoryError(f"{ref!r} names more than one conversation: give more digits")
     return str(rows[0][0])
@@ -212,19 +214,25 @@ def _delete_conversation(
             if not any(found.values()):
                 break
         if not report.rows.get("episodes") and not report.rows.get("facts"):
-            raise HistoryError(f"no conversation {conversation_id!r} to forget")
+            raise UnknownConversation(f"no conversation {conversation_id!r} to forget")
         _tombstone(conn, report, by, reason)
 
 
 def forget_fact(
-    db: Database, fact_id: UUID, *, by: str, reason: str, purge: bool = True
+    db: Database,
+    fact_id: UUID,
+    *,
+    by: str,
+    reason: str,
+    purge: bool = True,
+    tenant: str | None = None,
 ) -> ForgetReport:
     """Delete one fact and the decisions about it; its chain closes over the gap. A fact that
     a run in flight wrote from it (an update or a merge committed while the forget waited for
     that run's transaction) is forgotten with it: it was derived from what is forgotten."""
     _needs_reason(reason)
     report = ForgetReport("forget_fact", digest(str(fact_id)))
-    conversation = _delete_fact(db, fact_id, report, by, reason)
+    conversation = _delete_fact(db, fact_id, report, by, reason, tenant)
     report.export_files, report.export_notes = forget_from_exports(db, conversation)
     if purge:
         _purge(db, report)
@@ -232,12 +240,14 @@ def forget_fact(
 
 
 @retry_on_deadlock
-def _delete_fact(db: Database, fact_id: UUID, report: ForgetReport, by: str, reason: str) -> str:
-    """Returns the fact's conversation."""
+def _delete_fact(
+    db: Database, fact_id: UUID, report: ForgetReport, by: str, reason: str, tenant: str | None
+) -> str:
+    """Returns the fact's conversation. A fact of another ``tenant`` (when named) is no fact."""
     with db.connection() as conn, conn.transaction():
         found = conn.execute(sql.statement("fact_successors"), {"id": fact_id}).fetchone()
-        if found is None:
-            raise HistoryError(f"no fact {fact_id}")
+        if found is None or (tenant is not None and tenant_of(found[0]) != tenant):
+            raise UnknownFact(f"no fact {fact_id}")
         conversation, known = found
         lock_conversations(conn, [conversation])
         with conn.cursor(row_factory=dict_row) as cur:
@@ -246,7 +256,7 @@ def _delete_fact(db: Database, fact_id: UUID, report: ForgetReport, by: str, rea
             ).fetchone()
         report.rows = {k: int(v) for k, v in (row or {}).items()}
         if not report.rows.get("facts"):
-            raise HistoryError(f"no fact {fact_id}")
+            raise UnknownFact(f"no fact {fact_id}")
         _tombstone(conn, report, by, reason)
     return str(conversation)
 
@@ -348,37 +358,58 @@ def _rotate_wal(conn: psycopg.Connection) -> None:
         conn.execute("CHECKPOINT")
 
 
-def _purge(db: Database, report: ForgetReport) -> None:
-    """Rewrite the tables so no deleted tuple stays in their files, then move the WAL on.
+@dataclass
+class Purge:
+    """How a purge ended: ``purged`` when every file is rewritten and the log moved on, else
+    ``note`` says what stays."""
+
+    purged: bool = False
+    note: str | None = None
+
+
+def purge_files(db: Database) -> Purge:
+    """Rewrite the tables so no deleted tuple stays in their files, then move the WAL on, and
+    mark every forget done before it began as purged (``history_operations.purged_at``).
 
     A rewrite keeps a deleted row that some transaction may still see: one that began before
     the forget committed (a run's statement on other conversations, say). The purge first waits
-    for those to end, bounded; one still open then is named in the report."""
+    for those to end, bounded; one still open then is named in the note, and the tombstones
+    stay unpurged until a later purge."""
+    outcome = Purge()
     with db.connection() as conn:  # autocommit: VACUUM cannot run in a transaction
+        began = conn.execute("SELECT clock_timestamp()").fetchone()
         if not _old_snapshots_gone(conn):
-            report.purge_note = (
+            outcome.note = (
                 "a transaction that began before the forget was still open after "
                 f"{OLD_SNAPSHOTS_WAIT_S:.0f} s: rows it could see may stay in the files until the "
                 "next purge (slowwave forget again, or VACUUM FULL)"
             )
-            logger.warning("forget: %s", report.purge_note)
+            logger.warning("forget: %s", outcome.note)
         try:
             conn.execute(f"VACUUM (FULL) {', '.join(PURGED)}")
             # the planner's statistics sample column values: sample what is left, then rewrite
             # the catalog that kept the old samples
             conn.execute(f"ANALYZE {', '.join(PURGED)}")
         except psycopg.errors.InsufficientPrivilege as exc:
-            report.purge_note = f"tables not rewritten: {exc}"
-            return
+            outcome.note = f"tables not rewritten: {exc}"
+            return outcome
         try:
             conn.execute("VACUUM (FULL) pg_catalog.pg_statistic")
             _rotate_wal(conn)
         except psycopg.errors.InsufficientPrivilege as exc:
-            report.purge_note = (
+            outcome.note = (
                 "tables rewritten; the statistics catalog and the write-ahead log are the "
                 "server's to rewrite and rotate "
                 f"(this role may not: {' '.join(str(exc).split())})"
             )
-            logger.warning("forget: %s", report.purge_note)
-        else:
-            report.purged = True
+            logger.warning("forget: %s", outcome.note)
+            return outcome
+        if outcome.note is None:
+            outcome.purged = True
+            conn.execute(sql.statement("tombstones_purged"), {"began": began[0] if began else None})
+    return outcome
+
+
+def _purge(db: Database, report: ForgetReport) -> None:
+    outcome = purge_files(db)
+    report.purged, report.purge_note = outcome.purged, outcome.note

@@ -11,13 +11,9 @@ import psycopg
 from psycopg.rows import dict_row
 
 from slowwave import sql
-from slowwave.models.errors import SlowwaveError
+from slowwave.models.errors import HistoryError, UnknownFact
 from slowwave.models.history import FactVersion
 from slowwave.models.tenant import tenant_of
-
-
-class HistoryError(SlowwaveError, ValueError):
-    """An operation on history that cannot be done as asked (no such fact, not invalidated)."""
 
 
 def _versions(rows: list[dict[str, Any]]) -> list[FactVersion]:
@@ -32,7 +28,7 @@ def fact_history(
     with conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(sql.statement("fact_history"), {"id": fact_id}).fetchall()
     if not rows or (tenant is not None and tenant_of(rows[0]["conversation_id"]) != tenant):
-        raise HistoryError(f"no fact {fact_id}")
+        raise UnknownFact(f"no fact {fact_id}")
     return _versions(rows)
 
 

@@ -11,18 +11,10 @@ from typing import Literal
 import psycopg
 
 from slowwave import sql
-from slowwave.models.errors import SlowwaveError
+from slowwave.models.errors import AmbiguousId, UnknownId
 from slowwave.models.ids import SHORT_MAX, SHORT_MIN, parse_id, short_key
 
 IdKind = Literal["run", "fact", "episode"]
-
-
-class UnknownId(SlowwaveError, LookupError):
-    """No id of the kind starts with what was typed."""
-
-
-class AmbiguousId(SlowwaveError, LookupError):
-    """More than one id of the kind starts with what was typed."""
 
 
 def _starting_with(

@@ -8,14 +8,10 @@ import psycopg
 from psycopg.rows import dict_row
 
 from slowwave import sql
-from slowwave.models.errors import SlowwaveError
+from slowwave.models.errors import UnknownKey
 from slowwave.models.ids import new_id
 from slowwave.models.keys import SHOWN_CHARS, ApiKey, Scope, key_digest, looks_like_key, new_key
 from slowwave.models.tenant import check_tenant
-
-
-class UnknownKey(SlowwaveError, LookupError):
-    """A key that cannot be revoked as asked: none, or more than one, answers to the name."""
 
 
 def create_key(

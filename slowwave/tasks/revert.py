@@ -28,8 +28,8 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from slowwave import sql
+from slowwave.models.errors import HistoryError
 from slowwave.tasks.forget import lock_conversations, retry_on_deadlock
-from slowwave.tasks.history import HistoryError
 
 
 class RevertRefused(HistoryError):

@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field
 from slowwave import sql
 from slowwave.models.category import Category
 from slowwave.models.embedding.base import Embedder
-from slowwave.models.errors import SlowwaveError
+from slowwave.models.errors import SearchError, UnknownConversation
 from slowwave.models.settings import Settings
 from slowwave.models.tenant import shown
 
@@ -70,21 +70,12 @@ class SearchHit(BaseModel):
         return len(self.source_episodic_ids)
 
 
-class SearchError(SlowwaveError, ValueError):
-    """A search that cannot be answered as asked (a bad k, a query that is not text, a
-    conversation with no facts): the user's to fix, said in one line."""
-
-
 def has_facts(conn: psycopg.Connection, conversation_id: str) -> bool:
     """Whether the conversation has any fact, valid now or once."""
     row = conn.execute(
         sql.statement("conversation_facts"), {"conversation_id": conversation_id}
     ).fetchone()
     return bool(row and row[0])
-
-
-class UnknownConversation(SlowwaveError, LookupError):
-    """A command named a conversation with no episode and no fact."""
 
 
 def require_known(conn: psycopg.Connection, conversations: Iterable[str]) -> None:

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from slowwave.models.consolidation import ConsolidatedFact, ConsolidationOutput, FactAction
-from slowwave.models.llm.base import GenerationRequest, ModelAnswer, RuntimeUnreachable
+from slowwave.models.errors import RuntimeUnreachable
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer
 from tests.reliability.fix_commands import CommandModel, commands, follow, shown
 
 

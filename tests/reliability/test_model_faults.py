@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from slowwave.models.llm.base import RuntimeUnreachable
+from slowwave.models.errors import RuntimeUnreachable
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate

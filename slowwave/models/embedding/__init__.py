@@ -8,12 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from slowwave.models.embedding.base import (
-    Embedder,
-    EmbeddingDimensionMismatch,
-    Vectors,
-    check_dimension,
-)
+from slowwave.models.embedding.base import Embedder, Vectors, check_dimension
+from slowwave.models.errors import EmbeddingDimensionMismatch
 from slowwave.models.settings import Settings
 
 __all__ = [

@@ -8,13 +8,9 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from slowwave.models.errors import SlowwaveError
+from slowwave.models.errors import EmbeddingDimensionMismatch
 
 Vectors = npt.NDArray[np.float32]
-
-
-class EmbeddingDimensionMismatch(SlowwaveError, ValueError):
-    """The embedding model's dimension is not the schema's."""
 
 
 @runtime_checkable

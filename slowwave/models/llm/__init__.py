@@ -7,12 +7,8 @@ from __future__ import annotations
 
 import importlib.util
 
-from slowwave.models.llm.base import (
-    GenerationRequest,
-    ModelAnswer,
-    RuntimeNotAvailable,
-    StructuredModel,
-)
+from slowwave.models.errors import RuntimeNotAvailable
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer, StructuredModel
 from slowwave.models.llm.llamacpp_runtime import llamacpp_gguf
 from slowwave.models.llm.vllm_runtime import vllm_options
 from slowwave.models.settings import Settings

@@ -20,19 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
-from slowwave.models.errors import SlowwaveError
 from slowwave.models.llm.tokens import TokenCounter, estimate_tokens
-
-
-class RuntimeUnreachable(SlowwaveError, ConnectionError):
-    """The runtime cannot answer anything now (its engine died, its endpoint is down).
-
-    Transient: the run is retried and no chunk is charged an attempt for it.
-    """
-
-
-class RuntimeNotAvailable(SlowwaveError, RuntimeError):
-    """The selected runtime cannot be used on this installation."""
 
 
 class Purpose(StrEnum):

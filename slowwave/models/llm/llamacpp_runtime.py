@@ -35,11 +35,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from slowwave.models.llm.base import GenerationRequest, ModelAnswer, RuntimeNotAvailable
+from slowwave.models.errors import ModelNotPrepared, RuntimeNotAvailable
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer
 from slowwave.models.llm.catalog import model_label
 from slowwave.models.llm.openai import OpenAICompatibleModel
 from slowwave.models.llm.tokens import TokenCounter
-from slowwave.models.llm.weights import ModelNotPrepared, gguf_path
+from slowwave.models.llm.weights import gguf_path
 from slowwave.models.processes import LocalServer, free_port
 from slowwave.models.settings import Settings
 

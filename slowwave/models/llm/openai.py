@@ -27,8 +27,9 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from slowwave.models.errors import RuntimeUnreachable
 from slowwave.models.llm.background_loop import BackgroundLoop
-from slowwave.models.llm.base import GenerationRequest, ModelAnswer, RuntimeUnreachable
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer
 from slowwave.models.llm.catalog import model_label
 from slowwave.models.llm.strict_schema import strict_subset
 from slowwave.models.llm.tokens import estimate_tokens

@@ -16,8 +16,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
+from slowwave.models.errors import RuntimeUnreachable
 from slowwave.models.llm.background_loop import BackgroundLoop
-from slowwave.models.llm.base import GenerationRequest, ModelAnswer, RuntimeUnreachable
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer
 
 
 @dataclass(frozen=True)

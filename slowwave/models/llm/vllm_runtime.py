@@ -8,11 +8,12 @@ from concurrent.futures import Future
 from functools import partial
 from pathlib import Path
 
-from slowwave.models.llm.base import GenerationRequest, ModelAnswer, RuntimeNotAvailable
+from slowwave.models.errors import ModelNotPrepared, RuntimeNotAvailable
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer
 from slowwave.models.llm.catalog import model_label
 from slowwave.models.llm.tokens import model_token_counter
 from slowwave.models.llm.vllm_engine import VLLMOptions
-from slowwave.models.llm.weights import ModelNotPrepared, vllm_model_dir
+from slowwave.models.llm.weights import vllm_model_dir
 from slowwave.models.settings import Settings
 
 

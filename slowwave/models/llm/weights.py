@@ -25,17 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from slowwave.models.errors import SlowwaveError
+from slowwave.models.errors import ModelNotPrepared
 from slowwave.models.llm.catalog import CATALOG, CatalogModel
 
 GGUF_FILE = "model.gguf"
 MANIFEST_FILE = "manifest.json"
 HF_DIR = "hf"
 _BLOCK = 1 << 22
-
-
-class ModelNotPrepared(SlowwaveError, RuntimeError):
-    """The model is not there, or not what the catalog pins."""
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from concurrent.futures import Future, InvalidStateError
 from functools import partial
 from typing import Any, TypeVar
 
-from slowwave.models.llm.base import RuntimeUnreachable
+from slowwave.models.errors import RuntimeUnreachable
 from slowwave.models.settings import Settings
 from slowwave.models.workers.cluster import (
     acquire_ray,

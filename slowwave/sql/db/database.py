@@ -19,15 +19,11 @@ from pgvector.psycopg import register_vector
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool
 
-from slowwave.models.errors import SlowwaveError
+from slowwave.models.errors import DatabaseUnavailable
 from slowwave.models.settings import Settings, get_settings
 from slowwave.sql.db.embedded import EmbeddedPostgres
 
 log = logging.getLogger(__name__)
-
-
-class DatabaseUnavailable(SlowwaveError, RuntimeError):
-    """Postgres cannot be reached, or it cannot serve slowwave (no pgvector)."""
 
 
 LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1"})

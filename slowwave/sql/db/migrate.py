@@ -14,7 +14,7 @@ import psycopg
 from psycopg import sql as pgsql
 
 from slowwave import sql
-from slowwave.models.errors import SlowwaveError
+from slowwave.models.errors import MigrationError
 from slowwave.sql.db.database import Database
 
 _LOCK_KEY = 0x736C6F77  # "slow": the advisory lock that serialises migrators
@@ -27,10 +27,6 @@ CREATE TABLE IF NOT EXISTS slowwave_schema_migrations (
     applied_at  timestamptz NOT NULL DEFAULT now()
 )
 """
-
-
-class MigrationError(SlowwaveError, RuntimeError):
-    """The database's schema history does not match this version of slowwave."""
 
 
 def check_dimension(actual: int | None, dim: int) -> None:

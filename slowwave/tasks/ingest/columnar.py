@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from slowwave.models.errors import SlowwaveError
+from slowwave.models.errors import MappingError
 from slowwave.models.tenant import DEFAULT_TENANT, conversation_keys
 from slowwave.tasks.ingest.read import COLUMNS, Batch
 from slowwave.tasks.ingest.rejects import Reject
@@ -49,10 +49,6 @@ ROW = "__slowwave_row"
 BLANK = r"^[\s\x1c-\x1f]*$"
 # what CSV's lossy decoding puts where the bytes were not UTF-8
 REPLACEMENT = "\ufffd"
-
-
-class MappingError(SlowwaveError, ValueError):
-    """A column mapping that cannot be applied to a source."""
 
 
 def parse_mapping(text: str | None) -> dict[str, str]:

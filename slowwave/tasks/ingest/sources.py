@@ -21,16 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
-from slowwave.models.errors import SlowwaveError
+from slowwave.models.errors import EmptySource
 
 # what a folder or a glob is read for: LoCoMo's .json documents only as a file of their own
 SUFFIXES = frozenset({".jsonl", ".ndjson", ".parquet", ".pq", ".csv", ".tsv"})
 REJECTS_SUFFIX = ".rejects.jsonl"
 GLOB_CHARS = frozenset("*?[")
-
-
-class EmptySource(SlowwaveError, FileNotFoundError):
-    """A folder or glob with no transcript file in it."""
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from slowwave import sql
 from slowwave.models import faultpoints
-from slowwave.models.errors import SlowwaveError
+from slowwave.models.errors import SourceError
 from slowwave.models.ids import conversation_ref
 from slowwave.models.settings import Settings
 from slowwave.models.tenant import DEFAULT_TENANT, check_tenant, conversation_key
@@ -79,10 +79,6 @@ class IngestReport:
         self.rejected = rejects.count
         self.first_rejects = rejects.first
         self.rejects_path = str(rejects.path) if rejects.count else None
-
-
-class SourceError(SlowwaveError, ValueError):
-    """A source that cannot be read as asked: no format to tell, or the wrong one."""
 
 
 def detect_format(path: SourceFile) -> Format:

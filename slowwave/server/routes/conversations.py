@@ -1,0 +1,134 @@
+"""``/v1/conversations/{id}``: record messages, read what was learned, forget."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
+
+from slowwave.models.category import Category
+from slowwave.models.history import FactVersion
+from slowwave.server.deps import ConversationId, ServiceDep, Who
+from slowwave.server.responses import errors
+from slowwave.service import ContextAnswer, Forgotten, Recorded, SearchAnswer, Status
+from slowwave.service.reads import profile_json
+
+router = APIRouter(prefix="/v1/conversations/{conversation_id}")
+
+
+class RecordRequest(BaseModel):
+    """Messages of one conversation, each as a line of a JSONL transcript (without
+    ``conversation_id``: the path names it)."""
+
+    messages: list[dict[str, Any]] = Field(
+        min_length=1,
+        description="Each with message_id, timestamp (ISO 8601 with a zone), speaker, text; "
+        "optionally session_id and surprise (0 to 1).",
+    )
+
+
+@router.post(
+    "/messages",
+    tags=["record"],
+    summary="Record messages; idempotent by message id.",
+    responses=errors(401, 403, 413, 422, 429, 503),
+)
+def record_messages(
+    conversation_id: ConversationId, body: RecordRequest, service: ServiceDep, who: Who
+) -> Recorded:
+    return service.record(who, conversation_id, body.messages)
+
+
+@router.get(
+    "/search",
+    tags=["read"],
+    summary="The facts that best answer a query.",
+    response_model_exclude_none=True,
+    responses=errors(401, 403, 404, 422, 429, 503),
+)
+def search_memory(
+    conversation_id: ConversationId,
+    service: ServiceDep,
+    who: Who,
+    query: Annotated[str, Query(min_length=1, max_length=100_000)],
+    k: Annotated[int, Query(ge=1, le=10_000)] = 10,
+    category: Category | None = None,
+    as_of: datetime | None = None,
+    format: Literal["json", "markdown"] = "json",
+) -> SearchAnswer:
+    return service.search(
+        who, conversation_id, query, k=k, category=category, as_of=as_of, output=format
+    )
+
+
+@router.get(
+    "/context",
+    tags=["read"],
+    summary="Guidelines and top identity / preference facts within a token budget.",
+    responses=errors(401, 403, 404, 422, 429, 503),
+)
+def get_context(
+    conversation_id: ConversationId,
+    service: ServiceDep,
+    who: Who,
+    budget_tokens: Annotated[int, Query(ge=1, le=100_000)] = 500,
+    as_of: datetime | None = None,
+) -> ContextAnswer:
+    return service.context(who, conversation_id, budget_tokens, as_of=as_of)
+
+
+@router.get(
+    "/facts",
+    tags=["read"],
+    summary="Active facts, those valid at as_of (event time), or all.",
+    responses=errors(401, 403, 404, 422, 429, 503),
+)
+def list_facts(
+    conversation_id: ConversationId,
+    service: ServiceDep,
+    who: Who,
+    as_of: datetime | None = None,
+    all: bool = False,
+) -> list[FactVersion]:
+    return service.facts(who, conversation_id, as_of=as_of, everything=all)
+
+
+@router.get(
+    "/profile",
+    tags=["read"],
+    summary="The model-written profile of the conversation's facts.",
+    responses=errors(401, 403, 404, 422, 429, 503),
+)
+def get_profile(conversation_id: ConversationId, service: ServiceDep, who: Who) -> dict[str, Any]:
+    return profile_json(service.profile(who, conversation_id), conversation_id)
+
+
+@router.get(
+    "",
+    tags=["read"],
+    summary="Episodes pending, consolidated and quarantined; last consolidation; facts. A "
+    "forgotten conversation answers 410 with when it was forgotten and whether its bytes are "
+    "purged yet.",
+    responses=errors(401, 403, 404, 410, 422, 429, 503),
+)
+def conversation_status(conversation_id: ConversationId, service: ServiceDep, who: Who) -> Status:
+    return service.status(who, conversation_id)
+
+
+@router.delete(
+    "",
+    tags=["admin"],
+    summary="Forget a conversation (privacy): hard delete, a tombstone without content, and "
+    "the table files rewritten right after the answer (purge=false skips that).",
+    responses=errors(401, 403, 404, 422, 429, 503),
+)
+def forget_conversation(
+    conversation_id: ConversationId,
+    service: ServiceDep,
+    who: Who,
+    reason: Annotated[str, Query(min_length=1, max_length=2000)],
+    purge: bool = True,
+) -> Forgotten:
+    return service.forget(who, conversation_id=conversation_id, reason=reason, purge=purge)

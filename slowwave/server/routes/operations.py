@@ -1,0 +1,56 @@
+"""Probes and metrics: ``/healthz``, ``/readyz``, ``/metrics``."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+from prometheus_client import CollectorRegistry, generate_latest
+
+from slowwave.models.errors import SlowwaveError
+from slowwave.models.keys import Scope as KeyScope
+from slowwave.server.deps import ServiceDep, Who
+from slowwave.server.errors import ErrorBody, error_body, error_response
+from slowwave.server.responses import errors
+from slowwave.sql.db.migrate import pending_migrations
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/healthz", summary="The process answers.")
+def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get(
+    "/readyz",
+    summary="The database answers, its schema current.",
+    responses={
+        200: {"content": {"application/json": {"example": {"status": "ready"}}}},
+        503: {"model": ErrorBody, "description": "The database is busy, down or not migrated."},
+    },
+)
+def readyz(service: ServiceDep) -> JSONResponse:
+    try:
+        with service.connection() as conn:
+            pending = pending_migrations(conn)
+    except SlowwaveError as exc:
+        return error_response(exc)
+    if pending:
+        message = f"the schema lacks migrations {', '.join(pending)}: run `slowwave db migrate`"
+        return JSONResponse(error_body(503, "schema_outdated", message), status_code=503)
+    return JSONResponse({"status": "ready"})
+
+
+@router.get(
+    "/metrics",
+    summary="Prometheus text: requests and runs.",
+    response_class=PlainTextResponse,
+    responses={
+        200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+        **errors(401, 403, 429, 503),
+    },
+)
+def prometheus(request: Request, who: Who) -> PlainTextResponse:
+    who.needs(KeyScope.admin)
+    registry: CollectorRegistry = request.app.state.registry
+    return PlainTextResponse(generate_latest(registry).decode())

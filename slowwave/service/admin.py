@@ -1,0 +1,192 @@
+"""What changes history or the server: forget, revert, runs, quarantine, exports and keys."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from slowwave.models.errors import Forbidden, InvalidRequest
+from slowwave.models.keys import ApiKey, Scope
+from slowwave.models.tenant import DEFAULT_TENANT, conversation_of
+from slowwave.service.answers import Forgotten, PurgeState
+from slowwave.service.caller import Caller
+from slowwave.service.core import ServiceCore
+from slowwave.tasks.export import ExportReport
+from slowwave.tasks.export import export as export_to
+from slowwave.tasks.forget import ForgetReport, forget_conversation, forget_fact
+from slowwave.tasks.keys import create_key, list_keys, revoke_key
+from slowwave.tasks.quarantine import QuarantinedEpisode, list_quarantined, release
+from slowwave.tasks.revert import RevertReport, list_runs, revert_run
+
+MAX_RUNS = 1000
+
+
+class Admin(ServiceCore):
+    def forget(
+        self,
+        caller: Caller,
+        *,
+        reason: str,
+        conversation_id: str | None = None,
+        fact_id: UUID | str | None = None,
+        purge: bool = True,
+    ) -> Forgotten:
+        """Hard-delete a conversation of the caller's tenant (or one fact) for a privacy
+        request, whatever runs beside it, and leave a tombstone without content. ``purge``
+        (the default everywhere) rewrites the tables and moves the write-ahead log on, so no
+        byte of it stays in the database's files: before the answer in one process, right
+        after it in a server (``purge: queued``; the conversation's status says when)."""
+        caller.needs(Scope.admin)
+        if (conversation_id is None) == (fact_id is None):
+            raise InvalidRequest("name a conversation_id or a fact_id, one of them")
+        if not reason.strip():
+            raise InvalidRequest(
+                "a forget needs a reason: the tombstone keeps it", code="reason_required"
+            )
+        inline = purge and self.purger is None
+        with self.reaching():
+            if conversation_id is not None:
+                report = forget_conversation(
+                    self.db,
+                    caller.key(conversation_id),
+                    home=self.settings.home,
+                    by=caller.name,
+                    reason=reason,
+                    purge=inline,
+                )
+            else:
+                report = forget_fact(
+                    self.db,
+                    UUID(str(fact_id)),
+                    by=caller.name,
+                    reason=reason,
+                    purge=inline,
+                    tenant=caller.tenant,
+                )
+        state: PurgeState = "skipped"
+        if purge and self.purger is not None:
+            self.purger.queue()
+            state = "queued"
+        elif inline:
+            state = "done" if report.purged else "incomplete"
+        return forgotten(report, state)
+
+    def revert(
+        self, caller: Caller, run_id: UUID | str, *, reason: str, cascade: bool = False
+    ) -> RevertReport:
+        """Undo everything one run applied (with ``cascade``, the runs built on it first). A
+        run spans every tenant: the operator's, or an admin key of the default tenant."""
+        self._operator(caller)
+        with self.connection() as conn:
+            return revert_run(
+                conn, UUID(str(run_id)), by=caller.name, reason=reason, cascade=cascade
+            )
+
+    def runs(self, caller: Caller, limit: int = 20) -> list[dict[str, Any]]:
+        """The latest runs, newest first, with their counts (a run spans every tenant)."""
+        self._operator(caller)
+        if not 1 <= limit <= MAX_RUNS:
+            raise InvalidRequest(f"limit must be from 1 to {MAX_RUNS}", code="invalid_limit")
+        with self.connection() as conn:
+            return list_runs(conn, limit)
+
+    def quarantined(
+        self, caller: Caller, conversations: Sequence[str] | None = None
+    ) -> list[QuarantinedEpisode]:
+        """The tenant's quarantined episodes (of ``conversations``), oldest first, named as
+        the tenant knows them."""
+        caller.needs(Scope.admin)
+        keys = [caller.key(c) for c in conversations] if conversations else None
+        with self.connection() as conn:
+            episodes = list_quarantined(conn, conversations=keys, tenant=caller.tenant)
+        return [
+            e.model_copy(
+                update={
+                    "conversation_id": conversation_of(e.conversation_id),
+                    "external_key": conversation_of(e.external_key),
+                }
+            )
+            for e in episodes
+        ]
+
+    def release(
+        self,
+        caller: Caller,
+        *,
+        reason: str,
+        conversations: Sequence[str] | None = None,
+        episodes: Sequence[UUID] | None = None,
+    ) -> dict[str, int]:
+        """Release quarantined episodes of the tenant (of ``conversations``, or the
+        ``episodes`` named; every one when neither is given): how many per conversation."""
+        caller.needs(Scope.write)
+        keys = [caller.key(c) for c in conversations] if conversations else None
+        with self.connection() as conn:
+            if keys is None and not episodes:
+                keys = sorted(
+                    {e.conversation_id for e in list_quarantined(conn, tenant=caller.tenant)}
+                )
+                if not keys:
+                    return {}
+            released = release(conn, reason, conversations=keys, episodes=episodes)
+        return {conversation_of(k): n for k, n in released.items()}
+
+    def export(
+        self,
+        caller: Caller,
+        to: str | Path,
+        *,
+        what: str | Sequence[str] | None = None,
+        since: date | datetime | str | None = None,
+    ) -> ExportReport:
+        """Bring the Parquet export at ``to`` (a folder or ``s3://bucket/prefix``) up to date:
+        the partitions (tenant and day) of ``what`` (facts, versions, decisions, runs; episodes
+        when named; default ``SLOWWAVE_EXPORT_WHAT``) whose rows changed since it was last
+        written, from ``since`` on (a day, a time or a run's id) when given."""
+        self._operator(caller)
+        if isinstance(since, datetime):
+            since = since.isoformat()
+        with self.reaching():
+            return export_to(self.db, to, what=what or self.settings.export_what, since=since)
+
+    def keys(self, caller: Caller) -> list[ApiKey]:
+        caller.needs(Scope.admin)
+        with self.connection() as conn:
+            return list_keys(conn, caller.tenant)
+
+    def create_key(self, caller: Caller, scope: Scope, name: str = "") -> tuple[str, ApiKey]:
+        """A new key of the caller's tenant: the key (shown once) and its record."""
+        caller.needs(Scope.admin)
+        with self.connection() as conn:
+            return create_key(conn, caller.tenant, scope, by=caller.name, name=name)
+
+    def revoke_key(self, caller: Caller, name: str) -> ApiKey:
+        caller.needs(Scope.admin)
+        with self.connection() as conn:
+            return revoke_key(conn, name, tenant=caller.tenant)
+
+    @staticmethod
+    def _operator(caller: Caller) -> None:
+        caller.needs(Scope.admin)
+        if caller.tenant != DEFAULT_TENANT:
+            raise Forbidden("runs span every tenant: use a key of the default tenant")
+
+
+def forgotten(report: ForgetReport, purge: PurgeState) -> Forgotten:
+    return Forgotten(
+        kind=report.kind,
+        target_sha256=report.target_sha256,
+        rows=report.rows,
+        reject_lines=report.reject_lines,
+        purge=purge,
+        purge_note=report.purge_note,
+        export_files=report.export_files,
+        # the operator's export paths and their errors are the server's log's, not a tenant's
+        export_notes=len(report.export_notes),
+    )
+
+
+__all__ = ["Admin", "forgotten"]

@@ -1,0 +1,224 @@
+"""The service's state: a database, the embedding model, and what runs beside the answers.
+
+One ``Service`` serves every surface. In a server (``background=True``) query embeddings are
+batched across requests, the facts a search served are recorded by a thread of their own, and
+a forget's purge runs right after its answer; in one process (the CLI, ``slowwave.Memory``)
+the same work is done inline, before the call returns. Either way the database ends the same.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Self
+from uuid import UUID
+
+import numpy as np
+import psycopg
+from psycopg_pool import PoolTimeout
+
+from slowwave import sql
+from slowwave.models.embedding import load_embedder
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.embedding.batching import EmbeddingBatcher
+from slowwave.models.errors import Busy, DatabaseUnavailable, NotFound
+from slowwave.models.settings import Settings, get_settings
+from slowwave.sql.db import Database, migrate
+from slowwave.tasks.forget import purge_files
+from slowwave.tasks.search import SearchPolicy, record_retrieval
+
+logger = logging.getLogger(__name__)
+
+
+class Retrievals:
+    """Which facts searches served, written by a thread of their own: a search answers
+    without waiting on the write, and the write passes over facts a run holds locked."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._queue: queue.SimpleQueue[list[UUID] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name="slowwave-retrievals", daemon=True)
+        self._thread.start()
+
+    def add(self, ids: Sequence[UUID]) -> None:
+        if ids:
+            self._queue.put(list(ids))
+
+    def _loop(self) -> None:
+        while True:
+            ids = self._queue.get()
+            if ids is None:
+                return
+            while not self._queue.empty():  # whatever came meanwhile, in one statement
+                more = self._queue.get()
+                if more is None:
+                    self._write(ids)
+                    return
+                ids += more
+            self._write(ids)
+
+    def _write(self, ids: list[UUID]) -> None:
+        try:
+            with self._db.connection() as conn:
+                record_retrieval(conn, sorted(set(ids)))
+        except (psycopg.Error, PoolTimeout) as exc:  # a best effort: the next search retries
+            logger.warning("could not record %d retrieved fact(s): %s", len(ids), exc)
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=10)
+
+
+class Purger:
+    """Forgets' purges, after their answers: the tables are rewritten (``VACUUM FULL`` takes
+    an exclusive lock on each for its time) by this thread, not while a request waits.
+    Forgets that come while a purge runs share the next one; each tombstone records when its
+    bytes were purged (``purged_at``)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._wanted = threading.Event()
+        self._stop = threading.Event()
+        self.idle = threading.Event()
+        self.idle.set()
+        self._thread = threading.Thread(target=self._loop, name="slowwave-purger", daemon=True)
+        self._thread.start()
+
+    def queue(self) -> None:
+        self.idle.clear()
+        self._wanted.set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wanted.wait()
+            if self._stop.is_set():
+                return
+            self._wanted.clear()
+            try:
+                purge_files(self._db)
+            except (psycopg.Error, PoolTimeout) as exc:  # the tombstones stay unpurged: shown
+                logger.warning("forget: the purge after the answer failed: %s", exc)
+            if not self._wanted.is_set():
+                self.idle.set()
+
+    def close(self) -> None:
+        """Finish a purge that was asked for (the forgets' answers promised it), then stop."""
+        if not self.idle.is_set():
+            self.idle.wait(timeout=600)
+        self._stop.set()
+        self._wanted.set()
+        self._thread.join(timeout=10)
+
+
+class ServiceCore:
+    """The database, the embedder and the background helpers every operation shares."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        db: Database,
+        embedder: Embedder | None = None,
+        *,
+        background: bool = False,
+        own_db: bool = False,
+    ) -> None:
+        self.settings = settings
+        self.db = db
+        self._embedder = embedder
+        self._own_embedder = embedder is None
+        self._own_db = own_db
+        self.background = background
+        self.search_policy = SearchPolicy.of(settings)
+        self._batcher: EmbeddingBatcher | None = None
+        self.retrievals: Retrievals | None = Retrievals(db) if background else None
+        self.purger: Purger | None = Purger(db) if background else None
+
+    @classmethod
+    @contextmanager
+    def open(
+        cls, settings: Settings | None = None, embedder: Embedder | None = None
+    ) -> Iterator[Self]:
+        """The settings' database (the embedded server by default), open and migrated, for
+        the calls of one block; closed after, with whatever it loaded."""
+        with Database(settings or get_settings()) as db:
+            migrate(db)
+            service = cls(db.settings, db, embedder)
+            try:
+                yield service
+            finally:
+                service.close()
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedding model, loaded on first use (a forget or a record needs none)."""
+        if self._embedder is None:
+            self._embedder = load_embedder(self.settings)
+        return self._embedder
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """A query's vector: batched with concurrent queries in a server, inline otherwise."""
+        if not self.background:
+            return self.embedder.embed([text])[0]
+        if self._batcher is None:
+            self._batcher = EmbeddingBatcher(
+                self.embedder, max_batch=self.settings.serve_embed_batch
+            )
+        return self._batcher.embed(text)
+
+    def served(self, fact_ids: Sequence[UUID], conn: psycopg.Connection) -> None:
+        """Record the facts a search served (``SLOWWAVE_MAX_ACTIVE_FACTS`` keeps the used)."""
+        if self.retrievals is not None:
+            self.retrievals.add(fact_ids)
+        else:
+            record_retrieval(conn, list(fact_ids))
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection]:
+        """A pooled connection, or a fast ``Busy`` when every one is in use, or
+        ``DatabaseUnavailable`` when the database does not answer (both say when to retry)."""
+        with self.reaching(), self.db.connection() as conn:
+            yield conn
+
+    @contextmanager
+    def reaching(self) -> Iterator[None]:
+        """Around work that takes its own connections: a full pool is ``Busy``, a database
+        that does not answer is ``DatabaseUnavailable``."""
+        try:
+            yield
+        except PoolTimeout:
+            raise Busy("every database connection of this server is busy: retry shortly") from None
+        except psycopg.OperationalError as exc:
+            raise DatabaseUnavailable(
+                f"the database does not answer: {' '.join(str(exc).split())[:300]}"
+            ) from None
+
+    def require(self, conn: psycopg.Connection, key: str, conversation_id: str) -> None:
+        """A conversation the caller's tenant has (an episode or a fact), or ``NotFound``."""
+        row = conn.execute(
+            sql.statement("conversation_exists"), {"conversation_id": key}
+        ).fetchone()
+        if row is None or not row[0]:
+            raise not_found(conversation_id)
+
+    def close(self) -> None:
+        if self.purger is not None:
+            self.purger.close()
+        if self.retrievals is not None:
+            self.retrievals.close()
+        if self._batcher is not None:
+            self._batcher.close()
+        if self._own_embedder and self._embedder is not None:
+            self._embedder.close()
+            self._embedder = None
+        if self._own_db:
+            self.db.close()
+
+
+def not_found(conversation_id: str) -> NotFound:
+    return NotFound(f"no conversation {conversation_id!r}: nothing was recorded under that id")
+
+
+__all__ = ["Purger", "Retrievals", "ServiceCore", "not_found"]

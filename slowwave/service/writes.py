@@ -1,0 +1,148 @@
+"""What is written about conversations: messages recorded, transcripts ingested, and runs that
+consolidate them (here, in this process: the Prefect flows drive the same run)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from slowwave.models.errors import TooLarge
+from slowwave.models.keys import Scope
+from slowwave.models.llm import load_model
+from slowwave.models.llm.base import StructuredModel
+from slowwave.models.run import RunSummary
+from slowwave.service.answers import Recorded, Rejected
+from slowwave.service.caller import Caller
+from slowwave.service.core import ServiceCore
+from slowwave.tasks.consolidate import consolidate as consolidate_run
+from slowwave.tasks.ingest.transcripts import (
+    Format,
+    IngestPolicy,
+    IngestReport,
+    ingest_source,
+    record,
+)
+
+
+class Writes(ServiceCore):
+    def record(
+        self,
+        caller: Caller,
+        conversation_id: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        allow_forgotten: bool = False,
+    ) -> Recorded:
+        """Record messages of a conversation (each with ``message_id``, ``timestamp``,
+        ``speaker``, ``text``, optionally ``session_id``) through the path ``slowwave ingest``
+        takes: validated, idempotent (a message id recorded before is skipped), segmented into
+        episodes in event time, in one transaction; a forgotten conversation is refused unless
+        ``allow_forgotten``. Every message refused is in the answer, with its reason."""
+        caller.needs(Scope.write)
+        caller.key(conversation_id)  # refused before anything is read
+        limit = self.settings.serve_max_messages
+        if len(messages) > limit:
+            raise TooLarge(
+                f"{len(messages)} messages in one request: send at most {limit} "
+                "(SLOWWAVE_SERVE_MAX_MESSAGES)",
+                code="too_many_messages",
+            )
+        policy = IngestPolicy.of(
+            self.settings, allow_forgotten=allow_forgotten, tenant=caller.tenant
+        )
+        with self.reaching():
+            report = record(self.db, conversation_id, messages, policy)
+        return recorded(conversation_id, messages, report)
+
+    def ingest(
+        self,
+        caller: Caller,
+        source: str | Path,
+        *,
+        format: Format | None = None,
+        mapping: Mapping[str, str] | None = None,
+        allow_forgotten: bool = False,
+    ) -> IngestReport:
+        """Transcripts into the caller's tenant's episodes: validated, idempotent, in event
+        time; every line refused is in the report, with its reason. ``source``: a file (JSONL,
+        Parquet, CSV, LoCoMo), a folder, a glob or an ``s3://`` URL; ``mapping``: the source's
+        column for a field (``{"text": "body"}``)."""
+        caller.needs(Scope.admin)
+        policy = IngestPolicy.of(
+            self.settings, allow_forgotten=allow_forgotten, tenant=caller.tenant
+        )
+        with self.reaching():
+            return ingest_source(self.db, str(source), policy, fmt=format, mapping=mapping)
+
+    def consolidate(
+        self,
+        caller: Caller,
+        *,
+        conversations: Sequence[str] | None = None,
+        kind: str = "manual",
+        model: StructuredModel | None = None,
+    ) -> RunSummary:
+        """A whole run here: everything due (with ``conversations``: every pending episode of
+        those of the caller's tenant), exactly once, recorded like any run. ``model`` defaults to
+        the settings' (loaded, and closed after)."""
+        caller.needs(Scope.admin)
+        keys = [caller.key(c) for c in conversations] if conversations is not None else None
+        own_model = model is None
+        model = model or load_model(self.settings)
+        try:
+            return consolidate_run(
+                self.db, model, self.embedder, self.settings, kind=kind, conversations=keys
+            )
+        finally:
+            if own_model:
+                model.close()
+
+    def backfill(
+        self,
+        caller: Caller,
+        source: str | Path,
+        *,
+        format: Format | None = None,
+        mapping: Mapping[str, str] | None = None,
+        conversations: Sequence[str] | None = None,
+        allow_forgotten: bool = False,
+        model: StructuredModel | None = None,
+    ) -> RunSummary:
+        """Ingest ``source``, then consolidate every pending episode (of ``conversations``,
+        when given) in a run of kind ``backfill``."""
+        self.ingest(caller, source, format=format, mapping=mapping, allow_forgotten=allow_forgotten)
+        return self.consolidate(caller, conversations=conversations, kind="backfill", model=model)
+
+
+def recorded(
+    conversation_id: str, messages: Sequence[Mapping[str, Any]], report: IngestReport
+) -> Recorded:
+    rejected = [
+        Rejected(
+            index=r.line - 1,
+            message_id=_message_id(messages[r.line - 1]) if 0 < r.line <= len(messages) else None,
+            reason=r.reason,
+        )
+        for r in report.first_rejects
+    ]
+    valid = report.read - report.rejected - report.out_of_range
+    return Recorded(
+        conversation_id=conversation_id,
+        received=len(messages),
+        recorded=report.ingested,
+        already_recorded=max(valid - report.ingested, 0),
+        rejected=rejected,
+        episodes_new=report.episodes,
+        episodes_grown=report.grown,
+    )
+
+
+def _message_id(message: Any) -> str | None:
+    if isinstance(message, Mapping):
+        value = message.get("message_id")
+        return str(value)[:200] if isinstance(value, str | int) else None
+    return None
+
+
+__all__ = ["Writes", "recorded"]
