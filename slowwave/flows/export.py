@@ -13,8 +13,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 
 from slowwave.models.settings import get_settings
-from slowwave.sql.db import Database, migrate
-from slowwave.tasks.export import export as export_to
+from slowwave.service import Caller, Service
 
 
 @flow(name="slowwave-export", log_prints=True)
@@ -33,9 +32,8 @@ def export(
             "run named no `to`"
         )
         return {}
-    with Database(settings) as db:
-        migrate(db)
-        report = export_to(db, target, what=what or settings.export_what, since=since)
+    with Service.open(settings) as service:
+        report = service.export(Caller.operator(), target, what=what, since=since)
     create_table_artifact(
         table=[{"what": name, **asdict(kind)} for name, kind in report.kinds.items()],
         key="slowwave-export",

@@ -16,10 +16,9 @@ from prefect import flow
 from prefect.artifacts import create_table_artifact
 from prefect.runtime import flow_run
 
-from slowwave.models.settings import get_settings
-from slowwave.sql.db import Database, migrate
-from slowwave.tasks.forget import conversation_by_ref, digest, forget_conversation, forget_fact
-from slowwave.tasks.revert import revert_run
+from slowwave.models.tenant import split_key
+from slowwave.service import Caller, Service
+from slowwave.tasks.forget import conversation_by_ref, digest
 
 
 def _table(report: dict[str, Any], key: str, description: str) -> None:
@@ -40,10 +39,10 @@ def revert_run_name() -> str:
 @flow(name="slowwave-revert", flow_run_name=revert_run_name, log_prints=True)
 def revert(run_id: str, reason: str, by: str = "prefect", cascade: bool = False) -> dict[str, Any]:
     """Undo everything one run applied (and, with ``cascade``, the runs built on it)."""
-    with Database(get_settings()) as db:
-        migrate(db)
-        with db.connection() as conn:
-            report = revert_run(conn, UUID(run_id), by=by, reason=reason, cascade=cascade)
+    with Service.open() as service:
+        report = service.revert(
+            Caller.operator(by=by), UUID(run_id), reason=reason, cascade=cascade
+        )
     print(
         f"reverted {len(report.runs)} run(s): {report.facts_removed} facts removed, "
         f"{report.facts_restored} restored, {report.episodes_pending} episodes pending again"
@@ -73,20 +72,22 @@ def forget(
     """Hard-delete a conversation or a fact for a privacy request; leave a tombstone.
     ``conversation``: its reference (``c:3f2a9b0c1d2e``, as the run artifacts show it) or the
     SHA-256 of its id, never the id."""
-    if (conversation is None) == (fact_id is None):
-        raise ValueError("name a conversation (its c:… reference) or a fact_id, one of them")
-    settings = get_settings()
-    with Database(settings) as db:
-        migrate(db)
+    with Service.open() as service:
         if conversation is not None:
-            with db.connection() as conn:
-                conversation_id = conversation_by_ref(conn, conversation)
-            report = forget_conversation(
-                db, conversation_id, home=settings.home, by=by, reason=reason, purge=purge
+            with service.connection() as conn:
+                # the stored key, of whichever tenant: the reference names one conversation
+                tenant, conversation_id = split_key(conversation_by_ref(conn, conversation))
+            report = service.forget(
+                Caller.operator(tenant, by=by),
+                conversation_id=conversation_id,
+                reason=reason,
+                purge=purge,
             )
         else:
-            report = forget_fact(db, UUID(str(fact_id)), by=by, reason=reason, purge=purge)
-    result = asdict(report)
-    print(f"{report.kind}: {sum(report.rows.values())} rows removed, purged: {report.purged}")
+            report = service.forget(
+                Caller.operator(by=by), fact_id=fact_id, reason=reason, purge=purge, any_tenant=True
+            )
+    result = report.model_dump(mode="json")
+    print(f"{report.kind}: {sum(report.rows.values())} rows removed, purge: {report.purge}")
     _table(result, "slowwave-forget", f"{report.kind} {report.target_sha256[:12]}")
     return result

@@ -33,12 +33,15 @@ class Admin(ServiceCore):
         conversation_id: str | None = None,
         fact_id: UUID | str | None = None,
         purge: bool = True,
+        any_tenant: bool = False,
     ) -> Forgotten:
         """Hard-delete a conversation of the caller's tenant (or one fact) for a privacy
         request, whatever runs beside it, and leave a tombstone without content. ``purge``
         (the default everywhere) rewrites the tables and moves the write-ahead log on, so no
         byte of it stays in the database's files: before the answer in one process, right
-        after it in a server (``purge: queued``; the conversation's status says when)."""
+        after it in a server (``purge: queued``; the conversation's status says when).
+        ``any_tenant``: a fact of whichever tenant (the default tenant's admins only, as for
+        runs: the forget deployment names a fact by its id alone)."""
         caller.needs(Scope.admin)
         if (conversation_id is None) == (fact_id is None):
             raise InvalidRequest("name a conversation_id or a fact_id, one of them")
@@ -46,6 +49,8 @@ class Admin(ServiceCore):
             raise InvalidRequest(
                 "a forget needs a reason: the tombstone keeps it", code="reason_required"
             )
+        if any_tenant:
+            self._operator(caller)
         inline = purge and self.purger is None
         with self.reaching():
             if conversation_id is not None:
@@ -64,7 +69,7 @@ class Admin(ServiceCore):
                     by=caller.name,
                     reason=reason,
                     purge=inline,
-                    tenant=caller.tenant,
+                    tenant=None if any_tenant else caller.tenant,
                 )
         state: PurgeState = "skipped"
         if purge and self.purger is not None:
