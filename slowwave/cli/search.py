@@ -68,7 +68,7 @@ def search_command(
             output=shape,  # type: ignore[arg-type]
         )
     if output is OutputFormat.json:
-        typer.echo(answer.model_dump_json(indent=2, exclude_none=True))
+        typer.echo(answer.model_dump_json(indent=2))
     else:
         typer.echo(answer.markdown or "")
     if not answer.hits:

@@ -45,7 +45,6 @@ def record_messages(
     "/search",
     tags=["read"],
     summary="The facts that best answer a query.",
-    response_model_exclude_none=True,
     responses=errors(401, 403, 404, 422, 429, 503),
 )
 def search_memory(
