@@ -227,7 +227,7 @@ def seed_database(
     """Migrate, load and claim the episodes once, for one run: (the run, its plans)."""
     admin.execute(pgsql.SQL("CREATE DATABASE {}").format(pgsql.Identifier(SEED_DB)))
     url = make_conninfo(admin.info.dsn, dbname=SEED_DB)
-    with Database(settings.model_copy(update={"database_url": SecretStr(url)})) as db:
+    with Database(settings.evolve(database_url=SecretStr(url))) as db:
         migrate(db)
     with connect(url) as conn:
         load_episodes(conn, (s.episode for s in sessions))
@@ -569,7 +569,7 @@ def run(data: Path, conversations: int, per: int | None) -> Results:
             psycopg.Connection.connect(server.url, autocommit=True) as admin,
         ):
             run_id, plans = seed_database(admin, settings, sessions)
-            vectors = unit_vectors(plans, settings.embedding_dim)
+            vectors = unit_vectors(plans, settings.embedding.dim)
             setup_s = time.perf_counter() - wall
             with fresh_copy(admin, "bench_apply") as url:
                 timing, clock, explains["apply_dedupe"] = way_apply(

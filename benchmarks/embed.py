@@ -52,9 +52,9 @@ def main() -> None:
     texts = sentences(args.data, args.texts)
     settings = Settings(embedding_actors_per_node=args.actors)
     stage = load_embedder(settings)
-    raw = SentenceTransformer(str(resolve_model_path(settings.embedding_model)), device="cpu")
+    raw = SentenceTransformer(str(resolve_model_path(settings.embedding.model)), device="cpu")
     stage.embed(texts[:64])  # warm both
-    raw.encode(texts[:64], batch_size=settings.embedding_batch_size)
+    raw.encode(texts[:64], batch_size=settings.embedding.batch_size)
 
     timings: dict[str, list[float]] = {"stage": [], "raw": []}
     for _ in range(2):  # interleaved, so machine noise hits both alike
@@ -62,7 +62,7 @@ def main() -> None:
         stage.embed(texts)
         timings["stage"].append(time.perf_counter() - start)
         start = time.perf_counter()
-        raw.encode(texts, batch_size=settings.embedding_batch_size, normalize_embeddings=True)
+        raw.encode(texts, batch_size=settings.embedding.batch_size, normalize_embeddings=True)
         timings["raw"].append(time.perf_counter() - start)
     stage.close()
     stage_rate = len(texts) / min(timings["stage"])

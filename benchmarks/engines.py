@@ -53,10 +53,10 @@ def main() -> None:
         build_request(conversation, [], episodes[: args.sessions_per_prompt], 0.85)
         for conversation, episodes in list(by_conversation.items())[: args.prompts]
     ]
-    base = Settings().model_copy(update={"llm_model": args.model})
+    base = Settings().evolve(llm_model=args.model)
     figures: dict[str, Any] = {"model": args.model, "prompts": len(requests)}
     for engine in args.engines.split(","):
-        settings = base.model_copy(update={"llm_runtime": engine})
+        settings = base.evolve(llm_runtime=engine)
         for key, value in _measure(settings, requests, args.max_tokens).items():
             figures[f"{engine}_{key}"] = value
     engines = args.engines.split(",")
@@ -76,13 +76,13 @@ def _measure(settings: Any, requests: list[Any], max_tokens: int) -> dict[str, A
     from slowwave.tasks.calibrate import parse_answer
 
     started = time.perf_counter()
-    model = load_model(settings.model_copy(update={"llm_max_tokens": 16}))
+    model = load_model(settings.evolve(llm_max_tokens=16))
     start_s = time.perf_counter() - started
     try:
         prefill = [_timed(model, r) for r in requests]  # cut off at 16 tokens: mostly prefill
     finally:
         model.close()
-    model = load_model(settings.model_copy(update={"llm_max_tokens": max_tokens}))
+    model = load_model(settings.evolve(llm_max_tokens=max_tokens))
     try:
         full = [_timed(model, r) for r in requests]
         probe_s, probe = _timed(model, DECODE_PROBE)

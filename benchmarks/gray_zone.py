@@ -36,7 +36,7 @@ from slowwave.models.llm import StructuredModel, load_model
 from slowwave.models.llm.base import GenerationRequest, ModelAnswer, Purpose
 from slowwave.models.llm.replay import LoCoMoReplayModel
 from slowwave.models.processes import unwind_on_sigterm
-from slowwave.models.settings import Settings
+from slowwave.models.settings import Settings, setting_default
 from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.ingest.load import load_episodes
 
@@ -149,13 +149,13 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--conversations", nargs="*", default=["conv-26"])
     parser.add_argument("--sessions", type=int, default=6)
-    parser.add_argument("--model", default=Settings.model_fields["llm_model"].default)
+    parser.add_argument("--model", default=setting_default("llm_model"))
     parser.add_argument("--engine", default="llamacpp")
     parser.add_argument(
         "--faithfulness",
         type=float,
         nargs="*",
-        default=[Settings.model_fields["merge_faithfulness"].default],
+        default=[setting_default("merge_faithfulness")],
         help="the gray zone on with each of these faithfulness thresholds",
     )
     parser.add_argument(
@@ -175,7 +175,7 @@ def main() -> None:
             for f in args.faithfulness
         ]
         for label, update in variants:
-            figures[label] = measure(settings.model_copy(update=update), judge, embedder, args)
+            figures[label] = measure(settings.evolve(**update), judge, embedder, args)
     finally:
         judge.close()
     for label, _ in variants:

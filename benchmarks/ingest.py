@@ -240,12 +240,12 @@ def read_only(how: str, source: Path) -> dict[str, Any]:
     if how == "read_polars":
         batches = read_columnar(
             ColumnarSource(str(source), "parquet", {}),
-            settings.ingest_batch_rows,
-            settings.max_message_chars,
+            settings.ingest.batch_rows,
+            settings.ingest.max_message_chars,
         )
     else:
         batches = read_parquet_pyarrow(
-            source, settings.ingest_batch_rows, settings.max_message_chars
+            source, settings.ingest.batch_rows, settings.ingest.max_message_chars
         )
     for batch in batches:
         rows += batch.table.num_rows if batch.table is not None else 0

@@ -42,7 +42,8 @@ def main() -> None:
     for e in episodes:  # keep each prompt to a few turns so it fits the small model's context
         e.messages = e.messages[:8]
     requests = [
-        build_request(f"p{i}", [], [e], settings.flashbulb_surprise) for i, e in enumerate(episodes)
+        build_request(f"p{i}", [], [e], settings.consolidation.flashbulb_surprise)
+        for i, e in enumerate(episodes)
     ]
     start = time.perf_counter()
     engine = VLLMEngine(vllm_options(settings))

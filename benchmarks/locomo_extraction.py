@@ -163,7 +163,7 @@ def main() -> None:
     gold_recall = replay_recall(settings, embedder, subset, args.data)
     figures = {
         "model": model_name(settings),
-        "engine": settings.llm_runtime,
+        "engine": settings.llm.runtime,
         "sessions": args.sessions,
         "conversations": subset.conversations,
         "match_threshold": args.match,
@@ -185,8 +185,8 @@ def main() -> None:
 def parse_args() -> argparse.Namespace:
     defaults = Settings()
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--model", default=defaults.llm_model, help="catalog name or path")
-    parser.add_argument("--engine", choices=get_args(LLMRuntimeName), default=defaults.llm_runtime)
+    parser.add_argument("--model", default=defaults.llm.model, help="catalog name or path")
+    parser.add_argument("--engine", choices=get_args(LLMRuntimeName), default=defaults.llm.runtime)
     parser.add_argument(
         "--sessions", type=int, default=DEFAULT_SESSIONS, help="first N sessions of each"
     )
@@ -219,11 +219,11 @@ def parse_args() -> argparse.Namespace:
 
 def model_name(settings: Settings) -> str:
     """The model that answered: ``--model`` names it for the local runtimes only."""
-    if settings.llm_runtime == "replay":
+    if settings.llm.runtime == "replay":
         return "gold observations"
-    if settings.llm_runtime == "openai":
-        return settings.openai_model
-    return settings.llm_model
+    if settings.llm.runtime == "openai":
+        return settings.openai.model
+    return settings.llm.model
 
 
 def select_subset(data: Path, conversations: Sequence[str] | None, sessions: int) -> Subset:
@@ -290,7 +290,7 @@ def fresh_database(settings: Settings) -> Iterator[Database]:
     """A migrated embedded Postgres in a temporary home, stopped and deleted on exit, errors
     included; ``settings.home`` (the prepared models) is left alone."""
     with tempfile.TemporaryDirectory(prefix="slowwave-extraction-") as home:
-        local = settings.model_copy(update={"home": Path(home), "database_url": None})
+        local = settings.evolve(home=Path(home), database_url=None)
         with Database(local) as db:
             migrate(db)
             yield db
@@ -318,7 +318,7 @@ def measure_model(
                     conn,
                     model,
                     conversations=subset.conversations,
-                    min_chars=db.settings.summary_min_chars,
+                    min_chars=db.settings.ingest.summary_min_chars,
                 )
         summary = consolidate(db, model, embedder, db.settings, conversations=subset.conversations)
         seconds = time.perf_counter() - started

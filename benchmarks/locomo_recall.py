@@ -60,10 +60,10 @@ def reword(sentence: str) -> str:
 
 def setting(text: str) -> tuple[str, str]:
     """``NAME=VALUE`` for a setting of this run (``--set``)."""
-    from slowwave.models.settings import Settings
+    from slowwave.models.settings import BY_NAME
 
     name, sep, value = text.partition("=")
-    if not sep or name not in Settings.model_fields:
+    if not sep or name not in BY_NAME:
         raise argparse.ArgumentTypeError(f"not NAME=VALUE with a setting's name: {text!r}")
     if name in {"llm_model", "llm_runtime", "replay_data"}:
         raise argparse.ArgumentTypeError(f"{name} has its own flag (--model, --engine, --data)")

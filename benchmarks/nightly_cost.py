@@ -126,7 +126,7 @@ class Runtime:
             raise argparse.ArgumentTypeError(
                 f"unknown engine {engine!r}: one of {', '.join(get_args(LLMRuntimeName))}"
             )
-        return cls(engine, model or Settings().llm_model)
+        return cls(engine, model or Settings().llm.model)
 
     @property
     def label(self) -> str:
@@ -227,8 +227,8 @@ def parse_args() -> argparse.Namespace:
     if args.runtimes and (args.model or args.engine):
         parser.error("give --runtime, or --model/--engine, not both")
     if not args.runtimes:
-        engine = args.engine or defaults.llm_runtime
-        args.runtimes = [Runtime(engine, args.model or defaults.llm_model)]
+        engine = args.engine or defaults.llm.runtime
+        args.runtimes = [Runtime(engine, args.model or defaults.llm.model)]
     if args.summaries and any(r.engine == "replay" for r in args.runtimes):
         parser.error("--summaries needs a model: the replay runtime writes no summaries")
     return args
@@ -292,7 +292,7 @@ def measure_night(
     fresh database; tonight's figures."""
     with fresh_database(settings) as db:
         # the night comes a day after the episodes were recorded: every one is due
-        db.settings = db.settings.model_copy(update={"due_after_s": 0})
+        db.settings = db.settings.evolve(due_after_s=0)
         with db.connection() as conn:
             load_episodes(conn, night.earlier)
         consolidate(db, LoCoMoReplayModel(data), embedder, db.settings, kind="earlier nights")
@@ -316,9 +316,11 @@ def measure_tonight(
     written = SummaryReport()
     if summaries:
         with db.connection() as conn:
-            written = summarize_missing(conn, model, min_chars=db.settings.summary_min_chars)
+            written = summarize_missing(conn, model, min_chars=db.settings.ingest.summary_min_chars)
     with db.connection() as conn:
-        hits = predict_hits(conn, embedder, pending_episodes(conn), db.settings.related_facts_limit)
+        hits = predict_hits(
+            conn, embedder, pending_episodes(conn), db.settings.consolidation.related_facts_limit
+        )
     summary = consolidate(db, model, embedder, db.settings, kind="tonight")
     seconds = time.perf_counter() - started
     with db.connection() as conn:

@@ -29,7 +29,7 @@ from slowwave.models.embedding import load_embedder
 from slowwave.models.llm import load_model
 from slowwave.models.llm.replay import LoCoMoReplayModel
 from slowwave.models.processes import unwind_on_sigterm
-from slowwave.models.settings import Settings
+from slowwave.models.settings import Settings, setting_default
 from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.ingest.load import load_episodes
 from slowwave.tasks.profile import ProfilePolicy, read_profile, refresh_profiles
@@ -45,14 +45,14 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--conversations", nargs="*", default=["conv-26", "conv-30"])
     parser.add_argument("--sessions", type=int, default=6)
-    parser.add_argument("--model", default=Settings.model_fields["llm_model"].default)
+    parser.add_argument("--model", default=setting_default("llm_model"))
     parser.add_argument("--engine", default="llamacpp")
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     args = parser.parse_args()
     settings = Settings(llm_model=args.model, llm_runtime=args.engine, replay_data=args.data)
     embedder = load_embedder(settings)
     subset = select_subset(args.data, args.conversations, args.sessions)
-    policy = ProfilePolicy.of(settings.model_copy(update={"profiles": True}))
+    policy = ProfilePolicy.of(settings.evolve(profiles=True))
     model = load_model(settings)
     figures: dict[str, Any] = {"model": model.name, "max_tokens": policy.max_tokens}
     try:

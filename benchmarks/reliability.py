@@ -252,13 +252,13 @@ def model_faults(db: Any, home: Path, healthy: int) -> Scenario:
     """Each fault in Ivo's conversation while ``healthy`` others go on; the faulty run again
     until the fault's chunk is applied or quarantined."""
     from slowwave.models.errors import RuntimeUnreachable
-    from slowwave.models.settings import Settings
+    from slowwave.models.settings import setting_default
     from slowwave.tasks.ingest.load import load_episodes
     from tests.reliability.fix_commands import START, said, story_episodes
     from tests.reliability.fix_faults import FAULTS, FaultyModel
     from tests.reliability.test_model_faults import KNOWN
 
-    attempts = Settings.model_fields["max_attempts"].default
+    attempts = setting_default("max_attempts")
     scenario = Scenario()
     for fault in [*FAULTS, "engine_dies"]:
         with db.connection() as conn:

@@ -92,7 +92,7 @@ def chunked_requests(data: Path, conversations: int, sessions: int, chunk_size: 
     from slowwave.tasks.calibrate import build_request
     from slowwave.tasks.ingest.locomo import read_locomo
 
-    flashbulb = Settings(_env_file=None).flashbulb_surprise
+    flashbulb = Settings(_env_file=None).consolidation.flashbulb_surprise
     by_conversation: dict[str, list[Any]] = {}
     for episode in read_locomo(data, surprise=0.5):
         by_conversation.setdefault(episode.conversation_id, []).append(episode)
@@ -174,7 +174,7 @@ def through_consolidate(
     model = CountedStreaming(engine) if name == "chains" else Counted(engine)
     conversations = len({e.conversation_id for e in episodes})
     with tempfile.TemporaryDirectory(prefix="slowwave-schedules-db-") as home:
-        local = settings.model_copy(update={"home": Path(home), "database_url": None})
+        local = settings.evolve(home=Path(home), database_url=None)
         with Database(local) as db:
             migrate(db)
             with db.connection() as conn:
@@ -204,9 +204,7 @@ def compare_through_consolidate(args: argparse.Namespace) -> list[dict[str, Any]
     from slowwave.models.settings import get_settings
     from slowwave.tasks.ingest.locomo import read_locomo
 
-    settings = get_settings().model_copy(
-        update={"chunk_size": args.chunk_size, "episode_threshold": 1}
-    )
+    settings = get_settings().evolve(chunk_size=args.chunk_size, episode_threshold=1)
     by_conversation: dict[str, list[Any]] = {}
     for episode in read_locomo(args.data, surprise=0.5):
         by_conversation.setdefault(episode.conversation_id, []).append(episode)
@@ -275,7 +273,7 @@ def compare_through_server(args: argparse.Namespace) -> list[dict[str, Any]]:
             max_tokens=args.max_tokens,
             concurrency=len(chains),
             timeout_s=1800,
-            extra_body={"repetition_penalty": settings.llm_repetition_penalty},
+            extra_body={"repetition_penalty": settings.llm.repetition_penalty},
         )
         try:
             model.generate([chains[0][0]])  # warm-up: first-call costs go to neither

@@ -30,7 +30,7 @@ from slowwave.models.ids import new_id
 from slowwave.models.llm import StructuredModel, load_model
 from slowwave.models.llm.base import GenerationRequest, ModelAnswer
 from slowwave.models.processes import unwind_on_sigterm
-from slowwave.models.settings import Settings
+from slowwave.models.settings import Settings, setting_default
 from slowwave.sql.db import Database, migrate
 from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.ingest.load import load_episodes
@@ -116,7 +116,7 @@ def run_scenario(
 ) -> dict[str, Any]:
     nights = (datetime(2025, 1, 10, 20, tzinfo=UTC), datetime(2025, 6, 15, 20, tzinfo=UTC))
     with tempfile.TemporaryDirectory(prefix="slowwave-slots-") as home:
-        local = settings.model_copy(update={"home": Path(home), "database_url": None})
+        local = settings.evolve(home=Path(home), database_url=None)
         with Database(local) as db:
             migrate(db)
             for night, text in zip(nights, scenario.said, strict=True):
@@ -163,7 +163,7 @@ def _episode(conversation: str, night: datetime, text: str) -> Episode:
 def main() -> None:
     unwind_on_sigterm()  # a stopped benchmark stops the servers it started
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=Settings.model_fields["llm_model"].default)
+    parser.add_argument("--model", default=setting_default("llm_model"))
     parser.add_argument("--engine", default="llamacpp")
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     args = parser.parse_args()
@@ -177,9 +177,7 @@ def main() -> None:
             results[scenario.name] = {
                 "expect": scenario.expect,
                 **{
-                    label: run_scenario(
-                        settings.model_copy(update={"slots": on}), model, embedder, scenario
-                    )
+                    label: run_scenario(settings.evolve(slots=on), model, embedder, scenario)
                     for label, on in (("slots_off", False), ("slots_on", True))
                 },
             }

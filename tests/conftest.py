@@ -12,8 +12,8 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 # slowwave's folders are its subpackages (slowwave.tasks, ...). The repository root links the
 # bare names to them (flows -> slowwave/flows) and is on sys.path; importing one would load a
-# second copy of a module: a second settings cache, fault points the tests do not arm, exceptions that do not
-# match. The whole test session refuses them.
+# second copy of a module: a second settings cache, fault points the tests do not arm,
+# exceptions that do not match. The whole test session refuses them.
 BARE_NAMES = frozenset({"flows", "tasks", "models", "sql"})
 
 

@@ -53,7 +53,7 @@ def test_a_ray_address_set_only_in_dotenv_joins_the_cluster_without_a_private_to
         from slowwave.models.workers.cluster import ray_module
         settings = Settings()
         ray_module(settings)
-        print(settings.ray_address, os.environ.get("RAY_AUTH_MODE"))
+        print(settings.ray.address, os.environ.get("RAY_AUTH_MODE"))
         """
     )
     result = subprocess.run(

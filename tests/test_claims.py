@@ -228,7 +228,7 @@ def test_a_conversation_that_stops_below_the_threshold_is_due_once_it_waited_lon
     _two_episodes(conn)
     conn.execute(
         "UPDATE episodic_memory SET created_at = now() - make_interval(secs => %s)",
-        (settings.due_after_s + 60,),
+        (settings.consolidation.due_after_s + 60,),
     )
     conn.commit()
     summary = consolidate(db, _bees(), embedder, settings, kind="nightly")

@@ -400,7 +400,7 @@ def test_an_episode_no_longer_than_a_summary_is_not_summarised_and_costs_no_call
         message("long", "1", 0, text=long_text),
     ]
     ingest(db, write_jsonl(tmp_path / "s.jsonl", rows), IngestPolicy.of(settings))
-    report = summarize_missing(conn, Summarizer(), min_chars=settings.summary_min_chars)
+    report = summarize_missing(conn, Summarizer(), min_chars=settings.ingest.summary_min_chars)
     assert (report.summarized, report.failed, report.short) == (1, 0, 1)
     assert len(asked) == 1 and "Leeds" in asked[0], "the short episode cost no model call"
     summaries = dict(

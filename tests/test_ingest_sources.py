@@ -122,7 +122,7 @@ def _stored(conn: psycopg.Connection) -> list[tuple[str, str, str]]:
 
 
 def _policy(settings: Settings) -> IngestPolicy:
-    return IngestPolicy.of(settings.model_copy(update={"max_message_chars": MAX_CHARS}))
+    return IngestPolicy.of(settings.evolve(max_message_chars=MAX_CHARS))
 
 
 def test_a_folder_of_parquet_and_csv_with_a_column_mapping_lands_every_valid_message_once(
@@ -387,7 +387,7 @@ def test_the_python_api_ingests_a_folder_with_a_mapping(
     report = slowwave.ingest(
         tmp_path / "lake",
         mapping=parse_mapping(MAPPING),
-        settings=settings.model_copy(update={"max_message_chars": MAX_CHARS}),
+        settings=settings.evolve(max_message_chars=MAX_CHARS),
     )
     valid = [r for rows in files.values() for r, why in rows if why is None]
     assert report.ingested == len(valid)

@@ -34,7 +34,7 @@ from slowwave.models.llm.llamacpp_runtime import (
 )
 from slowwave.models.llm.openai import OpenAICompatibleModel
 from slowwave.models.processes import LocalServer, free_port
-from slowwave.models.settings import Settings
+from slowwave.models.settings import Settings, setting_default
 from slowwave.sql.db import Database
 from slowwave.tasks.calibrate import build_request, parse_answer
 from slowwave.tasks.consolidate import consolidate
@@ -43,7 +43,7 @@ from tests.fix_models import Recorded
 from tests.fix_processes import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_MODEL = Settings.model_fields["llm_model"].default
+DEFAULT_MODEL = setting_default("llm_model")
 GGUF = Path(
     os.environ.get(
         "SLOWWAVE_TEST_GGUF", ROOT / ".slowwave" / "models" / DEFAULT_MODEL / "model.gguf"

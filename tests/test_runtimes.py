@@ -112,7 +112,7 @@ def test_cpu_vllm_answers_consolidation_prompts_that_parse_into_the_output_model
 ) -> None:
     episodes = _episodes()
     requests = [
-        build_request(f"chunk-{i}", [], [e], vllm_settings.flashbulb_surprise)
+        build_request(f"chunk-{i}", [], [e], vllm_settings.consolidation.flashbulb_surprise)
         for i, e in enumerate(episodes)
     ]
     answers = vllm_model.generate(requests)
@@ -178,7 +178,7 @@ def test_the_openai_runtime_consolidates_against_a_real_local_vllm_server(
         extra_body={"repetition_penalty": 1.1},
     )
     requests = [
-        build_request(f"c{i}", [], [e], vllm_settings.flashbulb_surprise)
+        build_request(f"c{i}", [], [e], vllm_settings.consolidation.flashbulb_surprise)
         for i, e in enumerate(_episodes())
     ]
     answers = model.generate(requests)

@@ -116,7 +116,7 @@ def test_hits_carry_both_ranks_and_the_fused_score(
     assert top.id == priya[7]
     assert top.fulltext_rank == 1 and top.vector_rank == 1 and top.session_rank == 1
     # both rankers' first, and the session channel's first at a weight of at most 1
-    assert 2 / (settings.rrf_k + 1) < top.score <= 3 / (settings.rrf_k + 1)
+    assert 2 / (settings.search.rrf_k + 1) < top.score <= 3 / (settings.search.rrf_k + 1)
     alone = SearchPolicy(rrf_k=30, session_weight=0)
     (top30, *_) = search(conn, embedder, "Biscuit the greyhound", "priya", 3, policy=alone)
     assert top30.score == pytest.approx(2 / 31) and top30.session_rank is None

@@ -59,12 +59,12 @@ def db_status(
     with open_database() as db, db.raw_connection() as conn:
         status = read_status(conn, db.where(), per_conversation=conversations)
         if status.migrations_pending == 0:  # runs whose process died are marked crashed
-            mark_crashed(conn, get_settings().claim_lease_s)
+            mark_crashed(conn, get_settings().consolidation.claim_lease_s)
     if as_json:
         typer.echo(status.model_dump_json(indent=2))
     else:
         print_status(status)
-    check_dimension(status.embedding_dim, get_settings().embedding_dim)
+    check_dimension(status.embedding_dim, get_settings().embedding.dim)
 
 
 # `db status`'s column headers, narrow enough for 80 columns (the caption says what they are)
@@ -112,7 +112,7 @@ def db_stop(
 
     Example: slowwave db stop --force"""
     settings = get_settings()
-    if settings.database_url is not None:
+    if settings.database.url is not None:
         console.print("DATABASE_URL is set: slowwave does not manage that server.")
         return
     if stop_embedded(settings.pgdata, force=force):

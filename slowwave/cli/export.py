@@ -85,7 +85,7 @@ def export_command(
     Examples: slowwave export --to ./lake | slowwave export --to s3://audit/slowwave --since
     2026-11-01 | slowwave export --to ./lake --what facts,episodes"""
     settings = get_settings()
-    target = to or settings.export_to
+    target = to or settings.export.to
     if not target:
         raise ExportError("name where to export: --to DIR|URL, or set SLOWWAVE_EXPORT_TO")
     with open_database(settings) as db:
@@ -95,5 +95,5 @@ def export_command(
                 raise ExportError(f"no export registered at {target}")
             console.print(f"a forget no longer reaches {target}; its files stay", highlight=False)
             return
-        report = export(db, target, what=what or settings.export_what, since=since)
+        report = export(db, target, what=what or settings.export.what, since=since)
     emit(report, as_json, lambda: print_report(report))

@@ -32,7 +32,7 @@ def metrics_command(
         if not serve:
             typer.echo(metrics_text(db), nl=False)
             return
-        port = port or db.settings.metrics_port
+        port = port or db.settings.orchestration.metrics_port
         server, thread = serve_metrics(db, port)
         console.print(f"metrics on http://127.0.0.1:{port}/metrics (Ctrl-C stops)")
         try:

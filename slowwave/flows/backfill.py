@@ -110,7 +110,7 @@ def backfill(
     model = start_model(settings)
     written = None
     try:
-        if settings.summarize_on_ingest and settings.llm_runtime != "replay":
+        if settings.ingest.summarize_on_ingest and settings.llm.runtime != "replay":
             with reported("writing the summaries of episodes that have none, with the model"):
                 written = summarize_task(model, conversations)
             print(
@@ -132,5 +132,5 @@ def summarize_task(model: StructuredModel, conversations: list[str] | None) -> S
     with Database(settings) as db, db.connection() as conn:
         named = resolve_conversations(conn, conversations) if conversations is not None else None
         return summarize_missing(
-            conn, model, conversations=named, min_chars=settings.summary_min_chars
+            conn, model, conversations=named, min_chars=settings.ingest.summary_min_chars
         )

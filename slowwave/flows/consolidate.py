@@ -153,8 +153,8 @@ def reported(what: str) -> Iterator[None]:
 def start_model(settings: Settings) -> StructuredModel:
     """The configured language model, its start-up (an engine, a server) logged as such; the
     one this process started ahead of the flow, when it did (``models.warmup``)."""
-    model = settings.openai_model if settings.llm_runtime == "openai" else settings.llm_model
-    what = f"starting the language model ({settings.llm_runtime}, {model})"
+    model = settings.openai.model if settings.llm.runtime == "openai" else settings.llm.model
+    what = f"starting the language model ({settings.llm.runtime}, {model})"
     started: StructuredModel = ahead_or_start(
         "model", f"{what}, started ahead of the flow", what, settings, load_model
     )
@@ -316,7 +316,7 @@ class FlowSteps(RunSteps):
             summary.completion_tokens += spent.completion_tokens
             summary.prompt_tokens_cached += spent.cached_tokens
         if self._embedder is None:
-            what = f"loading the embedding model {self.settings.embedding_model}"
+            what = f"loading the embedding model {self.settings.embedding.model}"
             self._embedder = ahead_or_start(
                 "embedder", f"{what}, loaded ahead of the flow", what, self.settings, load_embedder
             )
@@ -352,7 +352,7 @@ class FlowSteps(RunSteps):
         summary: RunSummary,
     ) -> None:
         # shards use connections of their own, to the server this run uses
-        shard_settings = self.settings.model_copy(update={"database_url": SecretStr(db.url)})
+        shard_settings = self.settings.evolve(database_url=SecretStr(db.url))
         run_shards(shard_settings, specs, scope, self.model, self.embedder, summary, self.progress)
 
     def profiles(self, db: Database, summary: RunSummary, policy: ProfilePolicy) -> None:
@@ -409,13 +409,17 @@ def run_shards(
     """The shards as Prefect tasks, at most ``shard_concurrency`` at once; each one's summary
     merged into the run's as it ends. After a shard fails for good no new one starts, those
     running finish, and the first failure is raised (their claims are released by the run)."""
-    local = not settings.ray_address  # shards on threads share the progress artifact
+    local = not settings.ray.address  # shards on threads share the progress artifact
     queued = deque(ShardWork(spec, scope) for spec in specs)
     running: dict[PrefectFuture[RunSummary], ShardWork] = {}
     failure: BaseException | None = None
     with shard_runner(settings) as runner, interrupt.stops_threads():
         while running or (queued and failure is None):
-            while queued and failure is None and len(running) < settings.shard_concurrency:
+            while (
+                queued
+                and failure is None
+                and len(running) < settings.orchestration.shard_concurrency
+            ):
                 shard = queued.popleft()
                 parameters = {
                     "settings": settings,

@@ -25,7 +25,7 @@ def export(
     facts, versions, decisions, runs, episodes (default ``SLOWWAVE_EXPORT_WHAT``); ``since``:
     only the partitions from this day, time or run on."""
     settings = get_settings()
-    target = to or settings.export_to
+    target = to or settings.export.to
     if not target:
         get_run_logger().warning(
             "nothing exported: SLOWWAVE_EXPORT_TO is not set where this worker runs, and the "

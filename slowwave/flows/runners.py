@@ -20,10 +20,10 @@ from slowwave.sql.db.database import machine_local
 
 @contextmanager
 def shard_runner(settings: Settings) -> Iterator[TaskRunner[Any]]:
-    """A started task runner for the run's shards (``settings.database_url``: the run's)."""
-    if not settings.ray_address:
+    """A started task runner for the run's shards (``settings.database.url``: the run's)."""
+    if not settings.ray.address:
         threads: ThreadPoolTaskRunner[Any] = ThreadPoolTaskRunner(
-            max_workers=settings.shard_concurrency
+            max_workers=settings.orchestration.shard_concurrency
         )
         with threads:
             yield threads
@@ -33,7 +33,7 @@ def shard_runner(settings: Settings) -> Iterator[TaskRunner[Any]]:
     acquire_ray(settings)  # slowwave's own init (workers' environment); the runner joins it
     try:
         check_reachable(settings)  # nothing is claimed yet: shards claim when they start
-        with RayTaskRunner(address=settings.ray_address) as runner:
+        with RayTaskRunner(address=settings.ray.address) as runner:
             yield runner
     finally:
         release_ray()
@@ -43,7 +43,7 @@ def spread(settings: Settings) -> Any:
     """Around a submit: shards spread over the cluster's nodes (Ray), nothing on threads.
     Ray never re-runs a shard whose worker died (``max_retries=0``): a fresh attempt would
     have lost its counts and could claim past the run's cap; the run fails and releases."""
-    if not settings.ray_address:
+    if not settings.ray.address:
         return nullcontext()
     from prefect_ray.context import remote_options
 
@@ -53,7 +53,7 @@ def spread(settings: Settings) -> Any:
 def check_shareable(settings: Settings, *runtimes: object) -> None:
     """Shards on Ray workers get the runtimes by value (pools by their actors' names): refuse,
     in one line and before anything is claimed, a runtime that cannot travel."""
-    if not settings.ray_address:
+    if not settings.ray.address:
         return
     for runtime in runtimes:
         try:
@@ -65,7 +65,7 @@ def check_shareable(settings: Settings, *runtimes: object) -> None:
 def check_reachable(settings: Settings) -> None:
     """On a cluster of several machines (Ray joined), refuse a database only this machine
     reaches: the shards on other nodes could not connect."""
-    url = settings.database_url.get_secret_value() if settings.database_url else ""
+    url = settings.database.url.get_secret_value() if settings.database.url else ""
     if machine_local(url) and len(set(node_addresses())) > 1:
         raise RuntimeNotAvailable(
             "cannot run shards on a Ray cluster of several machines against a database only "

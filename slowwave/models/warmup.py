@@ -42,9 +42,9 @@ def starts_ahead(settings: Settings) -> dict[str, Callable[[Settings], Any]]:
     """What ``started_ahead`` starts for these settings: llama.cpp's server, and the embedding
     model when it runs in this process."""
     starts: dict[str, Callable[[Settings], Any]] = {}
-    if settings.llm_runtime == "llamacpp":
+    if settings.llm.runtime == "llamacpp":
         starts["model"] = load_model
-    if settings.embedding_actors_per_node == 0:
+    if settings.embedding.actors_per_node == 0:
         starts["embedder"] = load_embedder
     return starts
 

@@ -49,9 +49,9 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db = Database(
             settings,
-            pool_size=settings.serve_pool_size,
-            pool_wait_s=settings.serve_pool_wait_s,
-            statement_timeout_ms=settings.serve_statement_timeout_ms,
+            pool_size=settings.serve.pool_size,
+            pool_wait_s=settings.serve.pool_wait_s,
+            statement_timeout_ms=settings.serve.statement_timeout_ms,
         )
         db.open()
         service = Service(settings, db, embedder, background=True)
@@ -82,7 +82,7 @@ def create_app(
     if endpoint is not None:
         app.router.routes.extend(endpoint.routes)
     app.add_middleware(Measured, metrics=RequestMetrics(registry))
-    app.add_middleware(Guard, max_body_bytes=settings.serve_max_body_bytes)
+    app.add_middleware(Guard, max_body_bytes=settings.serve.max_body_bytes)
     return app
 
 

@@ -42,7 +42,7 @@ class Authenticator:
         self.service = service
         self.enabled = enabled
         settings = service.settings
-        self.limit = RateLimit(settings.serve_rate_per_s, settings.serve_rate_burst)
+        self.limit = RateLimit(settings.serve.rate_per_s, settings.serve.rate_burst)
 
     def caller(self, authorization: str | None, *, limited: bool = True) -> Caller:
         """The caller a request's ``Authorization`` header names, or ``Unauthorized`` /

@@ -155,7 +155,7 @@ class Admin(ServiceCore):
         if isinstance(since, datetime):
             since = since.isoformat()
         with self.reaching():
-            return export_to(self.db, to, what=what or self.settings.export_what, since=since)
+            return export_to(self.db, to, what=what or self.settings.export.what, since=since)
 
     def keys(self, caller: Caller) -> list[ApiKey]:
         caller.needs(Scope.admin)

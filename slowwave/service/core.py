@@ -164,7 +164,7 @@ class ServiceCore:
             return self.embedder.embed([text])[0]
         if self._batcher is None:
             self._batcher = EmbeddingBatcher(
-                self.embedder, max_batch=self.settings.serve_embed_batch
+                self.embedder, max_batch=self.settings.serve.embed_batch
             )
         return self._batcher.embed(text)
 

@@ -202,16 +202,16 @@ class Reads(ServiceCore):
             return has_facts(conn, caller.key(conversation_id))
 
     def _check_query(self, query: str, k: int) -> None:
-        limit = self.settings.serve_max_query_chars
+        limit = self.settings.serve.max_query_chars
         if not query.strip():
             raise InvalidRequest("the query is empty", code="invalid_query")
         if len(query) > limit:
             raise InvalidRequest(
                 f"the query has {len(query)} characters, more than {limit}", code="invalid_query"
             )
-        if not 1 <= k <= self.settings.serve_max_k:
+        if not 1 <= k <= self.settings.serve.max_k:
             raise InvalidRequest(
-                f"k must be from 1 to {self.settings.serve_max_k}, not {k}", code="invalid_k"
+                f"k must be from 1 to {self.settings.serve.max_k}, not {k}", code="invalid_k"
             )
 
 

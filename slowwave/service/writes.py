@@ -41,7 +41,7 @@ class Writes(ServiceCore):
         ``allow_forgotten``. Every message refused is in the answer, with its reason."""
         caller.needs(Scope.write)
         caller.key(conversation_id)  # refused before anything is read
-        limit = self.settings.serve_max_messages
+        limit = self.settings.serve.max_messages
         if len(messages) > limit:
             raise TooLarge(
                 f"{len(messages)} messages in one request: send at most {limit} "

@@ -109,11 +109,11 @@ class ApplyPolicy:
     @classmethod
     def of(cls, settings: Settings) -> ApplyPolicy:
         return cls(
-            settings.dedupe_threshold,
-            settings.dedupe_candidates,
-            settings.max_attempts,
-            settings.max_active_facts,
-            settings.slots,
+            settings.consolidation.dedupe_threshold,
+            settings.consolidation.dedupe_candidates,
+            settings.consolidation.max_attempts,
+            settings.consolidation.max_active_facts,
+            settings.consolidation.slots,
         )
 
 

@@ -343,13 +343,13 @@ def run_budget(model: object, settings: Settings) -> ChunkBudget:
     context, count = prompt_limits(model)
     return chunk_budget(
         context,
-        settings.llm_max_tokens,
+        settings.llm.max_tokens,
         fixed_prompt_tokens(count),
-        facts_reserve_tokens(settings.related_facts_limit, count),
-        settings.chunk_size,
+        facts_reserve_tokens(settings.consolidation.related_facts_limit, count),
+        settings.consolidation.chunk_size,
         count,
-        settings.flashbulb_surprise,
-        settings.chunk_min_tokens,
+        settings.consolidation.flashbulb_surprise,
+        settings.consolidation.chunk_min_tokens,
     )
 
 

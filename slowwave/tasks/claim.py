@@ -42,13 +42,13 @@ class ClaimPolicy:
     @classmethod
     def of(cls, settings: Settings) -> ClaimPolicy:
         return cls(
-            threshold=settings.episode_threshold,
-            flashbulb=settings.flashbulb_surprise,
-            due_after_s=settings.due_after_s,
-            open_s=settings.segment_gap_s,
-            lease_s=settings.claim_lease_s,
-            max_conversations=settings.claim_max_conversations,
-            chunk_size=settings.chunk_size,
+            threshold=settings.consolidation.episode_threshold,
+            flashbulb=settings.consolidation.flashbulb_surprise,
+            due_after_s=settings.consolidation.due_after_s,
+            open_s=settings.ingest.segment_gap_s,
+            lease_s=settings.consolidation.claim_lease_s,
+            max_conversations=settings.consolidation.claim_max_conversations,
+            chunk_size=settings.consolidation.chunk_size,
         )
 
 

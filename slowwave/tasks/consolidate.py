@@ -80,9 +80,9 @@ class RunPolicy:
             hold=HoldPolicy.of(settings),
             gray_zone=GrayZonePolicy.of(settings),
             profile=ProfilePolicy.of(settings),
-            related_facts_limit=settings.related_facts_limit,
-            flashbulb_surprise=settings.flashbulb_surprise,
-            lease_s=settings.claim_lease_s,
+            related_facts_limit=settings.consolidation.related_facts_limit,
+            flashbulb_surprise=settings.consolidation.flashbulb_surprise,
+            lease_s=settings.consolidation.claim_lease_s,
         )
 
 
@@ -585,14 +585,16 @@ def drive_run(
     its own conversations → what it leaves pending, counted → the conversations' profiles."""
     interrupt.clear()  # an interrupt of an earlier run in this process is not this one's
     with recorded_run(
-        db, kind=kind, flow_run_id=flow_run_id, lease_s=settings.claim_lease_s
+        db, kind=kind, flow_run_id=flow_run_id, lease_s=settings.consolidation.claim_lease_s
     ) as summary:
         policy = RunPolicy.of(
             settings, steps.model
         )  # inside: a budget that cannot work is recorded
         steps.prepare(summary)
         scope = Scope.of(summary, conversations)
-        specs, due = steps.plan(db, summary, policy, scope, settings.shard_conversations)
+        specs, due = steps.plan(
+            db, summary, policy, scope, settings.orchestration.shard_conversations
+        )
         steps.planned(due, specs)
         steps.shards(db, specs, scope, policy, summary)
         count_left_pending(db, summary, policy, scope)

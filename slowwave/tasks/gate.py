@@ -17,7 +17,7 @@ class GatePolicy:
 
     @classmethod
     def of(cls, settings: Settings) -> GatePolicy:
-        return cls(settings.gate_min_chars, settings.gate_max_surprise)
+        return cls(settings.consolidation.gate_min_chars, settings.consolidation.gate_max_surprise)
 
     def gates(self, episode: Episode) -> bool:
         """Short and unsurprising: nothing durable to learn, not worth a model call."""

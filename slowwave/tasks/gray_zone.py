@@ -37,7 +37,7 @@ from slowwave.models.merge import (
     render_merge_prompt,
 )
 from slowwave.models.run import RunSummary
-from slowwave.models.settings import Settings
+from slowwave.models.settings import Settings, setting_default
 from slowwave.tasks.decide import cosine, ended_targets
 
 logger = logging.getLogger(__name__)
@@ -48,17 +48,17 @@ class GrayZonePolicy:
     """The settings the gray zone uses."""
 
     enabled: bool = False
-    lower: float = Settings.model_fields["gray_zone_lower"].default
-    upper: float = Settings.model_fields["dedupe_threshold"].default
-    faithfulness: float = Settings.model_fields["merge_faithfulness"].default
+    lower: float = setting_default("gray_zone_lower")
+    upper: float = setting_default("dedupe_threshold")
+    faithfulness: float = setting_default("merge_faithfulness")
 
     @classmethod
     def of(cls, settings: Settings) -> GrayZonePolicy:
         return cls(
-            settings.gray_zone_merge,
-            settings.gray_zone_lower,
-            settings.dedupe_threshold,
-            settings.merge_faithfulness,
+            settings.consolidation.gray_zone_merge,
+            settings.consolidation.gray_zone_lower,
+            settings.consolidation.dedupe_threshold,
+            settings.consolidation.merge_faithfulness,
         )
 
 

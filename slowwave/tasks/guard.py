@@ -267,7 +267,7 @@ class HoldPolicy:
 
     @classmethod
     def of(cls, settings: Settings) -> HoldPolicy:
-        return cls(settings.hold_ending_share, settings.hold_ending_min)
+        return cls(settings.consolidation.hold_ending_share, settings.consolidation.hold_ending_min)
 
 
 def hold_reason(plan: Plan, shown: int, policy: HoldPolicy) -> str | None:

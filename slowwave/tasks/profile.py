@@ -31,7 +31,7 @@ from slowwave.models.profile import (
     render_profile_prompt,
 )
 from slowwave.models.run import RunSummary
-from slowwave.models.settings import Settings
+from slowwave.models.settings import Settings, setting_default
 from slowwave.sql.db import Database
 from slowwave.tasks.forget import hold_conversations
 from slowwave.tasks.search import estimate_tokens
@@ -58,12 +58,16 @@ class ProfilePolicy:
     """The settings profiles use."""
 
     enabled: bool = False
-    max_tokens: int = Settings.model_fields["profile_max_tokens"].default
-    input_tokens: int = Settings.model_fields["profile_input_tokens"].default
+    max_tokens: int = setting_default("profile_max_tokens")
+    input_tokens: int = setting_default("profile_input_tokens")
 
     @classmethod
     def of(cls, settings: Settings) -> ProfilePolicy:
-        return cls(settings.profiles, settings.profile_max_tokens, settings.profile_input_tokens)
+        return cls(
+            settings.consolidation.profiles,
+            settings.consolidation.profile_max_tokens,
+            settings.consolidation.profile_input_tokens,
+        )
 
 
 @dataclass

@@ -19,7 +19,7 @@ from psycopg.types.json import Jsonb
 from slowwave import sql
 from slowwave.models.ids import new_id
 from slowwave.models.run import SIMILARITY_BOUNDS, RunSummary, SimilarityHistogram
-from slowwave.models.settings import Settings
+from slowwave.models.settings import setting_default
 from slowwave.tasks.claim import release, renew
 from slowwave.tasks.forget import hold_conversations
 
@@ -179,7 +179,7 @@ def recorded_run(
     ``lease_s``, when given); whatever happens, its claims are released and the outcome
     (counts, status, the error if one escaped) is stored."""
     with db.connection() as conn:
-        crashed = mark_crashed(conn, lease_s or Settings.model_fields["claim_lease_s"].default)
+        crashed = mark_crashed(conn, lease_s or setting_default("claim_lease_s"))
         if crashed:
             logger.warning("marked %d run(s) whose process died as crashed", len(crashed))
         summary = start_run(conn, kind=kind, flow_run_id=flow_run_id)

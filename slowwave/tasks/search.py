@@ -30,7 +30,7 @@ from slowwave import sql
 from slowwave.models.category import Category
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.errors import SearchError, UnknownConversation
-from slowwave.models.settings import Settings
+from slowwave.models.settings import Settings, setting_default
 from slowwave.models.tenant import shown
 
 Ranker = Literal["hybrid", "vector", "fulltext"]
@@ -101,28 +101,28 @@ class SearchPolicy:
     the temporal, episode and session channels' weights, and the per-episode diversity factor
     (``diversity`` when several episodes answer alike, ``diversity_dominant`` when one does)."""
 
-    candidates: int = Settings.model_fields["search_candidates"].default
-    rrf_k: int = Settings.model_fields["rrf_k"].default
-    diversity: float = Settings.model_fields["search_diversity"].default
-    temporal_weight: float = Settings.model_fields["search_temporal_weight"].default
-    temporal_before_days: int = Settings.model_fields["search_temporal_before_days"].default
-    temporal_after_days: int = Settings.model_fields["search_temporal_after_days"].default
-    episode_weight: float = Settings.model_fields["search_episode_weight"].default
-    diversity_dominant: float = Settings.model_fields["search_diversity_dominant"].default
-    session_weight: float = Settings.model_fields["search_session_weight"].default
+    candidates: int = setting_default("search_candidates")
+    rrf_k: int = setting_default("rrf_k")
+    diversity: float = setting_default("search_diversity")
+    temporal_weight: float = setting_default("search_temporal_weight")
+    temporal_before_days: int = setting_default("search_temporal_before_days")
+    temporal_after_days: int = setting_default("search_temporal_after_days")
+    episode_weight: float = setting_default("search_episode_weight")
+    diversity_dominant: float = setting_default("search_diversity_dominant")
+    session_weight: float = setting_default("search_session_weight")
 
     @classmethod
     def of(cls, settings: Settings) -> SearchPolicy:
         return cls(
-            candidates=settings.search_candidates,
-            rrf_k=settings.rrf_k,
-            diversity=settings.search_diversity,
-            temporal_weight=settings.search_temporal_weight,
-            temporal_before_days=settings.search_temporal_before_days,
-            temporal_after_days=settings.search_temporal_after_days,
-            episode_weight=settings.search_episode_weight,
-            diversity_dominant=settings.search_diversity_dominant,
-            session_weight=settings.search_session_weight,
+            candidates=settings.search.candidates,
+            rrf_k=settings.search.rrf_k,
+            diversity=settings.search.diversity,
+            temporal_weight=settings.search.temporal_weight,
+            temporal_before_days=settings.search.temporal_before_days,
+            temporal_after_days=settings.search.temporal_after_days,
+            episode_weight=settings.search.episode_weight,
+            diversity_dominant=settings.search.diversity_dominant,
+            session_weight=settings.search.session_weight,
         )
 
 

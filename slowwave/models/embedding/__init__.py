@@ -23,18 +23,18 @@ __all__ = [
 
 def embedder_factory(settings: Settings) -> partial[Any]:
     """A picklable constructor of the configured runtime (for this process or an actor)."""
-    if settings.embedding_runtime == "vllm":
+    if settings.embedding.runtime == "vllm":
         from slowwave.models.embedding.vllm_pooling import VLLMEmbedder
 
-        return partial(VLLMEmbedder, settings.embedding_model, dtype=settings.embedding_dtype)
+        return partial(VLLMEmbedder, settings.embedding.model, dtype=settings.embedding.dtype)
     from slowwave.models.embedding.sentence_transformer import SentenceTransformerEmbedder
 
     return partial(
         SentenceTransformerEmbedder,
-        settings.embedding_model,
-        device=settings.embedding_device,
-        batch_size=settings.embedding_batch_size,
-        dtype=settings.embedding_dtype,
+        settings.embedding.model,
+        device=settings.embedding.device,
+        batch_size=settings.embedding.batch_size,
+        dtype=settings.embedding.dtype,
     )
 
 
@@ -47,9 +47,9 @@ class RayEmbedder:
         self.pool = ActorPool(
             settings,
             embedder_factory(settings),
-            actors_per_node=settings.embedding_actors_per_node,
-            cpus_per_actor=settings.embedding_cpus_per_actor,
-            use_gpus=settings.embedding_device != "cpu",
+            actors_per_node=settings.embedding.actors_per_node,
+            cpus_per_actor=settings.embedding.cpus_per_actor,
+            use_gpus=settings.embedding.device != "cpu",
             name="embedding",
         )
         self.name = str(self.pool.attribute("name"))
@@ -68,12 +68,12 @@ class RayEmbedder:
 def load_embedder(settings: Settings) -> Embedder:
     """The configured embedding model, checked against the schema's dimension."""
     embedder: Embedder
-    if settings.embedding_actors_per_node > 0:
+    if settings.embedding.actors_per_node > 0:
         embedder = RayEmbedder(settings)
     else:
         embedder = embedder_factory(settings)()
     try:
-        check_dimension(embedder, settings.embedding_dim)
+        check_dimension(embedder, settings.embedding.dim)
     except EmbeddingDimensionMismatch:
         embedder.close()
         raise

@@ -27,15 +27,15 @@ def check_runtime(settings: Settings) -> None:
     """Raise ``RuntimeNotAvailable`` now, without starting anything, when the configured runtime
     lacks what it needs (prepared weights, vLLM installed, replay data), so that a command
     fails in one line before a flow or an engine starts."""
-    if settings.llm_runtime == "replay":
-        if settings.replay_data is None or not settings.replay_data.is_file():
+    if settings.llm.runtime == "replay":
+        if settings.llm.replay_data is None or not settings.llm.replay_data.is_file():
             raise RuntimeNotAvailable(
                 "the replay runtime needs SLOWWAVE_REPLAY_DATA (a LoCoMo JSON file); "
-                f"got {settings.replay_data}"
+                f"got {settings.llm.replay_data}"
             )
-    elif settings.llm_runtime == "llamacpp":
+    elif settings.llm.runtime == "llamacpp":
         llamacpp_gguf(settings)  # installed, and the model prepared and verified
-    elif settings.llm_runtime == "vllm":
+    elif settings.llm.runtime == "vllm":
         vllm_options(settings)  # the model directory must exist
         if importlib.util.find_spec("vllm") is None:
             raise RuntimeNotAvailable(
@@ -45,33 +45,33 @@ def check_runtime(settings: Settings) -> None:
 
 def load_model(settings: Settings) -> StructuredModel:
     """The runtime named by ``SLOWWAVE_LLM_RUNTIME``."""
-    if settings.llm_runtime == "replay":
+    if settings.llm.runtime == "replay":
         from slowwave.models.llm.replay import LoCoMoReplayModel
 
-        if settings.replay_data is None:
+        if settings.llm.replay_data is None:
             raise RuntimeNotAvailable(
                 "the replay runtime needs SLOWWAVE_REPLAY_DATA (a LoCoMo JSON file)"
             )
-        return LoCoMoReplayModel(settings.replay_data)
-    if settings.llm_runtime == "openai":
+        return LoCoMoReplayModel(settings.llm.replay_data)
+    if settings.llm.runtime == "openai":
         from slowwave.models.llm.openai import OpenAICompatibleModel
 
-        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+        key = settings.openai.api_key.get_secret_value() if settings.openai.api_key else None
         return OpenAICompatibleModel(
-            settings.openai_base_url,
-            settings.openai_model,
+            settings.openai.base_url,
+            settings.openai.model,
             api_key=key,
-            max_tokens=settings.llm_max_tokens,
-            temperature=settings.llm_temperature,
-            concurrency=settings.openai_concurrency,
-            timeout_s=settings.openai_timeout_s,
-            max_retries=settings.openai_max_retries,
-            extra_body=settings.openai_extra_body,
-            strict=settings.openai_strict_schema,
-            context_tokens=settings.openai_context_tokens,
-            schema_dialect=settings.openai_schema_dialect,
+            max_tokens=settings.llm.max_tokens,
+            temperature=settings.llm.temperature,
+            concurrency=settings.openai.concurrency,
+            timeout_s=settings.openai.timeout_s,
+            max_retries=settings.openai.max_retries,
+            extra_body=settings.openai.extra_body,
+            strict=settings.openai.strict_schema,
+            context_tokens=settings.openai.context_tokens,
+            schema_dialect=settings.openai.schema_dialect,
         )
-    if settings.llm_runtime == "llamacpp":
+    if settings.llm.runtime == "llamacpp":
         from slowwave.models.llm.llamacpp_runtime import LlamaCppModel
 
         return LlamaCppModel(settings)

@@ -76,7 +76,7 @@ def llamacpp_gguf(settings: Settings) -> Path:
     if importlib.util.find_spec("llama_cpp") is None:
         raise RuntimeNotAvailable(INSTALL_HINT)
     try:
-        return gguf_path(settings.home, settings.llm_model)
+        return gguf_path(settings.home, settings.llm.model)
     except ModelNotPrepared as exc:
         raise RuntimeNotAvailable(str(exc)) from None
 
@@ -98,9 +98,9 @@ def _executable(path: Path) -> bool:
 def native_server(settings: Settings) -> Path | None:
     """The native server to run, or None for llama-cpp-python's (``SLOWWAVE_LLAMACPP_SERVER``);
     ``RuntimeNotAvailable`` when the settings ask for a native server there is not."""
-    if settings.llamacpp_server == "python":
+    if settings.llamacpp.server == "python":
         return None
-    path = settings.llamacpp_server_path
+    path = settings.llamacpp.server_path
     if path is not None:
         if not _executable(path):
             raise RuntimeNotAvailable(
@@ -108,7 +108,7 @@ def native_server(settings: Settings) -> Path | None:
             )
         return path
     found = installed_native_server()
-    if found is None and settings.llamacpp_server == "native":
+    if found is None and settings.llamacpp.server == "native":
         raise RuntimeNotAvailable(NATIVE_HINT)
     return found
 
@@ -128,8 +128,8 @@ def cpu_has_amx(cpuinfo: Path = CPUINFO) -> bool:
 def repacks(settings: Settings, cpuinfo: Path = CPUINFO) -> bool:
     """Whether the server repacks the weights at load (``SLOWWAVE_LLAMACPP_REPACK``): by
     default not on a CPU with AMX, whose llama.cpp path crashes loading the default model."""
-    if settings.llamacpp_repack != "auto":
-        return settings.llamacpp_repack == "on"
+    if settings.llamacpp.repack != "auto":
+        return settings.llamacpp.repack == "on"
     return not cpu_has_amx(cpuinfo)
 
 
@@ -145,9 +145,9 @@ def server_command(
     slots with the whole context), else llama-cpp-python's; without ``repack``, the weights
     stay as the GGUF has them (``--no-repack``, or llama-cpp-python's server started through
     ``llamacpp_python_server``)."""
-    threads = settings.llamacpp_threads or len(os.sched_getaffinity(0))
+    threads = settings.llamacpp.threads or len(os.sched_getaffinity(0))
     if native is not None:
-        slots = settings.llamacpp_parallel
+        slots = settings.llamacpp.parallel
         return [
             str(native),
             "--model",
@@ -159,7 +159,7 @@ def server_command(
             "--port",
             str(port),
             "--ctx-size",
-            str(settings.llm_max_model_len * slots),
+            str(settings.llm.max_model_len * slots),
             "--parallel",
             str(slots),
             "--threads",
@@ -168,7 +168,7 @@ def server_command(
             str(threads),
             "--no-webui",
             "--flash-attn",
-            "on" if settings.llamacpp_flash_attn else "off",
+            "on" if settings.llamacpp.flash_attn else "off",
             *([] if repack else ["--no-repack"]),
         ]
     return [
@@ -184,13 +184,13 @@ def server_command(
         "--port",
         str(port),
         "--n_ctx",
-        str(settings.llm_max_model_len),
+        str(settings.llm.max_model_len),
         "--n_threads",
         str(threads),
         "--n_threads_batch",
         str(threads),
         "--flash_attn",
-        str(settings.llamacpp_flash_attn),
+        str(settings.llamacpp.flash_attn),
     ]
 
 
@@ -202,13 +202,13 @@ def llamacpp_server(
     ``llamacpp_parallel`` requests at once, llama-cpp-python's one (``server_slots``)."""
     gguf = gguf or llamacpp_gguf(settings)
     native = native_server(settings)
-    if native is None and settings.llamacpp_server == "auto":
+    if native is None and settings.llamacpp.server == "auto":
         log.info(
             "llama.cpp: serving with llama-cpp-python's server, one request at a time (%s)",
             NATIVE_HINT,
         )
     repack = repacks(settings)
-    if not repack and settings.llamacpp_repack == "auto":
+    if not repack and settings.llamacpp.repack == "auto":
         log.info("llama.cpp: weights not repacked on this CPU with AMX (llama.cpp issue 20824)")
     port = port or free_port()
     workdir = settings.home / "run" / "llamacpp"
@@ -220,7 +220,7 @@ def llamacpp_server(
         {**os.environ, "HF_HUB_OFFLINE": "1"},
         workdir / "server.log",
         f"{base}/v1/models",
-        settings.llamacpp_startup_timeout_s,
+        settings.llamacpp.startup_timeout_s,
         # on SIGTERM its HTTP server waits for the answer being generated (a minute on a CPU)
         # even when no one will read it (an interrupted run): it has nothing to save
         stop_grace_s=1.0,
@@ -271,23 +271,23 @@ class LlamaCppModel:
     name = "llamacpp"
 
     def __init__(self, settings: Settings) -> None:
-        self.name = model_label("llamacpp", settings.llm_model)
+        self.name = model_label("llamacpp", settings.llm.model)
         gguf = llamacpp_gguf(settings)
-        self.context_tokens = settings.llm_max_model_len
+        self.context_tokens = settings.llm.max_model_len
         self.counter: TokenCounter = GGUFTokenCounter(gguf)
         self.server, base_url = llamacpp_server(settings, gguf=gguf)
         self.server.start()
         self.client = OpenAICompatibleModel(
             base_url,
             SERVED_NAME,
-            max_tokens=settings.llm_max_tokens,
-            temperature=settings.llm_temperature,
+            max_tokens=settings.llm.max_tokens,
+            temperature=settings.llm.temperature,
             concurrency=server_slots(self.server),  # more would only queue in the server
-            timeout_s=settings.llamacpp_timeout_s,
+            timeout_s=settings.llamacpp.timeout_s,
             max_retries=1,  # a timed-out answer is still being generated: never queue a second
             extra_body=self.sampling(settings),
             strict=False,
-            context_tokens=settings.llm_max_model_len,
+            context_tokens=settings.llm.max_model_len,
             # llama-cpp-python's server takes the schema; llama.cpp's the grammar it would make
             schema_dialect="grammar" if served_natively(self.server) else "json_object",
             grammar_of=schema_grammar,
@@ -303,7 +303,7 @@ class LlamaCppModel:
 
     @staticmethod
     def sampling(settings: Settings) -> dict[str, Any]:
-        return {"repeat_penalty": settings.llm_repetition_penalty}
+        return {"repeat_penalty": settings.llm.repetition_penalty}
 
     def count_tokens(self, text: str, /) -> int:
         return self.counter(text)

@@ -25,16 +25,16 @@ class VLLMModel:
     def __init__(self, settings: Settings) -> None:
         from slowwave.models.llm.vllm_engine import VLLMEngine
 
-        self.name = model_label("vllm", settings.llm_model)
+        self.name = model_label("vllm", settings.llm.model)
         from slowwave.models.workers.pool import ActorPool
 
         options = vllm_options(settings)
-        self.context_tokens = settings.llm_max_model_len
+        self.context_tokens = settings.llm.max_model_len
         self.counter = model_token_counter(Path(options.model))
         self.pool = ActorPool(
             settings,
             partial(VLLMEngine, options),
-            actors_per_node=settings.llm_actors_per_node,
+            actors_per_node=settings.llm.actors_per_node,
             name="vllm",
             streaming=True,
         )
@@ -56,17 +56,17 @@ class VLLMModel:
 def vllm_options(settings: Settings) -> VLLMOptions:
     """The engine options the settings name; the model directory must exist."""
     try:
-        model_dir = vllm_model_dir(settings.home, settings.llm_model)
+        model_dir = vllm_model_dir(settings.home, settings.llm.model)
     except ModelNotPrepared as exc:
         raise RuntimeNotAvailable(str(exc)) from None
     return VLLMOptions(
         model=str(model_dir),
-        max_model_len=settings.llm_max_model_len,
-        max_tokens=settings.llm_max_tokens,
-        temperature=settings.llm_temperature,
-        repetition_penalty=settings.llm_repetition_penalty,
-        dtype=settings.llm_dtype,
-        memory_fraction=settings.llm_memory_fraction,
-        enforce_eager=settings.llm_enforce_eager,
-        kv_cache_gb=settings.llm_kv_cache_gb,
+        max_model_len=settings.llm.max_model_len,
+        max_tokens=settings.llm.max_tokens,
+        temperature=settings.llm.temperature,
+        repetition_penalty=settings.llm.repetition_penalty,
+        dtype=settings.llm.dtype,
+        memory_fraction=settings.llm.memory_fraction,
+        enforce_eager=settings.llm.enforce_eager,
+        kv_cache_gb=settings.llm.kv_cache_gb,
     )

@@ -24,13 +24,13 @@ from slowwave.models.settings import Settings
 
 def ray_module(settings: Settings | None = None) -> Any:
     """Ray, imported as slowwave needs it. Ray reads its auth and telemetry options when it is
-    first imported, so the first import decides: joining a cluster (``settings.ray_address``,
+    first imported, so the first import decides: joining a cluster (``settings.ray.address``,
     from the environment or ``.env`` alike) leaves auth to the cluster; a private local Ray
     gets a token of this process's own, and nothing is written under ~/.ray."""
     if "ray" not in sys.modules:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         os.environ.setdefault("RAY_DISABLE_IMPORT_WARNING", "1")
-        if settings is None or not settings.ray_address:
+        if settings is None or not settings.ray.address:
             os.environ.setdefault("RAY_AUTH_MODE", "token")
             os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
     import ray
@@ -49,11 +49,11 @@ def worker_env(settings: Settings) -> dict[str, str]:
         "VLLM_CACHE_ROOT": str(home / "cache" / "vllm"),
         "VLLM_RPC_BASE_PATH": str(home / "run" / "vllm"),
         "VLLM_NO_USAGE_STATS": "1",
-        "VLLM_CPU_KVCACHE_SPACE": str(settings.llm_kv_cache_gb),
+        "VLLM_CPU_KVCACHE_SPACE": str(settings.llm.kv_cache_gb),
         "TMPDIR": str(home / "tmp"),
         "TOKENIZERS_PARALLELISM": "false",
     }
-    if not settings.ray_address:
+    if not settings.ray.address:
         env["VLLM_HOST_IP"] = "127.0.0.1"
     for key in ("PREFECT_API_URL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "CUDA_VISIBLE_DEVICES"):
         if key in os.environ:
@@ -115,14 +115,14 @@ def _start(settings: Settings) -> bool:
         "log_to_driver": False,
         "logging_level": "WARNING",
     }
-    if settings.ray_address:
-        ray.init(address=settings.ray_address, **options)
+    if settings.ray.address:
+        ray.init(address=settings.ray.address, **options)
         return True  # disconnect when done; the cluster itself keeps running
     temp = _temp_dir(settings)
     ray.init(
         include_dashboard=False,
         _temp_dir=str(temp),
-        num_cpus=settings.ray_num_cpus,
+        num_cpus=settings.ray.num_cpus,
         **options,
     )
     return True

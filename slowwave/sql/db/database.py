@@ -84,8 +84,8 @@ class Database:
         psycopg_pool's ``PoolTimeout``) and ``statement_timeout_ms`` (on every pooled
         connection) default to the settings' pool and no timeout: a server sets all three."""
         self.settings = settings or get_settings()
-        self._pool_size = pool_size or self.settings.pool_max_size
-        self._pool_wait_s = pool_wait_s or self.settings.connect_timeout_s * 3
+        self._pool_size = pool_size or self.settings.database.pool_max_size
+        self._pool_wait_s = pool_wait_s or self.settings.database.connect_timeout_s * 3
         self._options = (
             {"options": f"-c statement_timeout={int(statement_timeout_ms)}"}
             if statement_timeout_ms
@@ -99,7 +99,7 @@ class Database:
     def open(self) -> Self:
         if self._url is not None:
             return self
-        configured = self.settings.database_url
+        configured = self.settings.database.url
         if configured is None:
             self._embedded = EmbeddedPostgres(self.settings.pgdata)
             url = self._embedded.start()
@@ -155,7 +155,7 @@ class Database:
         conn = psycopg.connect(
             self.url,
             autocommit=autocommit,
-            connect_timeout=int(self.settings.connect_timeout_s),
+            connect_timeout=int(self.settings.database.connect_timeout_s),
         )
         _configure(conn)
         return conn
@@ -171,7 +171,7 @@ class Database:
                 # autocommit: a unit of work is always an explicit ``conn.transaction()``
                 # block, never a transaction left open by a stray read
                 kwargs={
-                    "connect_timeout": int(self.settings.connect_timeout_s),
+                    "connect_timeout": int(self.settings.database.connect_timeout_s),
                     "autocommit": True,
                     **self._options,
                 },
@@ -192,7 +192,9 @@ class Database:
     # ── checks ──────────────────────────────────────────────────────────────
     def _check(self, url: str) -> None:
         try:
-            with psycopg.connect(url, connect_timeout=int(self.settings.connect_timeout_s)) as conn:
+            with psycopg.connect(
+                url, connect_timeout=int(self.settings.database.connect_timeout_s)
+            ) as conn:
                 row = conn.execute(
                     "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'"
                 ).fetchone()

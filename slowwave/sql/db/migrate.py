@@ -86,7 +86,7 @@ def no_vector_privilege(conn: psycopg.Connection) -> str:
 
 def migrate(db: Database) -> MigrationReport:
     """Bring the schema up to date."""
-    dim = db.settings.embedding_dim
+    dim = db.settings.embedding.dim
     applied: list[str] = []
     already: list[str] = []
     with db.raw_connection(autocommit=True) as conn:

@@ -175,13 +175,15 @@ class IngestPolicy:
     ) -> IngestPolicy:
         return cls(
             home=settings.home,
-            batch_rows=settings.ingest_batch_rows,
-            max_message_chars=settings.max_message_chars,
-            segment_gap_s=settings.segment_gap_s,
-            segment_max_messages=settings.segment_max_messages,
+            batch_rows=settings.ingest.batch_rows,
+            max_message_chars=settings.ingest.max_message_chars,
+            segment_gap_s=settings.ingest.segment_gap_s,
+            segment_max_messages=settings.ingest.segment_max_messages,
             allow_forgotten=allow_forgotten,
             tenant=check_tenant(tenant),
-            connections=max(1, min(settings.ingest_connections, settings.pool_max_size - 1)),
+            connections=max(
+                1, min(settings.ingest.connections, settings.database.pool_max_size - 1)
+            ),
         )
 
 
