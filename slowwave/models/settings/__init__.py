@@ -266,7 +266,12 @@ def describe_invalid(exc: ValidationError) -> str:
     for error in exc.errors():
         path = ".".join(str(p) for p in error["loc"])
         place = f"{group}.{path}" if group else path
-        name = where.get(place, "SLOWWAVE_" + path.replace(".", "_").upper())
+        aliases = {n for _, names, _ in variables() for n in names}
+        name = (
+            path
+            if path in aliases
+            else where.get(place, "SLOWWAVE_" + path.replace(".", "_").upper())
+        )
         given = error.get("input")
         shown = f"={given!r}" if isinstance(given, str | int | float) else ""
         parts.append(f"{name}{shown}: {error['msg']}")
