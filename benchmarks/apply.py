@@ -71,11 +71,11 @@ from slowwave.sql.copy import copy_rows
 from slowwave.sql.db import Database, migrate
 from slowwave.tasks.apply import FACT_COLUMNS, ApplyPolicy, ChunkToApply, apply_plans
 from slowwave.tasks.claim import ClaimPolicy, claim
-from slowwave.tasks.consolidate import APPLY_BATCH_CHUNKS
 from slowwave.tasks.decide import decide
 from slowwave.tasks.guard import latest_end
 from slowwave.tasks.ingest.load import load_episodes
 from slowwave.tasks.ingest.locomo import read_locomo
+from slowwave.tasks.pipeline import APPLY_BATCH_CHUNKS
 from slowwave.tasks.runs import start_run
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"

@@ -23,7 +23,8 @@ from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.chains import Backlog, Stages, run_chains
 from slowwave.tasks.claim import claim
-from slowwave.tasks.consolidate import RunPolicy, apply_chunks, consolidate, stages_for
+from slowwave.tasks.consolidate import consolidate
+from slowwave.tasks.pipeline import RunPolicy, apply_chunks, stages_for
 from slowwave.tasks.runs import recorded_run
 from slowwave.tasks.transient import is_transient
 from tests.fix_episodes import add, at, decisions, episodes_state, make_episode, with_settings

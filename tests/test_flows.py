@@ -147,7 +147,7 @@ def test_a_shard_hit_by_a_dropped_connection_is_retried_and_goes_on_where_it_sto
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import slowwave.flows.consolidate as nightly_module
-    import slowwave.tasks.consolidate as stages_module
+    import slowwave.tasks.pipeline as stages_module
 
     real_apply = stages_module.apply_chunks
     calls = 0

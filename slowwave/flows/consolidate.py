@@ -56,7 +56,6 @@ from slowwave.models.workers.pool import actor_nodes
 from slowwave.sql.db import Database, migrate
 from slowwave.tasks.claim import Due
 from slowwave.tasks.consolidate import (
-    RunPolicy,
     RunSteps,
     Scope,
     ShardSpec,
@@ -67,6 +66,7 @@ from slowwave.tasks.consolidate import (
 )
 from slowwave.tasks.forget import resolve_conversations
 from slowwave.tasks.ingest.summarize import SummaryReport
+from slowwave.tasks.pipeline import RunPolicy
 from slowwave.tasks.profile import ProfilePolicy, profile_run
 from slowwave.tasks.transient import is_transient
 
