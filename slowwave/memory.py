@@ -14,33 +14,37 @@ with Memory() as memory:
 
 A ``Memory`` reads and records one tenant's conversations (``Memory(tenant="acme")``; the
 default tenant when none is named): another tenant's conversation of the same id is never
-reached, and the records it returns name conversations as the tenant knows them. Every answer
-and every error (``slowwave.errors``) is the one the server gives for the same call.
+reached, and the records it returns name conversations as the tenant knows them. Each method
+is the service's operation of the same name with this memory's caller: the same parameters, the
+same answer, the same errors (``slowwave.errors``) as the server gives for the same call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from datetime import datetime
+from collections.abc import Callable
+from functools import wraps
 from types import TracebackType
-from typing import Any, Literal, Self
-from uuid import UUID
+from typing import Concatenate, ParamSpec, Self, TypeVar
 
-from slowwave.models.category import Category
 from slowwave.models.embedding.base import Embedder
-from slowwave.models.history import FactVersion
 from slowwave.models.settings import Settings, get_settings
-from slowwave.service import (
-    Caller,
-    ContextAnswer,
-    Recorded,
-    SearchAnswer,
-    Service,
-    Status,
-)
+from slowwave.service import Caller, Service
 from slowwave.sql.db import Database, migrate
-from slowwave.tasks.profile import Profile
-from slowwave.tasks.search import Ranker
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _as_caller(
+    operation: Callable[Concatenate[Service, Caller, P], R],
+) -> Callable[Concatenate[Memory, P], R]:
+    """The service's ``operation`` as a method of ``Memory``: its caller filled in."""
+
+    @wraps(operation)
+    def method(memory: Memory, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return operation(memory.ready(), memory.caller, *args, **kwargs)
+
+    return method
 
 
 class Memory:
@@ -63,89 +67,28 @@ class Memory:
         self._migrated = False
         self.service = Service(self.settings, self._db, embedder, own_db=database is None)
 
-    def _ready(self) -> Service:
+    def ready(self) -> Service:
+        """The service, its database open and migrated."""
         if not self._migrated:
             migrate(self._db.open())
             self._migrated = True
         return self.service
 
-    def record(
-        self,
-        conversation_id: str,
-        messages: Sequence[Mapping[str, Any]],
-        *,
-        allow_forgotten: bool = False,
-    ) -> Recorded:
-        """Record messages of a conversation (each with ``message_id``, ``timestamp``,
-        ``speaker``, ``text``, optionally ``session_id``): validated, idempotent by message id,
-        segmented into episodes in event time. The answer lists every message refused."""
-        return self._ready().record(
-            self.caller, conversation_id, list(messages), allow_forgotten=allow_forgotten
-        )
-
-    def search(
-        self,
-        query: str,
-        conversation_id: str,
-        k: int = 10,
-        *,
-        category: Category | None = None,
-        as_of: datetime | None = None,
-        ranker: Ranker = "hybrid",
-        output: Literal["json", "markdown", "split"] = "json",
-    ) -> SearchAnswer:
-        """The top ``k`` facts; active ones, or those valid at ``as_of`` (event time; UTC when
-        it has no zone). ``output="markdown"`` adds the block for an agent's prompt."""
-        return self._ready().search(
-            self.caller,
-            conversation_id,
-            query,
-            k=k,
-            category=category,
-            as_of=as_of,
-            ranker=ranker,
-            output=output,
-        )
-
-    def context(
-        self, conversation_id: str, budget_tokens: int = 500, *, as_of: datetime | None = None
-    ) -> ContextAnswer:
-        """Guidelines and the top identity / preference facts, packed into a token budget."""
-        return self._ready().context(self.caller, conversation_id, budget_tokens, as_of=as_of)
-
-    def facts(
-        self, conversation_id: str, *, as_of: datetime | None = None, everything: bool = False
-    ) -> list[FactVersion]:
-        """The conversation's active facts, those valid at ``as_of`` (event time), or all."""
-        return self._ready().facts(self.caller, conversation_id, as_of=as_of, everything=everything)
-
-    def history(self, fact_id: UUID) -> list[FactVersion]:
-        """Every version of the fact, oldest first; a fact of another tenant is no fact."""
-        return self._ready().history(self.caller, fact_id)
-
-    def get_version(self, fact_id: UUID, n: int) -> FactVersion:
-        """Version ``n`` (1 = the first) of the fact's chain."""
-        return self._ready().version(self.caller, fact_id, n)
-
-    def profile(self, conversation_id: str) -> Profile:
-        """The conversation's stored profile (written after runs with ``SLOWWAVE_PROFILES``
-        on, or by ``slowwave profile --refresh``); ``NotFound`` (code ``no_profile``) if it
-        has none. ``stale``: its facts changed since it was written."""
-        return self._ready().profile(self.caller, conversation_id)
-
-    def status(self, conversation_id: str) -> Status:
-        """Episodes pending, consolidated and quarantined; the last consolidation; facts."""
-        return self._ready().status(self.caller, conversation_id)
-
-    def has_facts(self, conversation_id: str) -> bool:
-        """Whether the conversation has any consolidated fact (valid now or once)."""
-        return self._ready().has_facts(self.caller, conversation_id)
+    record = _as_caller(Service.record)
+    search = _as_caller(Service.search)
+    context = _as_caller(Service.context)
+    facts = _as_caller(Service.facts)
+    history = _as_caller(Service.history)
+    get_version = _as_caller(Service.version)
+    profile = _as_caller(Service.profile)
+    status = _as_caller(Service.status)
+    has_facts = _as_caller(Service.has_facts)
 
     def close(self) -> None:
         self.service.close()
 
     def __enter__(self) -> Self:
-        self._ready()
+        self.ready()
         return self
 
     def __exit__(

@@ -82,7 +82,7 @@ def build_server(service: Callable[[], Service], caller: Callable[[Context], Cal
         answer = await call(
             ctx,
             lambda s, c: s.search(
-                c, conversation_id, query, k=k, category=category, as_of=as_of, output="markdown"
+                c, query, conversation_id, k, category=category, as_of=as_of, output="markdown"
             ),
         )
         return answer.model_dump(mode="json")

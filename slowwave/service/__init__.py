@@ -11,7 +11,7 @@ decides anything an operation decides.
     with Service.open(settings) as service:
         caller = Caller.operator("acme")
         service.record(caller, "dana", messages)
-        answer = service.search(caller, "dana", "where does Dana live?")
+        answer = service.search(caller, "where does Dana live?", "dana")
 """
 
 from __future__ import annotations

@@ -45,10 +45,10 @@ class Reads(ServiceCore):
     def search(
         self,
         caller: Caller,
-        conversation_id: str,
         query: str,
-        *,
+        conversation_id: str,
         k: int = 10,
+        *,
         category: Category | None = None,
         as_of: datetime | None = None,
         ranker: Ranker = "hybrid",

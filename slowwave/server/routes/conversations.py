@@ -58,7 +58,7 @@ def search_memory(
     format: Literal["json", "markdown"] = "json",
 ) -> SearchAnswer:
     return service.search(
-        who, conversation_id, query, k=k, category=category, as_of=as_of, output=format
+        who, query, conversation_id, k, category=category, as_of=as_of, output=format
     )
 
 
