@@ -263,14 +263,12 @@ def measure(how: str, source: Path, home: Path) -> dict[str, Any]:
     from slowwave.models.settings import Settings
     from slowwave.sql.copy import copy_arrow
     from slowwave.sql.db import Database, migrate
+    from slowwave.tasks.ingest.policy import IngestPolicy
     from slowwave.tasks.ingest.read import COLUMNS
     from slowwave.tasks.ingest.rejects import RejectsReport
-    from slowwave.tasks.ingest.transcripts import (
-        IngestPolicy,
-        IngestReport,
-        ingest,
-        stage_and_segment,
-    )
+    from slowwave.tasks.ingest.report import IngestReport
+    from slowwave.tasks.ingest.segment import stage_and_segment
+    from slowwave.tasks.ingest.transcripts import ingest
 
     settings = Settings(home=home, _env_file=None)
     policy = IngestPolicy.of(settings)
@@ -347,7 +345,12 @@ def measured(how: str, source: Path, home: Path) -> dict[str, Any]:
 AGAINST = """
 import json, resource, sys, time
 from pathlib import Path
-if Path("slowwave/tasks").is_dir():
+if Path("slowwave/tasks/ingest/policy.py").is_file():
+    from slowwave.models.settings import Settings
+    from slowwave.sql.db import Database, migrate
+    from slowwave.tasks.ingest.policy import IngestPolicy
+    from slowwave.tasks.ingest.transcripts import ingest
+elif Path("slowwave/tasks").is_dir():  # before ingest's policy had a module of its own
     from slowwave.models.settings import Settings
     from slowwave.sql.db import Database, migrate
     from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest

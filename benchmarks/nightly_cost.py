@@ -88,8 +88,9 @@ from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.ingest.load import load_episodes
 from slowwave.tasks.ingest.locomo import read_locomo
+from slowwave.tasks.ingest.policy import IngestPolicy
 from slowwave.tasks.ingest.summarize import SummaryReport, summarize_missing
-from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
+from slowwave.tasks.ingest.transcripts import ingest
 from slowwave.tasks.predict import episode_vectors, nearest_facts
 from slowwave.tasks.search import SearchPolicy
 

@@ -52,7 +52,8 @@ def consolidated_secret(db: Database, settings: Settings, source: Path) -> None:
     """The transcript ingested and consolidated by the command-following model: the
     conversations "secret" (with the marker) and "keep" hold facts and decisions."""
     from slowwave.tasks.consolidate import consolidate
-    from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
+    from slowwave.tasks.ingest.policy import IngestPolicy
+    from slowwave.tasks.ingest.transcripts import ingest
     from tests.fix_episodes import with_settings
     from tests.reliability.fix_commands import CommandModel, HashEmbedder
 

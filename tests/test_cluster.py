@@ -12,7 +12,8 @@ from prefect.settings import PREFECT_API_URL
 from benchmarks.local_cluster import alive_nodes
 from slowwave.models.settings import Settings, get_settings
 from slowwave.sql.db import Database
-from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
+from slowwave.tasks.ingest.policy import IngestPolicy
+from slowwave.tasks.ingest.transcripts import ingest
 from tests.fix_episodes import consolidated_once
 from tests.fix_prefect import completed_tasks
 

@@ -14,7 +14,8 @@ from prefect.client.schemas.sorting import ArtifactSort
 
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
-from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
+from slowwave.tasks.ingest.policy import IngestPolicy
+from slowwave.tasks.ingest.transcripts import ingest
 from tests.fix_episodes import consolidated_once
 from tests.fix_model_server import fake_model
 from tests.fix_prefect import completed_tasks

@@ -21,7 +21,8 @@ from slowwave.models.llm.replay import LoCoMoReplayModel
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
-from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
+from slowwave.tasks.ingest.policy import IngestPolicy
+from slowwave.tasks.ingest.transcripts import ingest
 from tests.fix_episodes import with_settings
 
 T0 = datetime(2023, 3, 1, 9, 0, tzinfo=UTC)
@@ -507,9 +508,9 @@ def _landed(conn: psycopg.Connection) -> tuple[list[tuple[Any, ...]], list[tuple
 
 
 def _many_groups(monkeypatch: Any, size: int) -> None:
-    from slowwave.tasks.ingest import transcripts
+    from slowwave.tasks.ingest import segment
 
-    monkeypatch.setattr(transcripts, "GROUP_CONVERSATIONS", size)
+    monkeypatch.setattr(segment, "GROUP_CONVERSATIONS", size)
 
 
 def test_a_source_of_many_conversations_lands_on_two_connections_at_once_as_on_one(
@@ -518,7 +519,7 @@ def test_a_source_of_many_conversations_lands_on_two_connections_at_once_as_on_o
     import threading
 
     from slowwave.tasks.forget import forget_conversation
-    from slowwave.tasks.ingest import transcripts
+    from slowwave.tasks.ingest import segment as segment_module
 
     _many_groups(monkeypatch, 4)  # groups of 4 conversations on one connection, 2 on two
     gone = f"gone-{uuid.uuid4().hex[:8]}"
@@ -544,7 +545,7 @@ def test_a_source_of_many_conversations_lands_on_two_connections_at_once_as_on_o
     both = threading.Barrier(2, timeout=30)
     backends: set[int] = set()
     one = run(1)
-    segment = transcripts._segment
+    segment = segment_module._segment
 
     def at_once(conn: psycopg.Connection, *args: Any) -> None:
         writer = threading.current_thread() is not threading.main_thread()
@@ -553,7 +554,7 @@ def test_a_source_of_many_conversations_lands_on_two_connections_at_once_as_on_o
             both.wait()  # passes only while two groups are being written at the same time
         segment(conn, *args)
 
-    monkeypatch.setattr(transcripts, "_segment", at_once)
+    monkeypatch.setattr(segment_module, "_segment", at_once)
     two = run(2)
 
     assert len(backends) == 2
@@ -620,7 +621,8 @@ def test_a_ctrl_c_while_a_source_is_read_on_two_connections_leaves_nothing_half_
 
     from slowwave.tasks.ingest.read import read_jsonl
     from slowwave.tasks.ingest.rejects import RejectsReport
-    from slowwave.tasks.ingest.transcripts import IngestReport, stage_and_segment
+    from slowwave.tasks.ingest.report import IngestReport
+    from slowwave.tasks.ingest.segment import stage_and_segment
 
     source = _source_of_many(tmp_path / "lake.jsonl", [f"c{n:02d}" for n in range(12)], 5)
     policy = IngestPolicy.of(with_settings(settings, summarize_on_ingest=False))

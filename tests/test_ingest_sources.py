@@ -17,7 +17,8 @@ from slowwave.models.errors import MappingError
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.ingest.columnar import parse_mapping
-from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest_source
+from slowwave.tasks.ingest.policy import IngestPolicy
+from slowwave.tasks.ingest.transcripts import ingest_source
 from tests.fix_processes import run_cli
 
 T0 = datetime(2023, 4, 1, 9, 0, tzinfo=UTC)

@@ -16,7 +16,8 @@ from slowwave.models.processes import free_port
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
-from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
+from slowwave.tasks.ingest.policy import IngestPolicy
+from slowwave.tasks.ingest.transcripts import ingest
 from tests.fix_model_server import fake_model
 from tests.fix_processes import run_cli
 

@@ -15,7 +15,8 @@ from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.ingest.load import load_episodes
-from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
+from slowwave.tasks.ingest.policy import IngestPolicy
+from slowwave.tasks.ingest.transcripts import ingest
 from slowwave.tasks.revert import RevertRefused, revert_run
 from tests.fix_episodes import with_settings
 from tests.reliability.fix_commands import CommandModel, HashEmbedder, said

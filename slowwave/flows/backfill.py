@@ -20,8 +20,11 @@ from slowwave.models.settings import get_settings
 from slowwave.models.tenant import DEFAULT_TENANT, conversation_key
 from slowwave.sql.db import Database, migrate
 from slowwave.tasks.forget import resolve_conversations
+from slowwave.tasks.ingest.formats import Format
+from slowwave.tasks.ingest.policy import IngestPolicy
+from slowwave.tasks.ingest.report import IngestReport
 from slowwave.tasks.ingest.summarize import SummaryReport, summarize_missing
-from slowwave.tasks.ingest.transcripts import Format, IngestPolicy, IngestReport, ingest_source
+from slowwave.tasks.ingest.transcripts import ingest_source
 
 
 @task(name="ingest", cache_policy=NONE)

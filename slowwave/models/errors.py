@@ -224,7 +224,7 @@ class ExportError(SlowwaveError):
     status = 422
 
 
-# ── raised by slowwave.tasks.ingest.transcripts
+# ── raised by slowwave.tasks.ingest.formats
 class SourceError(SlowwaveError, ValueError):
     """A source that cannot be read as asked: no format to tell, or the wrong one."""
 

@@ -16,13 +16,11 @@ from slowwave.service.answers import Recorded, Rejected
 from slowwave.service.caller import Caller
 from slowwave.service.core import ServiceCore
 from slowwave.tasks.consolidate import consolidate as consolidate_run
-from slowwave.tasks.ingest.transcripts import (
-    Format,
-    IngestPolicy,
-    IngestReport,
-    ingest_source,
-    record,
-)
+from slowwave.tasks.ingest.formats import Format
+from slowwave.tasks.ingest.policy import IngestPolicy
+from slowwave.tasks.ingest.record import record
+from slowwave.tasks.ingest.report import IngestReport
+from slowwave.tasks.ingest.transcripts import ingest_source
 
 
 class Writes(ServiceCore):

@@ -19,7 +19,8 @@ from slowwave.models.llm.replay import LoCoMoReplayModel
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
-from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
+from slowwave.tasks.ingest.policy import IngestPolicy
+from slowwave.tasks.ingest.transcripts import ingest
 from tests.fix_db import TABLES
 from tests.reliability.fix_outcome import broken_invariants, outcome
 

@@ -26,7 +26,8 @@ from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.forget import forget_conversation, forget_fact
 from slowwave.tasks.ingest.load import FORGOTTEN, load_episodes
-from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
+from slowwave.tasks.ingest.policy import IngestPolicy
+from slowwave.tasks.ingest.transcripts import ingest
 from slowwave.tasks.revert import RevertRefused, revert_run
 from slowwave.tasks.search import search
 from tests.fix_episodes import with_settings

@@ -22,7 +22,8 @@ from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.guard import HoldPolicy, hold_reason
 from slowwave.tasks.ingest.load import load_episodes
-from slowwave.tasks.ingest.transcripts import IngestPolicy, ingest
+from slowwave.tasks.ingest.policy import IngestPolicy
+from slowwave.tasks.ingest.transcripts import ingest
 from tests.fix_episodes import with_settings
 from tests.reliability.fix_commands import INJECTION, START, CommandModel, HashEmbedder, said
 
