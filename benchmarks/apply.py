@@ -55,9 +55,11 @@ from psycopg.rows import TupleRow
 from pydantic import SecretStr
 
 import slowwave.tasks.apply as apply_module
+import slowwave.tasks.apply_writes as apply_writes_module
 from benchmarks.report import print_figures
 from slowwave import sql
 from slowwave.models.category import Category
+from slowwave.models.chunk import ChunkToApply
 from slowwave.models.consolidation import FactAction
 from slowwave.models.embedding.base import Vectors
 from slowwave.models.episode import Episode
@@ -69,7 +71,8 @@ from slowwave.models.processes import unwind_on_sigterm
 from slowwave.models.settings import Settings
 from slowwave.sql.copy import copy_rows
 from slowwave.sql.db import Database, migrate
-from slowwave.tasks.apply import FACT_COLUMNS, ApplyPolicy, ChunkToApply, apply_plans
+from slowwave.tasks.apply import ApplyPolicy, apply_plans
+from slowwave.tasks.apply_writes import FACT_COLUMNS
 from slowwave.tasks.claim import ClaimPolicy, claim
 from slowwave.tasks.decide import decide
 from slowwave.tasks.guard import latest_end
@@ -400,7 +403,7 @@ def way_apply(
     clock = Clock()
     with (
         timed_connection(url, clock) as conn,
-        mock.patch.object(apply_module, "copy_rows", timed_copy(clock)),
+        mock.patch.object(apply_writes_module, "copy_rows", timed_copy(clock)),
         mock.patch.object(apply_module, "decide", timed(clock, "decide (Python)", decide)),
     ):
 

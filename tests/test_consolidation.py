@@ -458,9 +458,10 @@ def test_apply_refuses_a_plan_that_names_another_conversations_fact(
 def test_in_a_batch_only_the_refused_chunk_is_charged_and_the_others_apply(
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
 ) -> None:
+    from slowwave.models.chunk import ChunkToApply
     from slowwave.models.ids import new_id
     from slowwave.models.plan import Plan, PlannedAction
-    from slowwave.tasks.apply import ApplyPolicy, ChunkToApply, apply_plans
+    from slowwave.tasks.apply import ApplyPolicy, apply_plans
     from slowwave.tasks.claim import ClaimPolicy, claim
     from slowwave.tasks.runs import start_run
 

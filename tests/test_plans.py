@@ -24,7 +24,7 @@ from slowwave import sql
 from slowwave.models.settings import Settings
 from slowwave.sql.copy import copy_rows
 from slowwave.sql.db import Database, migrate
-from slowwave.tasks.apply import FACT_COLUMNS
+from slowwave.tasks.apply_writes import FACT_COLUMNS
 from tests.fix_db import url_for_database
 
 CONVERSATIONS = 400

@@ -1,7 +1,8 @@
 """A chunk on its way from claim to apply: what each stage hands the next.
 
 ``OpenChunk`` (gate and predict done, the prompt built) goes to the model; ``PreparedChunk``
-(answer parsed, guarded, embedded) goes to apply; ``ApplyResult`` says what apply did.
+(answer parsed, guarded, embedded) goes to apply, as a ``ChunkToApply`` when nothing failed;
+``ApplyResult`` says what apply did.
 """
 
 from __future__ import annotations
@@ -35,6 +36,15 @@ class PreparedChunk:
     vectors: Vectors
     error: str | None = None
     held: str | None = None  # why it is held for review instead of applied (tasks.guard)
+
+
+@dataclass(frozen=True)
+class ChunkToApply:
+    """A chunk's plan, the vectors of the facts it writes, and the model that answered it."""
+
+    plan: Plan
+    vectors: Vectors
+    model_name: str | None = None
 
 
 @dataclass

@@ -20,6 +20,9 @@ connection) propagates: the shard fails loudly or is retried, and no chunk is ch
 connection lost during COMMIT leaves the outcome unknown: ``read_back`` reads the chunks'
 recorded outcomes (chunk ids are derived from the run and the chunk's content, so a retry has
 its first try's ids) before anything is applied or charged again.
+
+What apply locks and reads before it decides is ``tasks.apply_locks``; the statements that write
+are ``tasks.apply_writes``.
 """
 
 from __future__ import annotations
@@ -30,27 +33,40 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
-import numpy as np
 import psycopg
 import psycopg.errors
 
 from slowwave import sql
 from slowwave.models import faultpoints
-from slowwave.models.chunk import ApplyResult
+from slowwave.models.chunk import ApplyResult, ChunkToApply
 from slowwave.models.embedding.base import Vectors
 from slowwave.models.faultpoints import around
 from slowwave.models.ids import conversation_ref
 from slowwave.models.plan import Decision, Plan
 from slowwave.models.settings import Settings
-from slowwave.sql.copy import copy_rows
-from slowwave.tasks.decide import Known, Writes, decide, ended_targets
+from slowwave.tasks.apply_locks import (
+    IsolationViolation,
+    lock_episodes,
+    lock_slot_holders,
+    lock_targets,
+    nearest_duplicates,
+    refuse_foreign_targets,
+    vanished_targets,
+)
+from slowwave.tasks.apply_writes import (
+    ChunkRecord,
+    end_facts,
+    evict,
+    insert_facts,
+    mark_consolidated,
+    record_chunks,
+    reinforce,
+    write_log,
+)
+from slowwave.tasks.decide import Writes, decide
 from slowwave.tasks.forget import hold_conversations
 
 logger = logging.getLogger(__name__)
-
-
-class IsolationViolation(RuntimeError):
-    """The plan names a fact that is not an active fact of its conversation."""
 
 
 # The database refusing the chunk's own data (a constraint, a value out of range, a trigger
@@ -63,36 +79,6 @@ CHUNK_REFUSALS: tuple[type[Exception], ...] = (
     psycopg.DataError,
     psycopg.IntegrityError,
     psycopg.errors.RaiseException,
-)
-
-# Column lists, once: the COPY of new facts and of the decision log.
-FACT_COLUMNS = (
-    ("id", "uuid"),
-    ("conversation_id", "text"),
-    ("category", "text"),
-    ("fact", "text"),
-    ("keywords", "text[]"),
-    ("source_episodic_ids", "uuid[]"),
-    ("valid_at", "timestamptz"),
-    ("invalid_at", "timestamptz"),
-    ("embedding", "vector"),
-    ("supersedes_id", "uuid"),
-    ("created_by_run_id", "uuid"),
-    ("slot", "text"),
-)
-LOG_COLUMNS = (
-    ("run_id", "uuid"),
-    ("conversation_id", "text"),
-    ("chunk_id", "uuid"),
-    ("proposed_action", "text"),
-    ("action", "text"),
-    ("fact_id", "uuid"),
-    ("previous_fact_id", "uuid"),
-    ("similarity", "float4"),
-    ("episode_ids", "uuid[]"),
-    ("event_time", "timestamptz"),
-    ("reason", "text"),
-    ("proposed_fact", "text"),
 )
 
 
@@ -115,15 +101,6 @@ class ApplyPolicy:
             settings.consolidation.max_active_facts,
             settings.consolidation.slots,
         )
-
-
-@dataclass(frozen=True)
-class ChunkToApply:
-    """A chunk's plan, the vectors of the facts it writes, and the model that answered it."""
-
-    plan: Plan
-    vectors: Vectors
-    model_name: str | None = None
 
 
 def apply_plans(
@@ -201,7 +178,7 @@ def record_failure(
         if rows:
             quarantined = any(r[0] for r in rows)
             status = "quarantined" if quarantined else "failed"
-            _record_chunks(conn, run_id, [ChunkRecord(plan, status, model_name, reason)])
+            record_chunks(conn, run_id, [ChunkRecord(plan, status, model_name, reason)])
     if not rows:
         return _conflict(conn, plan, run_id, f"not charged: {reason}", model_name)
     return ApplyResult(
@@ -251,7 +228,7 @@ def _conflict(
     with conn.transaction():
         if hold_conversations(conn, [plan.conversation_id]):
             return forgotten_result(plan)
-        _record_chunks(conn, run_id, [ChunkRecord(plan, "conflict", model_name, reason)])
+        record_chunks(conn, run_id, [ChunkRecord(plan, "conflict", model_name, reason)])
     return _conflict_result(plan, reason)
 
 
@@ -293,17 +270,19 @@ def _apply(
     forgotten = hold_conversations(conn, [c.plan.conversation_id for c in chunks])
     dropped = {c.plan.chunk_id for c in chunks if c.plan.conversation_id in forgotten}
     with around("lock_episodes", conn):
-        live, conflicts = _lock_episodes(
+        live, conflicts = lock_episodes(
             conn, [c for c in chunks if c.plan.chunk_id not in dropped], run_id
         )
     with around("lock_targets", conn):
-        known = _lock_targets(conn, [c.plan for c in live])
-        live, vanished = _vanished_targets(conn, live, known)
+        known = lock_targets(conn, [c.plan for c in live])
+        live, vanished = vanished_targets(conn, live, known)
         conflicts += vanished
-        _refuse_foreign_targets([c.plan for c in live], known)
-        holders = _lock_slot_holders(conn, [c.plan for c in live], known) if policy.slots else {}
+        refuse_foreign_targets([c.plan for c in live], known)
+        holders = lock_slot_holders(conn, [c.plan for c in live], known) if policy.slots else {}
     with around("dedupe", conn):
-        nearest = _nearest_duplicates(conn, live, policy, known)
+        nearest = nearest_duplicates(
+            conn, live, policy.dedupe_candidates, policy.dedupe_threshold, known
+        )
     writes = [
         decide(
             c.plan,
@@ -317,26 +296,26 @@ def _apply(
     ]
     plans = [c.plan for c in live]
     with around("invalidate", conn):
-        _end_facts(conn, plans, writes)
+        end_facts(conn, plans, writes)
     with around("insert_facts", conn):
-        _insert_facts(conn, plans, writes, run_id)
+        insert_facts(conn, plans, writes, run_id)
     with around("reinforce", conn):
-        _reinforce(conn, plans, writes)
+        reinforce(conn, plans, writes)
     with around("record_chunk", conn):
-        _record_chunks(
+        record_chunks(
             conn,
             run_id,
             [ChunkRecord(c.plan, "applied", c.model_name, None) for c in live]
             + [ChunkRecord(c.plan, "conflict", c.model_name, why) for c, why in conflicts],
         )
     with around("write_log", conn):
-        _write_log(conn, plans, writes, run_id)
+        write_log(conn, plans, writes, run_id)
     evicted: Counter[UUID] = Counter()
     if policy.max_active_facts:
         with around("evict", conn):
-            evicted = _evict(conn, plans, run_id, policy.max_active_facts)
+            evicted = evict(conn, plans, run_id, policy.max_active_facts)
     with around("mark_consolidated", conn):
-        _mark_consolidated(conn, plans, run_id)
+        mark_consolidated(conn, plans, run_id)
     applied = {
         c.plan.chunk_id: _applied(c.plan, w, evicted[c.plan.chunk_id])
         for c, w in zip(live, writes, strict=True)
@@ -364,346 +343,4 @@ def _applied(plan: Plan, writes: Writes, evicted: int) -> ApplyResult:
         rejected=writes.count(Decision.rejected),
         evicted=evicted,
         fact_ids=[f.id for f in writes.inserts],
-    )
-
-
-# ── readers: what the decisions depend on ───────────────────────────────────────────────
-
-
-def _lock_episodes(
-    conn: psycopg.Connection, chunks: Sequence[ChunkToApply], run_id: UUID
-) -> tuple[list[ChunkToApply], list[tuple[ChunkToApply, str]]]:
-    """Lock every chunk's episodes; split the chunks into those this run may apply and
-    conflicts (some episode no longer pending under this run's claim), with the reason."""
-    plans = [c.plan for c in chunks]
-    locked = {
-        row[0]
-        for row in conn.execute(
-            sql.statement("apply_lock_episodes"),
-            {
-                "ids": [e for p in plans for e in p.episode_ids],
-                "messages_from": [
-                    m for p in plans for m in (p.messages_from or [0] * len(p.episode_ids))
-                ],
-                "conversations": [p.conversation_id for p in plans for _ in p.episode_ids],
-                "run_id": run_id,
-            },
-        ).fetchall()
-    }
-    live: list[ChunkToApply] = []
-    conflicts: list[tuple[ChunkToApply, str]] = []
-    for chunk in chunks:
-        missing = sum(e not in locked for e in chunk.plan.episode_ids)
-        if not missing:
-            live.append(chunk)
-            continue
-        conflicts.append(
-            (
-                chunk,
-                f"{missing} of {len(chunk.plan.episode_ids)} episodes are no longer pending "
-                "under this run's claim (consolidated by another run, quarantined, the claim "
-                "expired and another run took it, or an earlier commit of this part)",
-            )
-        )
-    return live, conflicts
-
-
-def _vanished_targets(
-    conn: psycopg.Connection, chunks: Sequence[ChunkToApply], known: dict[UUID, Known]
-) -> tuple[list[ChunkToApply], list[tuple[ChunkToApply, str]]]:
-    """Split off the chunks whose plans act on facts that no longer exist: forgotten or
-    reverted while the chunk was in flight. Not the chunk's failure: a conflict, left with its
-    conversation's later chunks for a later run, which decides on what holds then. Only a
-    target the lock did not find is looked up (rare: the usual batch reads nothing more)."""
-    unknown = {
-        a.target_id
-        for c in chunks
-        for a in c.plan.actions
-        if a.target_id is not None and a.target_id not in known
-    }
-    if not unknown:
-        return list(chunks), []
-    rows = conn.execute(sql.statement("facts_existing"), {"ids": sorted(unknown)}).fetchall()
-    gone = unknown - {r[0] for r in rows}
-    live: list[ChunkToApply] = []
-    conflicts: list[tuple[ChunkToApply, str]] = []
-    for chunk in chunks:
-        missing = {a.target_id for a in chunk.plan.actions} & gone
-        if not missing:
-            live.append(chunk)
-            continue
-        conflicts.append(
-            (
-                chunk,
-                f"{len(missing)} fact(s) it acts on were removed while it was in flight "
-                "(forgotten or reverted): left for a later run",
-            )
-        )
-    return live, conflicts
-
-
-def _lock_targets(conn: psycopg.Connection, plans: Sequence[Plan]) -> dict[UUID, Known]:
-    """Lock the facts the plans act on: active facts of each plan's own conversation only."""
-    wanted = {
-        (a.target_id, p.conversation_id)
-        for p in plans
-        for a in p.actions
-        if a.target_id is not None
-    }
-    if not wanted:
-        return {}
-    rows = conn.execute(
-        sql.statement("apply_lock_targets"),
-        {
-            "ids": [fact for fact, _ in wanted],
-            "conversations": [conversation for _, conversation in wanted],
-        },
-    ).fetchall()
-    return {r[0]: Known(valid_at=r[1], vector=r[2].to_numpy()) for r in rows}
-
-
-def _refuse_foreign_targets(plans: Sequence[Plan], known: dict[UUID, Known]) -> None:
-    """A plan that acts on a fact that exists but is not an active fact of its own
-    conversation: refused (``IsolationViolation``)."""
-    missing = sorted(
-        {
-            (p.conversation_id, str(a.target_id))
-            for p in plans
-            for a in p.actions
-            if a.target_id is not None and a.target_id not in known
-        }
-    )
-    if missing:
-        raise IsolationViolation(  # the failure names the conversation; its reason must not
-            f"plan acts on {len(missing)} fact(s) that are not active facts of its "
-            f"conversation: {[f for _, f in missing]}"
-        )
-
-
-def _lock_slot_holders(
-    conn: psycopg.Connection, plans: Sequence[Plan], known: dict[UUID, Known]
-) -> dict[str, dict[str, UUID]]:
-    """conversation → slot → the active fact holding it, for the slots the plans fill,
-    locked; each holder is added to ``known`` (a new value in its slot may update it)."""
-    wanted = sorted(
-        {(p.conversation_id, a.slot) for p in plans for a in p.actions if a.writes_fact and a.slot}
-    )
-    if not wanted:
-        return {}
-    rows = conn.execute(
-        sql.statement("apply_slot_holders"),
-        {"conversations": [c for c, _ in wanted], "slots": [s for _, s in wanted]},
-    ).fetchall()
-    holders: dict[str, dict[str, UUID]] = {}
-    for fact_id, conversation, slot, valid_at, vector in rows:
-        holders.setdefault(conversation, {})[slot] = fact_id
-        known.setdefault(fact_id, Known(valid_at=valid_at, vector=vector.to_numpy()))
-    return holders
-
-
-def _nearest_duplicates(
-    conn: psycopg.Connection,
-    chunks: Sequence[ChunkToApply],
-    policy: ApplyPolicy,
-    known: dict[UUID, Known],
-) -> list[dict[int, tuple[UUID, float]]]:
-    """Per chunk: action index → the nearest active duplicate (same conversation) of the fact
-    it writes, if any; each duplicate is added to ``known`` (a later action may act on the
-    fact a new one merged into)."""
-    nearest: list[dict[int, tuple[UUID, float]]] = [{} for _ in chunks]
-    origin: list[tuple[int, int]] = []  # vector row → (chunk, action index)
-    vectors: list[np.ndarray] = []
-    conversations: list[str] = []
-    for i, chunk in enumerate(chunks):
-        for row, action in enumerate(chunk.plan.writing):
-            origin.append((i, action))
-            vectors.append(chunk.vectors[row])
-            conversations.append(chunk.plan.conversation_id)
-    if not vectors:
-        return nearest
-    rows = conn.execute(
-        sql.statement("apply_dedupe"),
-        {
-            "vectors": vectors,
-            "conversations": conversations,
-            "excluded": sorted({t for c in chunks for t in ended_targets(c.plan)}),
-            "candidates": policy.dedupe_candidates,
-            "threshold": policy.dedupe_threshold,
-        },
-    ).fetchall()
-    for ordinal, fact_id, similarity, valid_at, vector in rows:  # best first per ordinal
-        i, action = origin[int(ordinal) - 1]
-        nearest[i].setdefault(action, (fact_id, float(similarity)))
-        known.setdefault(fact_id, Known(valid_at=valid_at, vector=vector.to_numpy()))
-    return nearest
-
-
-# ── writers: one set-based statement each, for every chunk at once ──────────────────────
-
-
-def _end_facts(conn: psycopg.Connection, plans: Sequence[Plan], writes: Sequence[Writes]) -> None:
-    ends = [
-        (fact, at, plan.conversation_id)
-        for plan, w in zip(plans, writes, strict=True)
-        for fact, at in w.endings.items()
-    ]
-    if not ends:
-        return
-    cur = conn.execute(
-        sql.statement("apply_invalidate"),
-        {
-            "fact_ids": [f for f, _, _ in ends],
-            "times": [t for _, t, _ in ends],
-            "conversations": [c for _, _, c in ends],
-        },
-    )
-    if cur.rowcount != len(ends):
-        raise IsolationViolation(f"ended {cur.rowcount} of {len(ends)} facts")
-
-
-def _insert_facts(
-    conn: psycopg.Connection, plans: Sequence[Plan], writes: Sequence[Writes], run_id: UUID
-) -> None:
-    rows = [
-        (
-            f.id,
-            plan.conversation_id,
-            f.category,
-            f.fact,
-            f.keywords,
-            f.source_episodic_ids,
-            f.valid_at,
-            f.invalid_at,
-            f.embedding,
-            f.supersedes_id,
-            run_id,
-            f.slot,
-        )
-        for plan, w in zip(plans, writes, strict=True)
-        for f in w.inserts
-    ]
-    if rows:
-        copy_rows(conn, "semantic_memory", FACT_COLUMNS, rows)
-
-
-def _reinforce(conn: psycopg.Connection, plans: Sequence[Plan], writes: Sequence[Writes]) -> None:
-    pairs = [
-        (fact, episode, plan.conversation_id)
-        for plan, w in zip(plans, writes, strict=True)
-        for fact, episode in w.reinforcements
-    ]
-    if not pairs:
-        return
-    conn.execute(
-        sql.statement("apply_reinforce"),
-        {
-            "fact_ids": [f for f, _, _ in pairs],
-            "episode_ids": [e for _, e, _ in pairs],
-            "conversations": [c for _, _, c in pairs],
-        },
-    )
-
-
-@dataclass(frozen=True)
-class ChunkRecord:
-    """A chunk's row in ``consolidation_chunks``: what became of it."""
-
-    plan: Plan
-    status: str
-    model_name: str | None
-    error: str | None
-
-
-CHUNK_COLUMNS = (
-    ("id", "uuid"),
-    ("run_id", "uuid"),
-    ("conversation_id", "text"),
-    ("episode_ids", "uuid[]"),
-    ("status", "text"),
-    ("model", "text"),
-    ("prompt_tokens", "int4"),
-    ("completion_tokens", "int4"),
-    ("cached_tokens", "int4"),
-    ("error", "text"),
-)
-
-
-def _record_chunks(conn: psycopg.Connection, run_id: UUID, records: Sequence[ChunkRecord]) -> None:
-    copy_rows(
-        conn,
-        "consolidation_chunks",
-        CHUNK_COLUMNS,
-        [
-            (
-                r.plan.chunk_id,
-                run_id,
-                r.plan.conversation_id,
-                r.plan.episode_ids,
-                r.status,
-                r.model_name,
-                r.plan.prompt_tokens,
-                r.plan.completion_tokens,
-                r.plan.cached_tokens,
-                r.error,
-            )
-            for r in records
-        ],
-    )
-
-
-def _write_log(
-    conn: psycopg.Connection, plans: Sequence[Plan], writes: Sequence[Writes], run_id: UUID
-) -> None:
-    rows = [
-        (
-            run_id,
-            plan.conversation_id,
-            plan.chunk_id,
-            e.proposed,
-            str(e.action),
-            e.fact_id,
-            e.previous_fact_id,
-            e.similarity,
-            e.episode_ids,
-            e.event_time,
-            e.reason,
-            e.proposed_fact,
-        )
-        for plan, w in zip(plans, writes, strict=True)
-        for e in w.log
-    ]
-    if rows:
-        copy_rows(conn, "decision_log", LOG_COLUMNS, rows)
-
-
-def _evict(
-    conn: psycopg.Connection, plans: Sequence[Plan], run_id: UUID, cap: int
-) -> Counter[UUID]:
-    """Retire what the plans' conversations hold over ``cap`` active facts; count per chunk."""
-    rows = conn.execute(
-        sql.statement("apply_evict"),
-        {
-            "conversations": [p.conversation_id for p in plans],
-            "chunk_ids": [p.chunk_id for p in plans],
-            "times": [p.event_time for p in plans],
-            "cap": cap,
-            "run_id": run_id,
-        },
-    ).fetchall()
-    return Counter(row[0] for row in rows)
-
-
-def _mark_consolidated(conn: psycopg.Connection, plans: Sequence[Plan], run_id: UUID) -> None:
-    if not plans:
-        return
-    conn.execute(
-        sql.statement("apply_mark_consolidated"),
-        {
-            "run_id": run_id,
-            "gated": [e for p in plans for e in p.gated_ids],
-            "ids": [e for p in plans for e in p.episode_ids],
-            "messages_to": [
-                m for p in plans for m in (p.messages_to or [None] * len(p.episode_ids))
-            ],
-        },
     )

@@ -25,7 +25,7 @@ import numpy as np
 import psycopg
 
 from slowwave.models import faultpoints
-from slowwave.models.chunk import ApplyResult, OpenChunk, PreparedChunk
+from slowwave.models.chunk import ApplyResult, ChunkToApply, OpenChunk, PreparedChunk
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.episode import Episode
 from slowwave.models.ids import chunk_id
@@ -34,7 +34,7 @@ from slowwave.models.plan import Plan
 from slowwave.models.run import ChunkFailure, RunSummary
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
-from slowwave.tasks.apply import ApplyPolicy, ChunkToApply, apply_plans, read_back, record_failure
+from slowwave.tasks.apply import ApplyPolicy, apply_plans, read_back, record_failure
 from slowwave.tasks.calibrate import build_request, calibration_of
 from slowwave.tasks.chains import Backlog, Stages, run_chains
 from slowwave.tasks.chunking import ChunkBudget, fit_facts, run_budget
