@@ -235,7 +235,15 @@ def seed_database(
     with connect(url) as conn:
         load_episodes(conn, (s.episode for s in sessions))
         run_id = start_run(conn, kind="benchmark").run_id
-        policy = ClaimPolicy(1, 1.0, 0, LEASE_S, len(sessions), chunk_size=8)
+        policy = ClaimPolicy(
+            threshold=1,
+            flashbulb=1.0,
+            due_after_s=0,
+            open_s=0,  # LoCoMo's sessions ended long ago: none is still open
+            lease_s=LEASE_S,
+            max_conversations=len(sessions),
+            chunk_size=8,
+        )
         facts = {s.episode.conversation_id: s.facts for s in sessions}
         plans = []
         for work in claim(conn, run_id, policy, everything=True):
