@@ -20,7 +20,8 @@ from slowwave.models.settings import Settings
 from slowwave.models.tenant import conversation_key
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
-from slowwave.tasks.export import Target, drop_target, export, since_day
+from slowwave.tasks.export import drop_target, export, since_day
+from slowwave.tasks.export_target import Target
 from slowwave.tasks.forget import forget_conversation, forget_fact
 from slowwave.tasks.history import list_facts
 from slowwave.tasks.ids import shorten

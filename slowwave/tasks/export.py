@@ -31,22 +31,19 @@ versions keeps the old ones: those are the operator's, like backups.
 
 One export at a time writes to a target (an advisory lock on its name, in the database), and a
 forget waits for it; a forget's pass then reads a snapshot taken after the forget committed.
+
+Where the files go and how each lands whole is ``tasks.export_target``; what they hold, and how
+they are written from the rows, ``tasks.export_parquet``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import re
-import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from itertools import groupby
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import psycopg
 from psycopg import sql as pgsql
@@ -54,6 +51,8 @@ from psycopg import sql as pgsql
 from slowwave import sql
 from slowwave.models.errors import ExportError
 from slowwave.sql.db import Database
+from slowwave.tasks.export_parquet import write_partitions
+from slowwave.tasks.export_target import FORMAT, PARTITION, Target, partition
 
 logger = logging.getLogger(__name__)
 
@@ -61,102 +60,6 @@ WHATS = ("facts", "versions", "decisions", "runs", "episodes")
 DEFAULT_WHAT = ("facts", "versions", "decisions", "runs")
 # the kinds whose rows name a conversation: the ones a forget rewrites
 CONVERSATIONAL = frozenset({"facts", "versions", "decisions", "episodes"})
-MANIFEST = "_slowwave_export.json"
-ASIDE = "_slowwave_tmp"  # files being written, before they are moved into place
-FORMAT = 2  # the manifest's and the files' layout; another one is rewritten whole
-ROWS_PER_BATCH = 65_536  # rows fetched at a time, and the row group size: memory stays flat
-EPISODES_PER_BATCH = 4_096  # an episode holds its whole transcript
-PART = "part-0.parquet"
-# the files an export writes, and the manifest's keys: nothing else is read, moved or removed
-PARTITION = re.compile(
-    r"(facts|versions|decisions|episodes)/tenant=[a-z0-9][a-z0-9_-]{0,62}/"
-    r"day=\d{4}-\d{2}-\d{2}/part-0\.parquet|runs/day=\d{4}-\d{2}-\d{2}/part-0\.parquet"
-)
-
-
-def _schema(name: str) -> Any:
-    """The Arrow schema of a kind's files (after its ``tenant`` and ``day``, which the
-    partition's path holds)."""
-    import pyarrow as pa
-
-    ts = pa.timestamp("us", tz="UTC")
-    text, texts = pa.string(), pa.list_(pa.string())
-    fact = [
-        ("id", text),
-        ("conversation_id", text),
-        ("category", text),
-        ("fact", text),
-        ("keywords", texts),
-        ("source_episodic_ids", texts),
-        ("valid_at", ts),
-        ("invalid_at", ts),
-        ("supersedes_id", text),
-        ("created_at", ts),
-        ("created_by_run_id", text),
-        ("action", text),
-    ]
-    fields = {
-        "facts": fact,
-        "versions": fact,
-        "decisions": [
-            ("id", pa.int64()),
-            ("run_id", text),
-            ("conversation_id", text),
-            ("chunk_id", text),
-            ("proposed_action", text),
-            ("action", text),
-            ("fact_id", text),
-            ("previous_fact_id", text),
-            ("proposed_fact", text),
-            ("similarity", pa.float32()),
-            ("episode_ids", texts),
-            ("event_time", ts),
-            ("recorded_at", ts),
-            ("reason", text),
-        ],
-        "runs": [
-            ("id", text),
-            ("flow_run_id", text),
-            ("kind", text),
-            ("status", text),
-            ("started_at", ts),
-            ("finished_at", ts),
-            *[
-                (n, pa.int32())
-                for n in (
-                    "conversations",
-                    "chunks",
-                    "chunks_failed",
-                    "episodes_consolidated",
-                    "episodes_skipped",
-                    "episodes_quarantined",
-                    "facts_inserted",
-                    "facts_reinforced",
-                    "facts_updated",
-                    "facts_invalidated",
-                    "dedupe_merges",
-                    "actions_rejected",
-                )
-            ],
-            ("prompt_tokens", pa.int64()),
-            ("prompt_tokens_cached", pa.int64()),
-            ("completion_tokens", pa.int64()),
-        ],
-        "episodes": [
-            ("id", text),
-            ("conversation_id", text),
-            ("messages", text),
-            ("summary", text),
-            ("surprise", pa.float32()),
-            ("start_at", ts),
-            ("end_at", ts),
-            ("created_at", ts),
-            ("consolidated_at", ts),
-            ("consolidation_run_id", text),
-            ("quarantined_at", ts),
-        ],
-    }[name]
-    return pa.schema(fields)
 
 
 def parse_what(what: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -170,135 +73,6 @@ def parse_what(what: str | Sequence[str] | None) -> tuple[str, ...]:
         asked = ", ".join(unknown) or "nothing"
         raise ExportError(f"--what: {asked}; choose from {', '.join(WHATS)}")
     return tuple(w for w in WHATS if w in names)
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where an export goes: a pyarrow filesystem and the root on it."""
-
-    url: str  # what is registered: an absolute local path, or the URL
-    filesystem: Any
-    root: str
-
-    @classmethod
-    def of(cls, to: str | Path) -> Target:
-        from pyarrow import fs
-
-        text = str(to)
-        if "://" not in text:
-            path = Path(text).expanduser().resolve()
-            return cls(str(path), fs.LocalFileSystem(), path.as_posix())
-        parts = urlsplit(text)
-        if parts.scheme != "s3":
-            raise ExportError(f"{text}: export to a folder or an s3:// URL")
-        if parts.username or parts.password:
-            raise ExportError(
-                "an export URL holds no credentials (slowwave records where it exported): "
-                "give them as AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
-            )
-        if parts.query or parts.fragment or not parts.netloc:
-            raise ExportError(f"{text}: give s3://bucket or s3://bucket/prefix, nothing more")
-        url = f"s3://{parts.netloc}{parts.path.rstrip('/')}"
-        filesystem, root = fs.FileSystem.from_uri(url)
-        return cls(url, filesystem, root.rstrip("/"))
-
-    @property
-    def local(self) -> bool:
-        return not self.url.startswith("s3://")
-
-    def path(self, relative: str) -> str:
-        return f"{self.root}/{relative}"
-
-    def read_manifest(self) -> dict[str, Any]:
-        try:
-            with self.filesystem.open_input_stream(self.path(MANIFEST)) as stream:
-                manifest = json.loads(stream.read().decode())
-        except FileNotFoundError:
-            return {}
-        except OSError as exc:  # an object store says "not found" its own way
-            if "not exist" in str(exc).lower() or "not found" in str(exc).lower():
-                return {}
-            raise
-        except ValueError:
-            logger.warning("%s: unreadable manifest, every partition is rewritten", self.url)
-            return {}
-        return manifest if isinstance(manifest, dict) else {}
-
-    def write_manifest(self, partitions: dict[str, Any]) -> None:
-        manifest = {"format": FORMAT, "partitions": partitions}
-        with self._written(MANIFEST) as stream:
-            stream.write(json.dumps(manifest, indent=1, sort_keys=True).encode())
-
-    @contextmanager
-    def _written(self, relative: str) -> Iterator[Any]:
-        """An output stream for a file that is whole or not there: written aside (outside the
-        datasets) and moved into place only once it was written to the end; a failure leaves
-        the old file as it was. On an object store the move is a copy made by the store."""
-        folder = self.path(ASIDE)
-        if self.local:
-            self.filesystem.create_dir(folder, recursive=True)
-            self.filesystem.create_dir(self.path(relative).rsplit("/", 1)[0], recursive=True)
-        aside = f"{folder}/{uuid.uuid4().hex}"
-        with self.filesystem.open_output_stream(aside) as stream:
-            yield stream
-        self.filesystem.move(aside, self.path(relative))
-
-    def files(self, prefix: str) -> set[str]:
-        """The partition files under ``prefix``, relative to the root: only names an export
-        writes (an analyst's own file beside them is left alone)."""
-        from pyarrow import fs
-
-        selector = fs.FileSelector(self.path(prefix), allow_not_found=True, recursive=True)
-        infos = self.filesystem.get_file_info(selector)
-        start = len(self.root) + 1
-        return {
-            i.path[start:]
-            for i in infos
-            if i.type == fs.FileType.File and PARTITION.fullmatch(i.path[start:])
-        }
-
-    def exists(self, relative: str) -> bool:
-        from pyarrow import fs
-
-        return bool(self.filesystem.get_file_info(self.path(relative)).type == fs.FileType.File)
-
-    def delete(self, relative: str) -> None:
-        """A partition's file, and the folders it leaves empty (an object store keeps a
-        marker for each)."""
-        from pyarrow import fs
-
-        self.filesystem.delete_file(self.path(relative))
-        folder = self.path(relative).rsplit("/", 1)[0]
-        while folder != self.root and not self.filesystem.get_file_info(
-            fs.FileSelector(folder, allow_not_found=True)
-        ):
-            self.filesystem.delete_dir(folder)
-            folder = folder.rsplit("/", 1)[0]
-
-    @contextmanager
-    def partition_writer(self, relative: str, schema: Any) -> Iterator[Any]:
-        """A writer of one partition's file, which is whole or not there at all."""
-        import pyarrow.parquet as pq
-
-        with (
-            self._written(relative) as stream,
-            pq.ParquetWriter(stream, schema, compression="zstd") as writer,
-        ):
-            yield writer
-
-    def clear_aside(self) -> None:
-        """What an export that stopped left aside."""
-        from pyarrow import fs
-
-        folder = self.path(ASIDE)
-        if self.filesystem.get_file_info(folder).type == fs.FileType.Directory:
-            self.filesystem.delete_dir(folder)
-
-
-def partition(name: str, tenant: str | None, day: date) -> str:
-    """A partition's file, relative to the export's root."""
-    tenant_part = f"tenant={tenant}/" if tenant is not None else ""
-    return f"{name}/{tenant_part}day={day.isoformat()}/{PART}"
 
 
 def since_day(conn: psycopg.Connection, text: str | None) -> date | None:
@@ -524,7 +298,7 @@ def _export_kind(
             target.delete(key)
             report.removed += 1
     if stale:
-        report.rows_written = _write(conn, target, name, rows_sql, stale)
+        report.rows_written = write_partitions(conn, target, name, rows_sql, stale)
         report.written = len(stale)
         for t, d in stale:
             known[partition(name, t, d)] = now[partition(name, t, d)]
@@ -537,48 +311,3 @@ def _in_scope(relative: str, since: date | None) -> bool:
         return True
     day = next((p[4:] for p in relative.split("/") if p.startswith("day=")), "")
     return day >= since.isoformat()
-
-
-def _write(
-    conn: psycopg.Connection,
-    target: Target,
-    name: str,
-    rows_sql: pgsql.Composable,
-    partitions: list[tuple[str | None, date]],
-) -> int:
-    """Rewrite these partitions from their rows, streamed in batches in partition order: one
-    file open at a time, memory flat in the size of the export."""
-    import pyarrow as pa
-
-    schema = _schema(name)
-    query = pgsql.SQL(
-        "SELECT q.* FROM ({rows}) q "
-        "JOIN unnest(%(tenants)s::text[], %(days)s::date[]) AS p (tenant, day) "
-        "ON q.tenant IS NOT DISTINCT FROM p.tenant AND q.day = p.day "
-        "ORDER BY q.tenant, q.day"
-    ).format(rows=rows_sql)
-    params = {"tenants": [t for t, _ in partitions], "days": [d for _, d in partitions]}
-    written = 0
-    with ExitStack() as files, conn.cursor(name=f"slowwave_export_{name}") as cursor:
-        cursor.execute(query, params)
-        key: tuple[Any, ...] | None = None
-        writer: Any = None
-        size = EPISODES_PER_BATCH if name == "episodes" else ROWS_PER_BATCH
-        while rows := cursor.fetchmany(size):
-            for (tenant, day), run in groupby(rows, key=lambda r: (r[0], r[1])):
-                if (tenant, day) != key:
-                    files.close()  # the partition before is whole: moved into place
-                    key = (tenant, day)
-                    writer = files.enter_context(
-                        target.partition_writer(partition(name, tenant, day), schema)
-                    )
-                columns = list(zip(*(r[2:] for r in run), strict=True))
-                writer.write_batch(
-                    pa.record_batch(
-                        [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)],
-                        schema=schema,
-                    ),
-                    row_group_size=ROWS_PER_BATCH,
-                )
-                written += len(columns[0])
-    return written
