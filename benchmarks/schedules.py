@@ -16,10 +16,13 @@ database, real embeddings, the vLLM engine in process. Chains are what it does; 
 the same engine behind a batch-only adapter, with which the same scheduler can only run a
 wavefront. Predict, embed and apply happen for real between answers, so this also shows
 what chains gain by overlapping them with generation. Requests in flight at the engine are
-sampled at the adapter.
+sampled at the adapter. With ``--engine replay`` the engine is LoCoMo's replay model, each
+request answered on a thread as soon as it is submitted: no model time, so only what the
+schedules cost around the model shows (and the benchmark runs in seconds, without vLLM).
 
-    python -m benchmarks.schedules [--through server|consolidate] [--conversations 7]
-        [--sessions 8] [--chunk-size 2] [--max-tokens 128] [--repeat 1] [--json]
+    python -m benchmarks.schedules [--through server|consolidate] [--engine vllm|replay]
+        [--conversations 7] [--sessions 8] [--chunk-size 2] [--max-tokens 128] [--repeat 1]
+        [--json]
 """
 
 from __future__ import annotations
@@ -152,6 +155,30 @@ class Counted:
         return None
 
 
+class ReplayEngine:
+    """The replay model as a streaming engine: every request answered on a thread of its own
+    as soon as it is submitted, in no model time."""
+
+    def __init__(self, data: Path) -> None:
+        from slowwave.models.llm.replay import LoCoMoReplayModel
+
+        self.model = LoCoMoReplayModel(data)
+        self.name = self.model.name
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="replay")
+
+    def generate(self, requests: Sequence[Any]) -> list[Any]:
+        return self.model.generate(requests)
+
+    def submit(self, requests: Sequence[Any]) -> list[Any]:
+        return [self._pool.submit(self._answer, r) for r in requests]
+
+    def _answer(self, request: Any) -> Any:
+        return self.model.generate([request])[0]
+
+    def close(self) -> None:
+        self._pool.shutdown()
+
+
 class CountedStreaming(Counted):
     """The same runtime, streaming: the scheduler runs chains."""
 
@@ -213,8 +240,12 @@ def compare_through_consolidate(args: argparse.Namespace) -> list[dict[str, Any]
         for name in sorted(by_conversation)[: args.conversations]
         for e in by_conversation[name][: args.sessions]
     ]
-    options = replace(vllm_options(settings), max_tokens=args.max_tokens, prefix_caching=False)
-    engine = VLLMEngine(options)
+    engine: Any
+    if args.engine == "replay":
+        engine = ReplayEngine(args.data)
+    else:
+        options = replace(vllm_options(settings), max_tokens=args.max_tokens, prefix_caching=False)
+        engine = VLLMEngine(options)
     embedder = load_embedder(settings)
     try:
         warm = chunked_requests(args.data, 1, 1, 1)[0][0]
@@ -293,6 +324,12 @@ def main() -> None:
     unwind_on_sigterm()  # a stopped benchmark stops the servers it started
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--through", choices=("server", "consolidate"), default="consolidate")
+    parser.add_argument(
+        "--engine",
+        choices=("vllm", "replay"),
+        default="vllm",
+        help="replay: LoCoMo's gold facts, no model time (through consolidate only)",
+    )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--conversations", type=int, default=7)
     parser.add_argument("--sessions", type=int, default=8, help="first sessions of each")
@@ -301,6 +338,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="pairs, in alternating order")
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     args = parser.parse_args()
+    if args.through == "server" and args.engine != "vllm":
+        parser.error("--through server measures a vLLM server: --engine vllm")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     if args.through == "server":
@@ -321,9 +360,23 @@ def main() -> None:
         )
     by = {name: [r for r in results if r["schedule"] == name] for name in ("rounds", "chains")}
     wall = {name: sum(r["seconds"] for r in rows) for name, rows in by.items()}
-    print(f"chains / rounds wall time: {wall['chains'] / wall['rounds']:.2f}")
+    ratio = round(wall["chains"] / wall["rounds"], 2) if wall["rounds"] else None
+    print(f"chains / rounds wall time: {ratio}")
     if args.json:
-        print(json.dumps(results))
+        print(
+            json.dumps(
+                {
+                    "through": args.through,
+                    "engine": args.engine,
+                    "conversations": args.conversations,
+                    "sessions": args.sessions,
+                    "chunk_size": args.chunk_size,
+                    "max_tokens": args.max_tokens,
+                    "chains_over_rounds_wall": ratio,
+                    "runs": results,
+                }
+            )
+        )
 
 
 if __name__ == "__main__":
