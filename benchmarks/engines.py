@@ -8,9 +8,10 @@ forces to 80 integers, after a prompt of a few tokens: a small model may answer 
 in six tokens). Reports per engine: start-up time, prefill and decode tokens/s, seconds per
 chunk, and how many answers parse into the answer schema. The model must be prepared for
 both (``slowwave models setup --model NAME --engine vllm`` converts it for vLLM; the GGUF
-serves llama.cpp).
+serves llama.cpp). ``--engines replay`` measures LoCoMo's replay model the same way: no
+tokens, no engine to start, the harness alone in seconds.
 
-    python -m benchmarks.engines [--model NAME] [--engines llamacpp,vllm] [--prompts N]
+    python -m benchmarks.engines [--model NAME] [--engines llamacpp,vllm,replay] [--prompts N]
         [--sessions-per-prompt S] [--max-tokens T] [--data PATH] [--json]
 """
 
@@ -53,7 +54,7 @@ def main() -> None:
         build_request(conversation, [], episodes[: args.sessions_per_prompt], 0.85)
         for conversation, episodes in list(by_conversation.items())[: args.prompts]
     ]
-    base = Settings().evolve(llm_model=args.model)
+    base = Settings().evolve(llm_model=args.model, replay_data=args.data)
     figures: dict[str, Any] = {"model": args.model, "prompts": len(requests)}
     for engine in args.engines.split(","):
         settings = base.evolve(llm_runtime=engine)
