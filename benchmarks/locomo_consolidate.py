@@ -2,8 +2,10 @@
 
 Ingests every session as an episode into a fresh embedded database, consolidates them with
 the core stages (no Prefect, no Ray), and prints what happened and how long each stage took.
+``--conversations`` and ``--sessions`` take a part of it (the first N sessions of those named).
 
-    python -m benchmarks.locomo_consolidate [--data PATH] [--json]
+    python -m benchmarks.locomo_consolidate [--data PATH] [--conversations conv-26 ...]
+        [--sessions N] [--chunk-size 8] [--json]
 """
 
 from __future__ import annotations
@@ -25,11 +27,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--chunk-size", type=int, default=8)
+    parser.add_argument("--conversations", nargs="+", default=None, metavar="SAMPLE_ID")
+    parser.add_argument("--sessions", type=int, default=None, help="the first N of each")
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from slowwave.models.embedding import load_embedder
+    from slowwave.models.episode import Episode
     from slowwave.models.llm.replay import LoCoMoReplayModel
     from slowwave.models.settings import Settings
     from slowwave.sql.db import Database, migrate
@@ -37,16 +42,26 @@ def main() -> None:
     from slowwave.tasks.ingest.load import load_episodes
     from slowwave.tasks.ingest.locomo import read_locomo
 
+    def chosen(episode: Episode) -> bool:
+        session = int(episode.external_key.split(":")[2].removeprefix("session_"))
+        return (args.conversations is None or episode.conversation_id in args.conversations) and (
+            args.sessions is None or session <= args.sessions
+        )
+
+    episodes = [e for e in read_locomo(args.data) if chosen(e)]
+    if not episodes:
+        parser.error(f"no sessions of {args.conversations} in {args.data}")
+
     with tempfile.TemporaryDirectory(prefix="slowwave-bench-") as home:
         settings = Settings(
             home=Path(home), replay_data=args.data, chunk_size=args.chunk_size, _env_file=None
-        )  # type: ignore[call-arg]
+        )
         embedder = load_embedder(settings)
         with Database(settings) as db:
             migrate(db)
             start = time.perf_counter()
             with db.connection() as conn:
-                loaded = load_episodes(conn, read_locomo(args.data))
+                loaded = load_episodes(conn, episodes)
             ingest_s = time.perf_counter() - start
             start = time.perf_counter()
             summary = consolidate(db, LoCoMoReplayModel(args.data), embedder, settings)

@@ -16,9 +16,12 @@ rule; the share merged into their originals and the share of distinct facts fals
 are reported.
 
 With ``--set max_active_facts=N`` (any setting, repeatable) the same is measured under it: a
-capacity cap, a search setting.
+capacity cap, a search setting. ``--conversations`` and ``--sessions`` take a part of the data
+set (the first N sessions of the conversations named, and the questions whose evidence lies
+wholly in them): a run in seconds that checks the harness, not figures to quote.
 
-    python -m benchmarks.locomo_recall [--data PATH] [--set NAME=VALUE ...] [--json]
+    python -m benchmarks.locomo_recall [--data PATH] [--conversations conv-26 ...]
+        [--sessions N] [--set NAME=VALUE ...] [--json]
 """
 
 from __future__ import annotations
@@ -107,6 +110,8 @@ def main() -> None:
     unwind_on_sigterm()  # a stopped benchmark stops the servers it started
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--conversations", nargs="+", default=None, metavar="SAMPLE_ID")
+    parser.add_argument("--sessions", type=int, default=None, help="the first N of each")
     add_set_option(parser, "max_active_facts=150")
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     args = parser.parse_args()
@@ -121,6 +126,22 @@ def main() -> None:
     from slowwave.tasks.search import SearchPolicy, search
 
     data = json.loads(args.data.read_text(encoding="utf-8"))
+    if args.conversations is not None:
+        missing = set(args.conversations) - {c["sample_id"] for c in data}
+        if missing:
+            parser.error(f"no such conversation in {args.data}: {', '.join(sorted(missing))}")
+        data = [c for c in data if c["sample_id"] in args.conversations]
+    names = {c["sample_id"] for c in data}
+
+    def episodes() -> list[Any]:
+        """The chosen conversations' sessions (their first ``--sessions``)."""
+        return [
+            e
+            for e in read_locomo(args.data)
+            if e.conversation_id in names
+            and (args.sessions is None or session_number(e.external_key) <= args.sessions)
+        ]
+
     evidence_of: dict[tuple[str, str], set[str]] = defaultdict(set)  # (conv, sentence) → turns
     for conversation in data:
         for by_speaker in conversation.get("observation", {}).values():
@@ -138,7 +159,7 @@ def main() -> None:
         with Database(settings) as db:
             migrate(db)
             with db.connection() as conn:
-                load_episodes(conn, read_locomo(args.data))
+                load_episodes(conn, episodes())
             first = consolidate(db, LoCoMoReplayModel(args.data), embedder, settings)
             with db.connection() as conn:
                 fact_sessions, fact_turns = _fact_provenance(conn, evidence_of)
@@ -150,13 +171,14 @@ def main() -> None:
                     fact_sessions,
                     fact_turns,
                     search,
+                    args.sessions,
                 )
                 before = _fact_texts(conn)
             # dedupe quality: every session again, its facts lightly reworded
             with db.connection() as conn:
                 again = [
                     e.model_copy(update={"external_key": e.external_key + ":replay"})
-                    for e in read_locomo(args.data)
+                    for e in episodes()
                 ]
                 load_episodes(conn, again)
             second = consolidate(
@@ -200,8 +222,13 @@ def fact_sessions(conn: Any) -> dict[Any, set[int]]:
         "JOIN episodic_memory e ON e.id = ANY(f.source_episodic_ids) "
         "WHERE e.external_key LIKE 'locomo:%'"
     ):
-        sessions[fact_id].add(int(key.split(":")[2].removeprefix("session_")))
+        sessions[fact_id].add(session_number(key))
     return sessions
+
+
+def session_number(external_key: str) -> int:
+    """``locomo:conv-26:session_3`` → 3 (and so for a part of it, ``…:session_3:m4``)."""
+    return int(external_key.split(":")[2].removeprefix("session_"))
 
 
 def session_recall(
@@ -220,7 +247,9 @@ def _recall(
     fact_sessions: dict[Any, set[int]],
     fact_turns: dict[Any, set[str]],
     search: Any,
+    sessions: int | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any], int]:
+    """Recall of every question with evidence (within the first ``sessions``, when given)."""
     sums = {r: {lv: dict.fromkeys(KS, 0.0) for lv in ("session", "turn")} for r in RANKERS}
     cat_sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     cat_counts: dict[str, int] = defaultdict(int)
@@ -232,6 +261,8 @@ def _recall(
             if not gold_turns:
                 continue
             gold_sessions = {session_of(t) for t in gold_turns}
+            if sessions is not None and max(gold_sessions) > sessions:
+                continue
             count += 1
             category = CATEGORIES.get(int(qa.get("category", 0)), "other")
             cat_counts[category] += 1
@@ -256,7 +287,10 @@ def _recall(
                         cat_sums[category][f"{ranker}_session"] += s
                         cat_sums[category][f"{ranker}_turn"] += t
     recall = {
-        r: {lv: {str(k): round(v / count, 4) for k, v in ks.items()} for lv, ks in levels.items()}
+        r: {
+            lv: {str(k): round(v / max(count, 1), 4) for k, v in ks.items()}
+            for lv, ks in levels.items()
+        }
         for r, levels in sums.items()
     }
     by_category = {
