@@ -28,12 +28,12 @@ from benchmarks.locomo_recall import DEFAULT_DATA
 from slowwave.models.embedding import load_embedder
 from slowwave.models.llm import load_model
 from slowwave.models.llm.replay import LoCoMoReplayModel
+from slowwave.models.llm.tokens import average_tokens
 from slowwave.models.processes import unwind_on_sigterm
 from slowwave.models.settings import Settings, setting_default
 from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.ingest.load import load_episodes
 from slowwave.tasks.profile import ProfilePolicy, read_profile, refresh_profiles
-from slowwave.tasks.search import estimate_tokens
 
 GROUNDED = 0.7
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -91,8 +91,8 @@ def _measure(embedder: Any, facts: list[tuple[str, list[str]]], text: str) -> di
         grounded = float(np.mean(sims.max(axis=1) >= GROUNDED))
     return {
         "facts": len(facts),
-        "facts_tokens": sum(estimate_tokens(f) for f, _ in facts),
-        "profile_tokens": estimate_tokens(text),
+        "facts_tokens": sum(average_tokens(f) for f, _ in facts),
+        "profile_tokens": average_tokens(text),
         "keyword_coverage": round(
             sum(k in text.lower() for k in keywords) / max(len(keywords), 1), 3
         ),

@@ -16,6 +16,7 @@ from slowwave.memory import Memory
 from slowwave.models.consolidation import ConsolidationOutput
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.llm.base import GenerationRequest, ModelAnswer, Purpose
+from slowwave.models.llm.tokens import average_tokens
 from slowwave.models.profile import ConversationProfile
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database, migrate
@@ -23,7 +24,6 @@ from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.forget import forget_fact
 from slowwave.tasks.profile import ProfilePolicy, read_profile, refresh_profiles
 from slowwave.tasks.revert import revert_run
-from slowwave.tasks.search import estimate_tokens
 from tests.fix_episodes import active, add, at, make_episode, with_settings
 from tests.fix_models import ScriptedModel, fact
 from tests.fix_processes import run_cli
@@ -116,7 +116,7 @@ def test_a_profile_is_kept_within_its_token_limit_at_a_sentence(
     refresh_profiles(conn, wordy, ["prof"], ProfilePolicy(enabled=True, max_tokens=40))
     profile = read_profile(conn, "prof")
     assert profile is not None and profile.profile is not None
-    assert 0 < estimate_tokens(profile.profile) <= 40 and profile.profile.endswith("here.")
+    assert 0 < average_tokens(profile.profile) <= 40 and profile.profile.endswith("here.")
 
 
 def test_a_failed_answer_keeps_the_old_profile_stale_until_a_later_run_rewrites_it(

@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field, ValidationError
 from slowwave import sql
 from slowwave.models.ids import conversation_ref
 from slowwave.models.llm.base import GenerationRequest, ModelAnswer, Purpose, StructuredModel
+from slowwave.models.llm.tokens import average_tokens
 from slowwave.models.profile import (
     PROFILE_SYSTEM_PROMPT,
     ConversationProfile,
@@ -34,7 +35,6 @@ from slowwave.models.run import RunSummary
 from slowwave.models.settings import Settings, setting_default
 from slowwave.sql.db import Database
 from slowwave.tasks.forget import hold_conversations
-from slowwave.tasks.search import estimate_tokens
 
 logger = logging.getLogger(__name__)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -144,7 +144,7 @@ def refresh_profiles(
                 "conversations": list(conversations),
                 "profiles": [written[c] for c in conversations],
                 "facts": [len(facts[c]) for c in conversations],
-                "tokens": [estimate_tokens(written[c] or "") for c in conversations],
+                "tokens": [average_tokens(written[c] or "") for c in conversations],
                 "ok": [written[c] is not None for c in conversations],
                 "model": model.name,
                 "run_id": run_id,
@@ -197,12 +197,12 @@ def read_profile(conn: psycopg.Connection, conversation_id: str) -> Profile | No
 def within(text: str, max_tokens: int) -> str:
     """``text`` if it fits ``max_tokens``, else its longest run of whole sentences that does
     (the first sentence cut at a word when even it does not)."""
-    if estimate_tokens(text) <= max_tokens:
+    if average_tokens(text) <= max_tokens:
         return text
     kept = ""
     for sentence in _SENTENCE_END.split(text):
         candidate = f"{kept} {sentence}".strip()
-        if estimate_tokens(candidate) > max_tokens:
+        if average_tokens(candidate) > max_tokens:
             break
         kept = candidate
     if kept:
@@ -214,7 +214,7 @@ def _fit(facts: Sequence[tuple[str, str]], budget: int) -> list[tuple[str, str]]
     """The facts, in order, while their lines fit ``budget`` tokens."""
     kept, used = [], 0
     for category, fact in facts:
-        cost = estimate_tokens(f"- [{category}] {fact}") + 1
+        cost = average_tokens(f"- [{category}] {fact}") + 1
         if used + cost > budget:
             break
         kept.append((category, fact))

@@ -13,7 +13,6 @@ always have into a token budget.
 from __future__ import annotations
 
 import calendar
-import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from slowwave import sql
 from slowwave.models.category import Category
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.errors import SearchError, UnknownConversation
+from slowwave.models.llm.tokens import average_tokens
 from slowwave.models.settings import Settings, setting_default
 from slowwave.models.tenant import shown
 
@@ -269,11 +269,6 @@ def render_split(hits: Sequence[SearchHit]) -> str:
     return "\n".join(lines)
 
 
-def estimate_tokens(text: str) -> int:
-    """A model-agnostic estimate (about four characters a token) for budgeting."""
-    return math.ceil(len(text) / 4)
-
-
 CONTEXT_CATEGORIES = (Category.guideline, Category.identity, Category.preference)
 
 
@@ -298,10 +293,10 @@ def context(
             },
         ).fetchall()
     chosen: dict[str, list[str]] = {c.value: [] for c in CONTEXT_CATEGORIES}
-    used = estimate_tokens("## Behavioral Guidelines\n## Known Facts\n")
+    used = average_tokens("## Behavioral Guidelines\n## Known Facts\n")
     for row in rows:
         line = f"- [{row['category']}] {row['fact']}"
-        cost = estimate_tokens(line) + 1
+        cost = average_tokens(line) + 1
         if used + cost > budget_tokens:
             continue
         used += cost

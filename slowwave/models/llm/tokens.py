@@ -1,4 +1,5 @@
-"""Token counting for prompt budgets: the model's own tokenizer when there is one, else an estimate.
+"""Token counting for prompt budgets: the model's own tokenizer when there is one, else an estimate;
+and the average that reader-set budgets (``context``, profiles) are counted in.
 
 Import-light on purpose: ``transformers`` is imported only when a tokenizer is loaded, so the
 claim stage can size chunks without pulling in a model runtime.
@@ -7,6 +8,7 @@ claim stage can size chunks without pulling in a model runtime.
 from __future__ import annotations
 
 import logging
+import math
 import re
 from functools import cache
 from pathlib import Path
@@ -43,6 +45,13 @@ def estimate_tokens(text: str) -> int:
     non_ascii_tokens = len(text.encode("utf-8")) - ascii_chars - (len(text) - ascii_chars)
     single = len(_SINGLE.findall(text))
     return single + -(-(ascii_chars - single) // 3) + non_ascii_tokens
+
+
+def average_tokens(text: str) -> int:
+    """A model-agnostic average, about four characters a token, for the budgets a reader sets:
+    ``context``'s facts and a profile's length. Not for prompts, which ``estimate_tokens``
+    bounds from above: on timestamps, digits and non-Latin text this counts far fewer."""
+    return math.ceil(len(text) / 4)
 
 
 class TokenizerCounter:
