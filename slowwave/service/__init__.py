@@ -1,10 +1,10 @@
 """slowwave's operations, once for every surface.
 
 Each operation — record, ingest, backfill, consolidate, search, context, facts, history,
-profile, status, forget, revert, runs, quarantine, export, keys — is one method of ``Service``,
-taking the ``Caller`` that asks (a key's tenant and scope, or the operator). It owns the
-defaults, time zones, existence checks, tenancy and the errors (``slowwave.errors``). The
-Python API (``slowwave.Memory``, ``slowwave.forget``, …), the CLI, the REST routes, the MCP
+profile, status, forget, revert, undelete, runs, quarantine, export, keys — is one method of
+``Service``, taking the ``Caller`` that asks (a key's tenant and scope, or the operator). It
+owns the defaults, time zones, existence checks, tenancy and the errors (``slowwave.errors``).
+The Python API (``slowwave.Memory``, ``slowwave.forget``, …), the CLI, the REST routes, the MCP
 tools and the Prefect flows parse their input, call it and render its answer; none of them
 decides anything an operation decides.
 
@@ -27,6 +27,7 @@ from slowwave.service.answers import (
     SearchAnswer,
     Status,
     Tombstone,
+    Undeleted,
 )
 from slowwave.service.caller import Caller
 from slowwave.service.reads import Reads
@@ -50,4 +51,5 @@ __all__ = [
     "Service",
     "Status",
     "Tombstone",
+    "Undeleted",
 ]

@@ -1,4 +1,5 @@
-"""What changes history or the server: forget, revert, runs, quarantine, exports and keys."""
+"""What changes history or the server: forget, revert, undelete, runs, quarantine, exports and
+keys."""
 
 from __future__ import annotations
 
@@ -8,15 +9,16 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from slowwave.models.errors import Forbidden, InvalidRequest
+from slowwave.models.errors import ExportError, Forbidden, InvalidRequest
 from slowwave.models.keys import ApiKey, Scope
 from slowwave.models.tenant import DEFAULT_TENANT, conversation_of
-from slowwave.service.answers import Forgotten, PurgeState
+from slowwave.service.answers import Forgotten, PurgeState, Undeleted
 from slowwave.service.caller import Caller
 from slowwave.service.core import ServiceCore
-from slowwave.tasks.export import ExportReport
+from slowwave.tasks.export import ExportReport, drop_target
 from slowwave.tasks.export import export as export_to
 from slowwave.tasks.forget import ForgetReport, forget_conversation, forget_fact
+from slowwave.tasks.history import fact_history, undelete
 from slowwave.tasks.keys import create_key, list_keys, revoke_key
 from slowwave.tasks.quarantine import QuarantinedEpisode, list_quarantined, release
 from slowwave.tasks.revert import RevertReport, list_runs, revert_run
@@ -35,13 +37,13 @@ class Admin(ServiceCore):
         purge: bool = True,
         any_tenant: bool = False,
     ) -> Forgotten:
-        """Hard-delete a conversation of the caller's tenant (or one fact) for a privacy
-        request, whatever runs beside it, and leave a tombstone without content. ``purge``
-        (the default everywhere) rewrites the tables and moves the write-ahead log on, so no
-        byte of it stays in the database's files: before the answer in one process, right
-        after it in a server (``purge: queued``; the conversation's status says when).
-        ``any_tenant``: a fact of whichever tenant (the default tenant's admins only, as for
-        runs: the forget deployment names a fact by its id alone)."""
+        """Hard-delete a conversation of the caller's tenant (or one fact: its id, or short
+        id) for a privacy request, whatever runs beside it, and leave a tombstone without
+        content. ``purge`` (the default everywhere) rewrites the tables and moves the
+        write-ahead log on, so no byte of it stays in the database's files: before the answer
+        in one process, right after it in a server (``purge: queued``; the conversation's
+        status says when). ``any_tenant``: a fact of whichever tenant (the default tenant's
+        admins only, as for runs: the forget deployment names a fact by its id alone)."""
         caller.needs(Scope.admin)
         if (conversation_id is None) == (fact_id is None):
             raise InvalidRequest("name a conversation_id or a fact_id, one of them")
@@ -52,6 +54,9 @@ class Admin(ServiceCore):
         if any_tenant:
             self._operator(caller)
         inline = purge and self.purger is None
+        if fact_id is not None:
+            with self.connection() as conn:
+                fact_id = self.resolve(conn, "fact", fact_id)
         with self.reaching():
             if conversation_id is not None:
                 report = forget_conversation(
@@ -63,9 +68,10 @@ class Admin(ServiceCore):
                     purge=inline,
                 )
             else:
+                assert isinstance(fact_id, UUID)
                 report = forget_fact(
                     self.db,
-                    UUID(str(fact_id)),
+                    fact_id,
                     by=caller.name,
                     reason=reason,
                     purge=inline,
@@ -82,13 +88,24 @@ class Admin(ServiceCore):
     def revert(
         self, caller: Caller, run_id: UUID | str, *, reason: str, cascade: bool = False
     ) -> RevertReport:
-        """Undo everything one run applied (with ``cascade``, the runs built on it first). A
-        run spans every tenant: the operator's, or an admin key of the default tenant."""
+        """Undo everything one run (its id, or short id) applied, in one transaction (with
+        ``cascade``, the runs built on it first, newest first). A run spans every tenant: the
+        operator's, or an admin key of the default tenant."""
         self._operator(caller)
         with self.connection() as conn:
-            return revert_run(
-                conn, UUID(str(run_id)), by=caller.name, reason=reason, cascade=cascade
-            )
+            run = self.resolve(conn, "run", run_id)
+            return revert_run(conn, run, by=caller.name, reason=reason, cascade=cascade)
+
+    def undelete(self, caller: Caller, fact_id: UUID | str, *, reason: str) -> Undeleted:
+        """Make an invalidated fact of the caller's tenant (its id, or short id) hold again;
+        a successor that replaced it is ended where it began. Recorded in the decision log
+        with who asked and why."""
+        caller.needs(Scope.admin)
+        with self.connection() as conn:
+            fact = self.resolve(conn, "fact", fact_id)
+            fact_history(conn, fact, tenant=caller.tenant)  # another tenant's is no fact
+            ended = undelete(conn, fact, by=caller.name, reason=reason)
+        return Undeleted(fact_id=fact, successors_ended=ended)
 
     def runs(self, caller: Caller, limit: int = 20) -> list[dict[str, Any]]:
         """The latest runs, newest first, with their counts (a run spans every tenant)."""
@@ -106,6 +123,8 @@ class Admin(ServiceCore):
         caller.needs(Scope.admin)
         keys = [caller.key(c) for c in conversations] if conversations else None
         with self.connection() as conn:
+            for conversation, key in zip(conversations or [], keys or [], strict=True):
+                self.require(conn, key, conversation)
             episodes = list_quarantined(conn, conversations=keys, tenant=caller.tenant)
         return [
             e.model_copy(
@@ -123,44 +142,75 @@ class Admin(ServiceCore):
         *,
         reason: str,
         conversations: Sequence[str] | None = None,
-        episodes: Sequence[UUID] | None = None,
+        episodes: Sequence[UUID | str] | None = None,
     ) -> dict[str, int]:
         """Release quarantined episodes of the tenant (of ``conversations``, or the
-        ``episodes`` named; every one when neither is given): how many per conversation."""
+        ``episodes`` named by id or short id; every one when neither is given) back to
+        pending, their attempts reset: how many per conversation."""
         caller.needs(Scope.write)
+        if not reason.strip():
+            raise InvalidRequest(
+                "a release needs a reason (who asked, and why)", code="reason_required"
+            )
         keys = [caller.key(c) for c in conversations] if conversations else None
         with self.connection() as conn:
-            if keys is None and not episodes:
+            for conversation, key in zip(conversations or [], keys or [], strict=True):
+                self.require(conn, key, conversation)
+            named = [self.resolve(conn, "episode", e) for e in episodes] if episodes else None
+            if keys is None:  # the tenant's: an episode named of another tenant is left alone
                 keys = sorted(
                     {e.conversation_id for e in list_quarantined(conn, tenant=caller.tenant)}
                 )
                 if not keys:
                     return {}
-            released = release(conn, reason, conversations=keys, episodes=episodes)
+            released = release(conn, reason, conversations=keys, episodes=named)
         return {conversation_of(k): n for k, n in released.items()}
 
     def export(
         self,
         caller: Caller,
-        to: str | Path,
+        to: str | Path | None = None,
         *,
         what: str | Sequence[str] | None = None,
         since: date | datetime | str | None = None,
     ) -> ExportReport:
-        """Bring the Parquet export at ``to`` (a folder or ``s3://bucket/prefix``) up to date:
-        the partitions (tenant and day) of ``what`` (facts, versions, decisions, runs; episodes
-        when named; default ``SLOWWAVE_EXPORT_WHAT``) whose rows changed since it was last
-        written, from ``since`` on (a day, a time or a run's id) when given."""
+        """Bring the Parquet export at ``to`` (a folder or ``s3://bucket/prefix``; default
+        ``SLOWWAVE_EXPORT_TO``) up to date: the partitions (tenant and day) of ``what``
+        (facts, versions, decisions, runs; episodes when named; default
+        ``SLOWWAVE_EXPORT_WHAT``) whose rows changed since it was last written, from ``since``
+        on (a day, a time or a run's id) when given. From then on a forget reaches it."""
         self._operator(caller)
+        target = self._export_target(to)
         if isinstance(since, datetime):
             since = since.isoformat()
         with self.reaching():
-            return export_to(self.db, to, what=what or self.settings.export.what, since=since)
+            return export_to(self.db, target, what=what or self.settings.export.what, since=since)
 
-    def keys(self, caller: Caller) -> list[ApiKey]:
+    def drop_export(self, caller: Caller, to: str | Path | None = None) -> str:
+        """Stop reaching the export at ``to`` (default ``SLOWWAVE_EXPORT_TO``): a forget no
+        longer rewrites it; its files stay as they are. Where it was (``ExportError`` when
+        none is registered there)."""
+        self._operator(caller)
+        target = self._export_target(to)
+        with self.reaching():
+            if not drop_target(self.db, target):
+                raise ExportError(f"no export registered at {target}")
+        return str(target)
+
+    def _export_target(self, to: str | Path | None) -> str | Path:
+        target = to or self.settings.export.to
+        if not target:
+            raise ExportError("name where to export: --to DIR|URL, or set SLOWWAVE_EXPORT_TO")
+        return target
+
+    def keys(self, caller: Caller, *, every_tenant: bool = False) -> list[ApiKey]:
+        """The tenant's keys (``every_tenant``: every key; the operator's, or an admin key of
+        the default tenant), newest first, named by their first characters."""
         caller.needs(Scope.admin)
+        if every_tenant:
+            self._operator(caller)
         with self.connection() as conn:
-            return list_keys(conn, caller.tenant)
+            return list_keys(conn, None if every_tenant else caller.tenant)
 
     def create_key(self, caller: Caller, scope: Scope, name: str = "") -> tuple[str, ApiKey]:
         """A new key of the caller's tenant: the key (shown once) and its record."""
@@ -168,10 +218,15 @@ class Admin(ServiceCore):
         with self.connection() as conn:
             return create_key(conn, caller.tenant, scope, by=caller.name, name=name)
 
-    def revoke_key(self, caller: Caller, name: str) -> ApiKey:
+    def revoke_key(self, caller: Caller, name: str, *, any_tenant: bool = False) -> ApiKey:
+        """Revoke the tenant's key that ``name`` (its id, or its first characters) names
+        (``any_tenant``: a key of whichever tenant, as for ``keys``): every request with it is
+        refused from then on."""
         caller.needs(Scope.admin)
+        if any_tenant:
+            self._operator(caller)
         with self.connection() as conn:
-            return revoke_key(conn, name, tenant=caller.tenant)
+            return revoke_key(conn, name, tenant=None if any_tenant else caller.tenant)
 
     @staticmethod
     def _operator(caller: Caller) -> None:

@@ -91,6 +91,13 @@ class Tombstone(BaseModel):
     purged_at: datetime | None
 
 
+class Undeleted(BaseModel):
+    """A fact that holds again, and the successors that replaced it, ended where it began."""
+
+    fact_id: UUID
+    successors_ended: list[UUID]
+
+
 class NewKey(BaseModel):
     key: str = Field(description="Shown this once: only its SHA-256 is kept.")
     record: ApiKey
@@ -107,4 +114,5 @@ __all__ = [
     "SearchAnswer",
     "Status",
     "Tombstone",
+    "Undeleted",
 ]

@@ -28,6 +28,7 @@ from slowwave.models.errors import Busy, DatabaseUnavailable, NotFound
 from slowwave.models.settings import Settings, get_settings
 from slowwave.sql.db import Database, migrate
 from slowwave.tasks.forget import purge_files
+from slowwave.tasks.ids import IdKind, resolve
 from slowwave.tasks.search import SearchPolicy, record_retrieval
 
 logger = logging.getLogger(__name__)
@@ -202,6 +203,12 @@ class ServiceCore:
         ).fetchone()
         if row is None or not row[0]:
             raise not_found(conversation_id)
+
+    @staticmethod
+    def resolve(conn: psycopg.Connection, kind: IdKind, id_: UUID | str) -> UUID:
+        """The id of ``kind`` that ``id_`` names: a UUID as it is; text a whole id, or a short
+        id as the listings print it (``UnknownId``, or ``AmbiguousId`` with the candidates)."""
+        return id_ if isinstance(id_, UUID) else resolve(conn, kind, id_)
 
     def close(self) -> None:
         if self.purger is not None:

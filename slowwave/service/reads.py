@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, Literal
 from uuid import UUID
@@ -18,6 +19,7 @@ from slowwave.service.answers import ContextAnswer, Hit, SearchAnswer, Status, T
 from slowwave.service.caller import Caller
 from slowwave.service.core import ServiceCore, not_found
 from slowwave.tasks.history import fact_history, get_version, list_facts
+from slowwave.tasks.ids import IdKind, shorten
 from slowwave.tasks.profile import Profile, read_profile
 from slowwave.tasks.search import (
     Ranker,
@@ -60,7 +62,7 @@ class Reads(ServiceCore):
         caller.needs(Scope.read)
         key = caller.key(conversation_id)
         self._check_query(query, k)
-        vector = self.embed_query(query)
+        vector = self.embed_query(query) if ranker != "fulltext" else None
         with self.connection() as conn:
             found = search(
                 conn,
@@ -142,17 +144,31 @@ class Reads(ServiceCore):
                 self.require(conn, key, conversation_id)
         return [theirs(f) for f in facts]
 
-    def history(self, caller: Caller, fact_id: UUID) -> list[FactVersion]:
-        """Every version of the fact, oldest first; another tenant's fact is no fact."""
+    def history(self, caller: Caller, fact_id: UUID | str) -> list[FactVersion]:
+        """Every version of the fact (any version's id, or its short id), oldest first;
+        another tenant's fact is no fact."""
         caller.needs(Scope.read)
         with self.connection() as conn:
-            return [theirs(v) for v in fact_history(conn, fact_id, tenant=caller.tenant)]
+            fact = self.resolve(conn, "fact", fact_id)
+            return [theirs(v) for v in fact_history(conn, fact, tenant=caller.tenant)]
 
-    def version(self, caller: Caller, fact_id: UUID, n: int) -> FactVersion:
+    def version(self, caller: Caller, fact_id: UUID | str, n: int) -> FactVersion:
         """Version ``n`` (1 = the first) of the fact's chain."""
         caller.needs(Scope.read)
         with self.connection() as conn:
-            return theirs(get_version(conn, fact_id, n, tenant=caller.tenant))
+            fact = self.resolve(conn, "fact", fact_id)
+            return theirs(get_version(conn, fact, n, tenant=caller.tenant))
+
+    def short_ids(self, caller: Caller, kind: IdKind, ids: Iterable[UUID]) -> dict[UUID, str]:
+        """Each id's short form, as listings print it and every operation that takes an id
+        takes it back: the shortest start of its last group that names it alone among the
+        ids of ``kind``."""
+        caller.needs(Scope.read)
+        ids = list(ids)
+        if not ids:
+            return {}
+        with self.connection() as conn:
+            return shorten(conn, kind, ids)
 
     def profile(self, caller: Caller, conversation_id: str) -> Profile:
         """The conversation's stored profile (written after runs with ``SLOWWAVE_PROFILES``)."""
@@ -167,7 +183,7 @@ class Reads(ServiceCore):
                     "with SLOWWAVE_PROFILES=true",
                     code="no_profile",
                 )
-        return profile
+        return profile.model_copy(update={"conversation_id": conversation_id})
 
     def status(self, caller: Caller, conversation_id: str) -> Status:
         """Episodes pending, consolidated and quarantined; the last consolidation; facts. A
@@ -205,6 +221,12 @@ class Reads(ServiceCore):
         limit = self.settings.serve.max_query_chars
         if not query.strip():
             raise InvalidRequest("the query is empty", code="invalid_query")
+        try:
+            query.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidRequest(
+                "the query is not valid UTF-8 text", code="invalid_query"
+            ) from None
         if len(query) > limit:
             raise InvalidRequest(
                 f"the query has {len(query)} characters, more than {limit}", code="invalid_query"

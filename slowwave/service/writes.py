@@ -3,11 +3,11 @@ consolidate them (here, in this process: the Prefect flows drive the same run)."
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from slowwave.models.errors import TooLarge
+from slowwave.models.errors import Conflict, MalformedAnswer, TooLarge
 from slowwave.models.keys import Scope
 from slowwave.models.llm import load_model
 from slowwave.models.llm.base import StructuredModel
@@ -16,11 +16,14 @@ from slowwave.service.answers import Recorded, Rejected
 from slowwave.service.caller import Caller
 from slowwave.service.core import ServiceCore
 from slowwave.tasks.consolidate import consolidate as consolidate_run
-from slowwave.tasks.ingest.formats import Format
+from slowwave.tasks.history import list_facts
+from slowwave.tasks.ingest.formats import Format, check_sources
 from slowwave.tasks.ingest.policy import IngestPolicy
 from slowwave.tasks.ingest.record import record
 from slowwave.tasks.ingest.report import IngestReport
+from slowwave.tasks.ingest.sources import SourceFile
 from slowwave.tasks.ingest.transcripts import ingest_source
+from slowwave.tasks.profile import Profile, ProfilePolicy, read_profile, refresh_profiles
 
 
 class Writes(ServiceCore):
@@ -53,6 +56,13 @@ class Writes(ServiceCore):
             report = record(self.db, conversation_id, messages, policy)
         return recorded(conversation_id, messages, report)
 
+    @staticmethod
+    def check_source(source: str | Path, format: Format | None = None) -> dict[SourceFile, Format]:
+        """The files of ``source`` and their formats, each checked (there, and of its format)
+        without a database: a surface can refuse a mistaken source before it opens one, and
+        give the answer to ``ingest`` (``checked``), which then does not list it again."""
+        return check_sources(str(source), format)
+
     def ingest(
         self,
         caller: Caller,
@@ -61,17 +71,28 @@ class Writes(ServiceCore):
         format: Format | None = None,
         mapping: Mapping[str, str] | None = None,
         allow_forgotten: bool = False,
+        progress: Callable[[int], None] | None = None,
+        checked: Mapping[SourceFile, Format] | None = None,
     ) -> IngestReport:
         """Transcripts into the caller's tenant's episodes: validated, idempotent, in event
         time; every line refused is in the report, with its reason. ``source``: a file (JSONL,
         Parquet, CSV, LoCoMo), a folder, a glob or an ``s3://`` URL; ``mapping``: the source's
-        column for a field (``{"text": "body"}``)."""
+        column for a field (``{"text": "body"}``); ``progress`` is told the bytes read as they
+        are; ``checked``: what ``check_source`` answered for it."""
         caller.needs(Scope.admin)
         policy = IngestPolicy.of(
             self.settings, allow_forgotten=allow_forgotten, tenant=caller.tenant
         )
         with self.reaching():
-            return ingest_source(self.db, str(source), policy, fmt=format, mapping=mapping)
+            return ingest_source(
+                self.db,
+                str(source),
+                policy,
+                fmt=format,
+                mapping=mapping,
+                progress=progress,
+                checked=checked,
+            )
 
     def consolidate(
         self,
@@ -95,6 +116,41 @@ class Writes(ServiceCore):
         finally:
             if own_model:
                 model.close()
+
+    def refresh_profile(
+        self, caller: Caller, conversation_id: str, *, model: StructuredModel | None = None
+    ) -> Profile:
+        """Write the conversation's profile now, from its active facts, with ``model`` (the
+        settings' by default: loaded, and closed after), whatever ``SLOWWAVE_PROFILES`` says;
+        the profile written. A conversation with no active fact has none to write
+        (``Conflict``); an answer that is no profile keeps the old one, marked stale
+        (``MalformedAnswer``)."""
+        caller.needs(Scope.admin)
+        key = caller.key(conversation_id)
+        with self.connection() as conn:
+            if not list_facts(conn, key):  # active ones
+                self.require(conn, key, conversation_id)
+                raise Conflict(
+                    f"conversation {conversation_id!r} has no active facts: a profile is "
+                    "written from them",
+                    code="no_facts",
+                )
+        own_model = model is None
+        model = model or load_model(self.settings)
+        try:
+            with self.connection() as conn:
+                report = refresh_profiles(conn, model, [key], ProfilePolicy.of(self.settings))
+                profile = read_profile(conn, key)
+        finally:
+            if own_model:
+                model.close()
+        if report.failed or profile is None:
+            raise MalformedAnswer(
+                f"the model did not write a profile of {conversation_id!r}: the stored one "
+                "(if any) is kept, marked stale",
+                code="profile_not_written",
+            )
+        return profile.model_copy(update={"conversation_id": conversation_id})
 
     def backfill(
         self,
