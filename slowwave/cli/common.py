@@ -1,5 +1,6 @@
-"""What every command shares: the consoles, the options, one-line errors, and the database
-opened, migrated and connected once."""
+"""What every command shares: the consoles, the options, one-line errors and how results are
+shown. The operations are the service's (``slowwave.service``): a command opens it with
+``Service.open()`` (the database opened and migrated) and calls it as the operator."""
 
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ from rich.table import Column, Table
 
 from slowwave.models.errors import SlowwaveError
 from slowwave.models.settings import Settings, get_settings
-from slowwave.models.tenant import conversation_key
 from slowwave.sql.db import Database, migrate
 from slowwave.tasks.ingest.transcripts import Format
 
@@ -71,13 +71,6 @@ ConversationsOption = Annotated[
 ]
 
 
-def keys(conversations: list[str] | None, tenant: str) -> list[str] | None:
-    """The stored keys of the tenant's conversations named on the command line."""
-    if conversations is None:
-        return None
-    return [conversation_key(c, tenant) for c in conversations]
-
-
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -114,12 +107,6 @@ def one_line_errors(func: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-@contextmanager
-def open_database(settings: Settings | None = None) -> Iterator[Database]:
-    with Database(settings or get_settings()) as db:
-        yield db
-
-
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 AsOfOption = Annotated[
     datetime | None,
@@ -144,18 +131,11 @@ def operator(by: str | None) -> str:
     return by or getpass.getuser()
 
 
-def ensure_migrated(db: Database) -> None:
-    """Commands that write need the schema; migrating is idempotent and cheap."""
-    migrate(db)
-
-
 @contextmanager
 def connected(settings: Settings | None = None) -> Iterator[psycopg.Connection]:
-    """The one way a command reaches the database: opened (the embedded server started when
-    it is the one), refused with one line when its schema is not this version's, and a pooled
-    connection for the command's work."""
-    with open_database(settings) as db:
-        ensure_migrated(db)
+    """A pooled connection to the database, opened and migrated."""
+    with Database(settings or get_settings()) as db:
+        migrate(db)
         with db.connection() as conn:
             yield conn
 

@@ -18,7 +18,6 @@ from slowwave.cli.common import (
     console,
     errors,
     one_line_errors,
-    open_database,
 )
 from slowwave.cli.ingest import print_ingest
 from slowwave.cli.prefect import flow_api
@@ -29,11 +28,11 @@ from slowwave.models.run import RunSummary
 from slowwave.models.settings import get_settings
 from slowwave.models.tenant import DEFAULT_TENANT, check_tenant, conversation_key, shown
 from slowwave.models.warmup import started_ahead
-from slowwave.sql.db import migrate
+from slowwave.service import Service
 from slowwave.tasks.ingest.columnar import parse_mapping
 from slowwave.tasks.ingest.rejects import Reject
 from slowwave.tasks.ingest.sources import remote
-from slowwave.tasks.ingest.transcripts import IngestReport, check_sources
+from slowwave.tasks.ingest.transcripts import IngestReport
 
 
 @one_line_errors
@@ -52,7 +51,7 @@ def backfill_command(
     from slowwave.flows.backfill import backfill
 
     mapping = parse_mapping(column_map)
-    check_sources(source, fmt)  # before the database, Prefect or a model starts
+    Service.check_source(source, fmt)  # before the database, Prefect or a model starts
     preflight()
     settings = get_settings()
     with started_ahead(settings), flow_api(settings):
@@ -85,8 +84,8 @@ def preflight() -> None:
     database, a schema of another embedding dimension or a model not set up is one line on
     stderr within seconds, not a traceback from inside a flow."""
     settings = get_settings()
-    with open_database(settings) as db:
-        migrate(db)
+    with Service.open(settings):  # reached and migrated
+        pass
     check_runtime(settings)
 
 

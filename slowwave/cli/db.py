@@ -11,12 +11,11 @@ from slowwave.cli.common import (
     console,
     number_column,
     one_line_errors,
-    open_database,
     table,
 )
 from slowwave.models.settings import get_settings
 from slowwave.models.tenant import shown as shown_key
-from slowwave.sql.db import migrate
+from slowwave.sql.db import Database, migrate
 from slowwave.sql.db.embedded import stop_embedded
 from slowwave.sql.db.migrate import check_dimension
 from slowwave.sql.db.status import COUNTS, DatabaseStatus, read_status
@@ -35,7 +34,7 @@ def db_migrate() -> None:
     """Create or upgrade the schema (a no-op when it is current).
 
     Example: DATABASE_URL=postgresql://app@db/memory slowwave db migrate"""
-    with open_database() as db:
+    with Database(get_settings()) as db:
         report = migrate(db)
         for label in report.applied:
             console.print(f"applied  {label}")
@@ -56,7 +55,7 @@ def db_status(
     """Episodes pending / consolidated / quarantined and facts active / invalidated.
 
     Example: slowwave db status --conversations"""
-    with open_database() as db, db.raw_connection() as conn:
+    with Database(get_settings()) as db, db.raw_connection() as conn:  # migrated or not
         status = read_status(conn, db.where(), per_conversation=conversations)
         if status.migrations_pending == 0:  # runs whose process died are marked crashed
             mark_crashed(conn, get_settings().consolidation.claim_lease_s)

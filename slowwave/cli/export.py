@@ -13,13 +13,10 @@ from slowwave.cli.common import (
     emit,
     number_column,
     one_line_errors,
-    open_database,
     table,
 )
-from slowwave.models.errors import ExportError
-from slowwave.models.settings import get_settings
-from slowwave.sql.db import migrate
-from slowwave.tasks.export import WHATS, ExportReport, drop_target, export
+from slowwave.service import Caller, Service
+from slowwave.tasks.export import WHATS, ExportReport
 
 
 def print_report(report: ExportReport) -> None:
@@ -84,16 +81,10 @@ def export_command(
 
     Examples: slowwave export --to ./lake | slowwave export --to s3://audit/slowwave --since
     2026-11-01 | slowwave export --to ./lake --what facts,episodes"""
-    settings = get_settings()
-    target = to or settings.export.to
-    if not target:
-        raise ExportError("name where to export: --to DIR|URL, or set SLOWWAVE_EXPORT_TO")
-    with open_database(settings) as db:
-        migrate(db)
+    with Service.open() as service:
         if drop:
-            if not drop_target(db, target):
-                raise ExportError(f"no export registered at {target}")
+            target = service.drop_export(Caller.operator(), to)
             console.print(f"a forget no longer reaches {target}; its files stay", highlight=False)
             return
-        report = export(db, target, what=what or settings.export.what, since=since)
+        report = service.export(Caller.operator(), to, what=what, since=since)
     emit(report, as_json, lambda: print_report(report))

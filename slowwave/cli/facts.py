@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC
 from typing import Annotated, Any
 
-import psycopg
 import typer
 from rich.table import Column
 
@@ -16,7 +14,6 @@ from slowwave.cli.common import (
     JsonOption,
     ReasonOption,
     TenantOption,
-    connected,
     console,
     emit,
     id_column,
@@ -26,10 +23,9 @@ from slowwave.cli.common import (
     table,
     text_column,
 )
-from slowwave.models.tenant import DEFAULT_TENANT, conversation_key, shown
-from slowwave.tasks.history import fact_history, list_facts, undelete
-from slowwave.tasks.ids import resolve, shorten
-from slowwave.tasks.search import require_known
+from slowwave.models.tenant import DEFAULT_TENANT
+from slowwave.models.tenant import shown as shown_key
+from slowwave.service import Caller, Service
 
 app = typer.Typer(
     rich_markup_mode=None,  # plain help: no <bool> on flags, choices never cut mid-word
@@ -68,11 +64,13 @@ def print_facts(
 
 
 def short_ids(
-    conn: psycopg.Connection, facts: list[Any]
+    service: Service, caller: Caller, facts: list[Any]
 ) -> tuple[dict[uuid.UUID, str], dict[uuid.UUID, str]]:
     """The facts' short ids and their runs'."""
-    runs = shorten(conn, "run", (f.created_by_run_id for f in facts if f.created_by_run_id))
-    return shorten(conn, "fact", (f.id for f in facts)), runs
+    runs = service.short_ids(
+        caller, "run", (f.created_by_run_id for f in facts if f.created_by_run_id)
+    )
+    return service.short_ids(caller, "fact", (f.id for f in facts)), runs
 
 
 @app.callback()
@@ -99,19 +97,12 @@ def facts_command(
         return
     if conversation is None:
         raise typer.BadParameter("name a conversation: slowwave facts -c ID")
-    if as_of is not None and as_of.tzinfo is None:
-        as_of = as_of.replace(tzinfo=UTC)
-    with connected() as conn:
-        key = conversation_key(conversation, tenant)
-        facts = [
-            f.model_copy(update={"conversation_id": conversation})
-            for f in list_facts(conn, key, as_of=as_of, everything=everything)
-        ]
-        if not facts:
-            require_known(conn, [key])
-        short, runs = short_ids(conn, facts) if ids and not as_json else ({}, {})
+    caller = Caller.operator(tenant)
+    with Service.open() as service:
+        facts = service.facts(caller, conversation, as_of=as_of, everything=everything)
+        short, runs = short_ids(service, caller, facts) if ids and not as_json else ({}, {})
     scope = "all" if everything else (f"valid at {as_of.isoformat()}" if as_of else "active")
-    title = f"{shown(key)}: {len(facts)} fact(s), {scope}"
+    title = f"{shown_key(caller.key(conversation))}: {len(facts)} fact(s), {scope}"
     emit(
         facts,
         as_json,
@@ -123,14 +114,16 @@ def facts_command(
 @one_line_errors
 def facts_history(
     fact: Annotated[str, typer.Argument(help="Any version's id, or short id (facts --ids).")],
+    tenant: TenantOption = DEFAULT_TENANT,
     as_json: JsonOption = False,
 ) -> None:
     """Every version of a fact, oldest first: what it said, when it held, which run wrote it.
 
     Example: slowwave facts history 5be01c2"""
-    with connected() as conn:
-        versions = fact_history(conn, resolve(conn, "fact", fact))
-        short, runs = short_ids(conn, versions)
+    caller = Caller.operator(tenant)
+    with Service.open() as service:
+        versions = service.history(caller, fact)
+        short, runs = short_ids(service, caller, versions)
     title = f"{len(versions)} version(s)"
     emit(versions, as_json, lambda: print_facts(versions, title, ids=short, runs=runs, ended=True))
 
@@ -140,13 +133,15 @@ def facts_history(
 def facts_undelete(
     fact: Annotated[str, typer.Argument(help="The invalidated fact: its id, or short id.")],
     reason: ReasonOption,
+    tenant: TenantOption = DEFAULT_TENANT,
     by: ByOption = None,
 ) -> None:
     """Make an invalidated fact hold again (a successor that replaced it is ended).
 
     Example: slowwave facts undelete 5be01c2 --reason "invalidated by a misread date"
     """
-    with connected() as conn:
-        fact_id = resolve(conn, "fact", fact)
-        ended = undelete(conn, fact_id, by=operator(by), reason=reason)
-    console.print(f"fact {fact_id} holds again; successor(s) ended: {len(ended)}")
+    with Service.open() as service:
+        done = service.undelete(Caller.operator(tenant, by=operator(by)), fact, reason=reason)
+    console.print(
+        f"fact {done.fact_id} holds again; successor(s) ended: {len(done.successors_ended)}"
+    )

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import uuid
-from dataclasses import asdict
 from typing import Annotated
 
 import typer
@@ -15,21 +12,12 @@ from slowwave.cli.common import (
     ReasonOption,
     TenantOption,
     console,
+    emit,
     one_line_errors,
-    open_database,
     operator,
 )
-from slowwave.models.settings import get_settings
-from slowwave.models.tenant import DEFAULT_TENANT, conversation_key
-from slowwave.sql.db import Database, migrate
-from slowwave.tasks.forget import ForgetReport, forget_conversation, forget_fact
-from slowwave.tasks.ids import resolve
-
-
-def fact_id(db: Database, fact: str | None) -> uuid.UUID:
-    assert fact is not None
-    with db.connection() as conn:
-        return resolve(conn, "fact", fact)
+from slowwave.models.tenant import DEFAULT_TENANT
+from slowwave.service import Caller, Forgotten, Service
 
 
 @one_line_errors
@@ -58,26 +46,26 @@ def forget_command(
     """
     if (conversation is None) == (fact is None):
         raise typer.BadParameter("name --conversation or --fact, one of them")
-    settings = get_settings()
-    with open_database(settings) as db:
-        migrate(db)
-        report: ForgetReport = (
-            forget_conversation(
-                db,
-                conversation_key(conversation, tenant),
-                home=settings.home,
-                by=operator(by),
-                reason=reason,
-                purge=not no_purge,
-            )
-            if conversation is not None
-            else forget_fact(
-                db, fact_id(db, fact), by=operator(by), reason=reason, purge=not no_purge
-            )
+    with Service.open() as service:
+        report = service.forget(
+            Caller.operator(tenant, by=operator(by)),
+            reason=reason,
+            conversation_id=conversation,
+            fact_id=fact,
+            purge=not no_purge,
         )
-    if as_json:
-        typer.echo(json.dumps(asdict(report), indent=2))
-        return
+    emit(report, as_json, lambda: print_forgotten(report))
+
+
+# what a forget's purge state means to the operator who ran it here
+PURGE_SHOWN = {
+    "done": "files rewritten: yes",
+    "skipped": "files rewritten: no (--no-purge)",
+    "queued": "files rewritten: after this answer",
+}
+
+
+def print_forgotten(report: Forgotten) -> None:
     console.print(f"{report.kind}: {sum(report.rows.values())} row(s) removed", highlight=False)
     for table_name, count in report.rows.items():
         console.print(f"  {table_name}: {count}", highlight=False)
@@ -85,9 +73,14 @@ def forget_command(
         console.print(f"  reject lines under the home: {report.reject_lines}", highlight=False)
     if report.export_files:
         console.print(f"  export files rewritten: {report.export_files}", highlight=False)
-    for note in report.export_notes:
-        console.print(f"[bold yellow]warning:[/] export {note}", highlight=False, soft_wrap=True)
+    if report.export_notes:
+        console.print(
+            f"[bold yellow]warning:[/] {report.export_notes} export(s) could not be rewritten "
+            "(the warnings on stderr name them)",
+            highlight=False,
+            soft_wrap=True,
+        )
     console.print(
-        "files rewritten: yes" if report.purged else f"files rewritten: no ({report.purge_note})",
+        PURGE_SHOWN.get(report.purge, f"files rewritten: no ({report.purge_note})"),
         highlight=False,
     )

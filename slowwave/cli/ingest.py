@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 
 from rich.progress import (
@@ -22,22 +21,14 @@ from slowwave.cli.common import (
     SourceArgument,
     TenantOption,
     console,
-    ensure_migrated,
     errors,
     one_line_errors,
-    open_database,
 )
-from slowwave.models.settings import Settings, get_settings
-from slowwave.models.tenant import DEFAULT_TENANT, check_tenant
+from slowwave.models.tenant import DEFAULT_TENANT
+from slowwave.service import Caller, Service
 from slowwave.tasks.ingest.columnar import parse_mapping
-from slowwave.tasks.ingest.sources import SourceFile, file_size
-from slowwave.tasks.ingest.transcripts import (
-    Format,
-    IngestPolicy,
-    IngestReport,
-    check_sources,
-    ingest_source,
-)
+from slowwave.tasks.ingest.report import IngestReport
+from slowwave.tasks.ingest.sources import file_size
 
 
 @one_line_errors
@@ -53,52 +44,27 @@ def ingest_command(
     Examples: slowwave ingest chats.jsonl | slowwave ingest lake/ --map text=body |
     slowwave ingest 'lake/2023-*.parquet' | slowwave ingest locomo10.json --format locomo"""
     mapping = parse_mapping(column_map)
-    checked = check_sources(source, fmt)  # before the database starts
-    report = run_ingest(
-        source,
-        fmt,
-        allow_forgotten=allow_forgotten,
-        tenant=check_tenant(tenant),
-        mapping=mapping,
-        checked=checked,
+    caller = Caller.operator(tenant)
+    checked = Service.check_source(source, fmt)  # before the database starts
+    columns = (
+        TextColumn("[bold]ingest[/] {task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
     )
-    print_ingest(report)
-
-
-def run_ingest(
-    source: str | Path,
-    fmt: Format | None,
-    settings: Settings | None = None,
-    *,
-    allow_forgotten: bool = False,
-    tenant: str = DEFAULT_TENANT,
-    mapping: dict[str, str] | None = None,
-    checked: Mapping[SourceFile, Format] | None = None,
-) -> IngestReport:
-    """Ingest with a progress bar of the bytes of every file (``checked``: the files and
-    their formats, when already listed)."""
-    settings = settings or get_settings()
-    with open_database(settings) as db:
-        ensure_migrated(db)
-        columns = (
-            TextColumn("[bold]ingest[/] {task.description}"),
-            BarColumn(),
-            DownloadColumn(),
-            TransferSpeedColumn(),
-            TimeRemainingColumn(),
+    with Service.open() as service, Progress(*columns, console=errors, transient=True) as bar:
+        task = bar.add_task(Path(source).name or source, total=sum(file_size(f) for f in checked))
+        report = service.ingest(
+            caller,
+            source,
+            format=fmt,
+            mapping=mapping,
+            allow_forgotten=allow_forgotten,
+            progress=lambda n: bar.advance(task, n),
+            checked=checked,
         )
-        with Progress(*columns, console=errors, transient=True) as bar:
-            total = sum(file_size(f) for f in checked) if checked is not None else None
-            task = bar.add_task(Path(str(source)).name or str(source), total=total)
-            return ingest_source(
-                db,
-                str(source),
-                IngestPolicy.of(settings, allow_forgotten=allow_forgotten, tenant=tenant),
-                fmt=fmt,
-                progress=lambda n: bar.advance(task, n),
-                mapping=mapping,
-                checked=checked,
-            )
+    print_ingest(report)
 
 
 def print_ingest(report: IngestReport) -> None:

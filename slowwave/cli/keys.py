@@ -11,7 +11,6 @@ from rich.table import Column
 from slowwave.cli.common import (
     ByOption,
     JsonOption,
-    connected,
     console,
     emit,
     errors,
@@ -21,7 +20,7 @@ from slowwave.cli.common import (
 )
 from slowwave.models.keys import ApiKey, Scope
 from slowwave.models.tenant import DEFAULT_TENANT
-from slowwave.tasks.keys import create_key, list_keys, revoke_key
+from slowwave.service import Caller, Service
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -47,8 +46,8 @@ def keys_create(
 
     Example: slowwave keys create --tenant acme --scope write --name "support bot"
     """
-    with connected() as conn:
-        key, record = create_key(conn, tenant, scope, by=operator(by), name=name)
+    with Service.open() as service:
+        key, record = service.create_key(Caller.operator(tenant, by=operator(by)), scope, name=name)
     if as_json:
         emit({"key": key, **record.model_dump(mode="json")}, True, lambda: None)
         return
@@ -72,8 +71,8 @@ def keys_list(
     """Every key, newest first, named by its first characters (the keys are not kept).
 
     Example: slowwave keys list --tenant acme"""
-    with connected() as conn:
-        keys = list_keys(conn, tenant)
+    with Service.open() as service:
+        keys = service.keys(Caller.operator(tenant or DEFAULT_TENANT), every_tenant=tenant is None)
     emit(keys, as_json, lambda: print_keys(keys))
 
 
@@ -107,13 +106,18 @@ def _when(at: datetime) -> str:
 @one_line_errors
 def keys_revoke(
     key: Annotated[str, typer.Argument(help="The key's id, or its first characters (7 or more).")],
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", "-t", help="Only a key of this tenant.")
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Revoke a key: every request with it is refused from now on.
 
     Example: slowwave keys revoke sw_Ab3dE9x"""
-    with connected() as conn:
-        record = revoke_key(conn, key)
+    with Service.open() as service:
+        record = service.revoke_key(
+            Caller.operator(tenant or DEFAULT_TENANT), key, any_tenant=tenant is None
+        )
     emit(
         record,
         as_json,

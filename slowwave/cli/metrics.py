@@ -6,13 +6,9 @@ from typing import Annotated
 
 import typer
 
-from slowwave.cli.common import (
-    console,
-    ensure_migrated,
-    one_line_errors,
-    open_database,
-)
+from slowwave.cli.common import console, one_line_errors
 from slowwave.metrics import metrics_text, serve_metrics
+from slowwave.service import Service
 
 
 @one_line_errors
@@ -27,8 +23,8 @@ def metrics_command(
     """Decision metrics of every finished run, in the Prometheus text format.
 
     Example: slowwave metrics > /var/lib/node_exporter/slowwave.prom"""
-    with open_database() as db:
-        ensure_migrated(db)
+    with Service.open() as service:
+        db = service.db
         if not serve:
             typer.echo(metrics_text(db), nl=False)
             return

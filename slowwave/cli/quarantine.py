@@ -13,21 +13,17 @@ from slowwave.cli.common import (
     ConversationsOption,
     JsonOption,
     TenantOption,
-    connected,
     console,
     emit,
     id_column,
-    keys,
     number_column,
     one_line_errors,
     table,
     text_column,
 )
 from slowwave.models.tenant import DEFAULT_TENANT
-from slowwave.models.tenant import shown as shown_key
-from slowwave.tasks.ids import resolve, shorten
-from slowwave.tasks.quarantine import QuarantinedEpisode, list_quarantined, release
-from slowwave.tasks.search import require_known
+from slowwave.service import Caller, Service
+from slowwave.tasks.quarantine import QuarantinedEpisode
 
 app = typer.Typer(
     rich_markup_mode=None,  # plain help: no <bool> on flags, choices never cut mid-word
@@ -43,15 +39,13 @@ def quarantine_list(
     tenant: TenantOption = DEFAULT_TENANT,
     as_json: JsonOption = False,
 ) -> None:
-    """Quarantined episodes with their attempts and last error, oldest first.
+    """The tenant's quarantined episodes with their attempts and last error, oldest first.
 
     Example: slowwave quarantine list -c dana"""
-    named = keys(conversation, tenant)
-    with connected() as conn:
-        if named:
-            require_known(conn, named)
-        episodes = list_quarantined(conn, conversations=named)
-        short = shorten(conn, "episode", (e.id for e in episodes))
+    caller = Caller.operator(tenant)
+    with Service.open() as service:
+        episodes = service.quarantined(caller, conversation)
+        short = service.short_ids(caller, "episode", (e.id for e in episodes))
     emit(episodes, as_json, lambda: print_quarantined(episodes, short))
 
 
@@ -68,7 +62,7 @@ def print_quarantined(episodes: list[QuarantinedEpisode], short: dict[uuid.UUID,
     )
     for e in episodes:
         shown.add_row(
-            shown_key(e.conversation_id),
+            e.conversation_id,
             short[e.id],
             str(e.attempts),
             e.quarantined_at.astimezone(UTC).strftime("%m-%d %H:%M"),
@@ -90,7 +84,8 @@ def quarantine_release(
         typer.Option("--episode", "-e", help="Only these episodes: ids or short ids."),
     ] = None,
     release_all: Annotated[
-        bool, typer.Option("--all", help="Every quarantined episode of every conversation.")
+        bool,
+        typer.Option("--all", help="Every quarantined episode of the tenant's conversations."),
     ] = False,
 ) -> None:
     """Give quarantined episodes back to pending, attempts reset; the next run takes them.
@@ -100,13 +95,11 @@ def quarantine_release(
     """
     if not (conversation or episode or release_all):
         raise typer.BadParameter("name --conversation or --episode, or say --all")
-    named = keys(conversation, tenant)
-    with connected() as conn:
-        if named:
-            require_known(conn, named)
-        episodes = [resolve(conn, "episode", e) for e in episode] if episode else None
-        released = release(conn, reason, conversations=named, episodes=episodes)
+    with Service.open() as service:
+        released = service.release(
+            Caller.operator(tenant), reason=reason, conversations=conversation, episodes=episode
+        )
     total = sum(released.values())
     console.print(f"released {total} episode(s) in {len(released)} conversation(s)")
     for conversation_id, count in released.items():
-        console.print(f"  {shown_key(conversation_id)}: {count}", highlight=False)
+        console.print(f"  {conversation_id}: {count}", highlight=False)

@@ -12,14 +12,10 @@ from slowwave.cli.common import (
     TenantOption,
     errors,
     one_line_errors,
-    open_database,
 )
-from slowwave.memory import Memory
 from slowwave.models.category import Category
-from slowwave.models.errors import HistoryError
-from slowwave.models.settings import get_settings
-from slowwave.models.tenant import DEFAULT_TENANT, conversation_key
-from slowwave.tasks.search import has_facts
+from slowwave.models.tenant import DEFAULT_TENANT
+from slowwave.service import Caller, Service
 
 
 class OutputFormat(StrEnum):
@@ -57,8 +53,9 @@ def search_command(
     if ranker not in ("hybrid", "vector", "fulltext"):
         raise typer.BadParameter("--ranker must be hybrid, vector or fulltext")
     shape = "json" if output is OutputFormat.json else "split" if split_guidelines else "markdown"
-    with Memory(get_settings(), tenant=tenant) as memory:
-        answer = memory.search(
+    with Service.open() as service:
+        answer = service.search(
+            Caller.operator(tenant),
             query,
             conversation,
             k,
@@ -84,8 +81,8 @@ def context_command(
     """Guidelines and top identity / preference facts for a system prompt.
 
     Example: slowwave context -c dana --budget 300"""
-    with Memory(get_settings(), tenant=tenant) as memory:
-        block = memory.context(conversation, budget).context
+    with Service.open() as service:
+        block = service.context(Caller.operator(tenant), conversation, budget).context
     typer.echo(block)
     if not block.strip():
         errors.print(no_facts(conversation), highlight=False, soft_wrap=True)
@@ -103,35 +100,22 @@ def profile_command(
     """The model-written profile of a conversation's active facts.
 
     Example: slowwave profile -c dana --refresh"""
-    settings = get_settings()
-    if refresh:
-        from slowwave.models.llm import load_model
-        from slowwave.tasks.profile import ProfilePolicy, refresh_profiles
-
-        with open_database(settings) as db, db.connection() as conn:
-            if not has_facts(conn, conversation_key(conversation, tenant)):
-                raise HistoryError(f"conversation {conversation!r} has no facts")
-            model = load_model(settings)
-            try:
-                report = refresh_profiles(
-                    conn,
-                    model,
-                    [conversation_key(conversation, tenant)],
-                    ProfilePolicy.of(settings),
-                )
-            finally:
-                model.close()
-        if report.failed:
-            raise HistoryError(f"the model did not write a profile of {conversation!r}")
-    with Memory(settings, tenant=tenant) as memory:
-        profile = memory.profile(conversation)
-    if profile.profile is None:
-        raise HistoryError(
-            f"no profile of {conversation!r} yet: set SLOWWAVE_PROFILES=true for runs to write "
-            "them, or run `slowwave profile --refresh`"
-        )
+    caller = Caller.operator(tenant)
+    with Service.open() as service:
+        if refresh:
+            profile = service.refresh_profile(caller, conversation)
+        else:
+            profile = service.profile(caller, conversation)
     if as_json:
         typer.echo(profile.model_dump_json())
+        return
+    if profile.profile is None:
+        errors.print(
+            f"the profile of {conversation!r} has no text: its facts changed since it was "
+            "written (`slowwave profile --refresh` writes it now)",
+            highlight=False,
+            soft_wrap=True,
+        )
         return
     state = "stale: its facts changed since" if profile.stale else "current"
     typer.echo(profile.profile)

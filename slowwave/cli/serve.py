@@ -8,11 +8,10 @@ from typing import Annotated
 
 import typer
 
-from slowwave.cli.common import console, errors, one_line_errors, open_database
+from slowwave.cli.common import console, errors, one_line_errors
 from slowwave.models.errors import SlowwaveError
-from slowwave.models.settings import Settings, get_settings
-from slowwave.sql.db import migrate
-from slowwave.tasks.keys import list_keys
+from slowwave.models.settings import get_settings
+from slowwave.service import Caller, Service
 
 
 class ServeRefused(SlowwaveError):
@@ -28,7 +27,7 @@ def loopback(host: str) -> bool:
         return False
 
 
-def check_serving(settings: Settings, host: str, no_auth: bool) -> None:
+def check_serving(service: Service, host: str, no_auth: bool) -> None:
     """Refuse to run open on another address than a loopback one, or with keys on and no key
     that could use it (each caller would be refused)."""
     if no_auth and not loopback(host):
@@ -38,9 +37,8 @@ def check_serving(settings: Settings, host: str, no_auth: bool) -> None:
         )
     if no_auth:
         return
-    with open_database(settings) as db, db.connection() as conn:
-        live = [k for k in list_keys(conn) if k.revoked_at is None]
-    if not live:
+    keys = service.keys(Caller.operator(), every_tenant=True)
+    if not any(k.revoked_at is None for k in keys):
         raise ServeRefused(
             "no API key exists, so every request would be refused: make one with "
             "`slowwave keys create --scope write` (or, on 127.0.0.1 only, pass --no-auth)"
@@ -70,9 +68,8 @@ def serve_command(
     settings = get_settings()
     host = host or settings.serve.host
     port = port or settings.serve.port
-    with open_database(settings) as db:
-        migrate(db)
-    check_serving(settings, host, no_auth)
+    with Service.open(settings) as service:  # reached and migrated
+        check_serving(service, host, no_auth)
     app = create_app(settings, auth=not no_auth, host=host)
     where = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
     console.print(
@@ -97,7 +94,7 @@ def mcp_command() -> None:
             "are what this agent may reach"
         )
     settings = get_settings()
-    with open_database(settings) as db:
-        migrate(db)
+    with Service.open(settings):  # reached and migrated
+        pass
     errors.print("slowwave mcp: serving over stdio", highlight=False)
     run_stdio(settings, key)
