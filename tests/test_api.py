@@ -106,12 +106,14 @@ def test_an_agent_records_messages_through_the_path_ingest_takes(
         first = memory.record(conversation, messages)
         again = memory.record(conversation, messages[:1])
 
-    assert (first.read, first.ingested, first.episodes) == (4, 1, 1)
-    reasons = sorted(r.reason for r in first.first_rejects)
+    assert (first.received, first.recorded, first.episodes_new) == (4, 1, 1)
+    rejected = sorted((r.reason, r.index, r.message_id) for r in first.rejected)
+    reasons = [reason for reason, _, _ in rejected]
     assert reasons[0].startswith("duplicate message_id '1'") and "agent-" not in reasons[0]
     assert reasons[1] == "text: is empty" and reasons[2].startswith("timestamp:")
-    assert (again.ingested, again.episodes) == (0, 0)  # recorded once
+    assert [(i, m) for _, i, m in rejected] == [(3, "1"), (1, "2"), (2, "3")]
+    assert (again.recorded, again.already_recorded, again.episodes_new) == (0, 1, 0)  # once
     slowwave.forget(conversation_id=conversation, reason="erasure", by="dpo", settings=settings)
     with slowwave.Memory(settings) as memory:
         refused = memory.record(conversation, messages[:1])
-    assert (refused.ingested, refused.rejected) == (0, 1)
+    assert (refused.recorded, len(refused.rejected)) == (0, 1)
