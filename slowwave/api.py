@@ -33,7 +33,8 @@ from slowwave.models.settings import Settings
 from slowwave.models.tenant import DEFAULT_TENANT
 from slowwave.service import Caller, Forgotten, Service
 from slowwave.tasks.export import ExportReport
-from slowwave.tasks.ingest.transcripts import Format, IngestReport
+from slowwave.tasks.ingest.formats import Format
+from slowwave.tasks.ingest.report import IngestReport
 from slowwave.tasks.revert import RevertReport
 
 __all__ = ["backfill", "consolidate", "export", "forget", "ingest", "revert"]

@@ -22,7 +22,7 @@ from rich.table import Column, Table
 from slowwave.models.errors import SlowwaveError
 from slowwave.models.settings import Settings, get_settings
 from slowwave.sql.db import Database, migrate
-from slowwave.tasks.ingest.transcripts import Format
+from slowwave.tasks.ingest.formats import Format
 
 console = Console()
 errors = Console(stderr=True)

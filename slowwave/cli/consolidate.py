@@ -31,8 +31,8 @@ from slowwave.models.warmup import started_ahead
 from slowwave.service import Service
 from slowwave.tasks.ingest.columnar import parse_mapping
 from slowwave.tasks.ingest.rejects import Reject
+from slowwave.tasks.ingest.report import IngestReport
 from slowwave.tasks.ingest.sources import remote
-from slowwave.tasks.ingest.transcripts import IngestReport
 
 
 @one_line_errors
