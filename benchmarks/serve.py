@@ -14,7 +14,8 @@ Goals (on two cores): at 1 client the server adds at most 20% to the in-process 
 clients it serves at least 3x the requests/s of 1 client, p99 at most 2x p50, no error;
 recording at least 5,000 messages/s.
 
-    python -m benchmarks.serve [--conversations 7] [--seconds 15] [--levels 1,8,32,64] [--json]
+    python -m benchmarks.serve [--conversations 7] [--questions N] [--seconds 15]
+        [--levels 1,8,32,64] [--record-clients 8] [--port P] [--json]
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import httpx
 import psutil
 
 from benchmarks.report import print_figures
-from slowwave.models.processes import unwind_on_sigterm
+from slowwave.models.processes import free_port, unwind_on_sigterm
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
 
@@ -69,7 +70,7 @@ def prepare(home: Path, data_path: Path, conversations: int) -> list[tuple[str, 
 
     data = json.loads(data_path.read_text(encoding="utf-8"))[:conversations]
     names = {c["sample_id"] for c in data}
-    settings = Settings(home=home, replay_data=data_path, _env_file=None)  # type: ignore[call-arg]
+    settings = Settings(home=home, replay_data=data_path, _env_file=None)
     embedder = load_embedder(settings)
     try:
         with Database(settings) as db:
@@ -98,7 +99,7 @@ def in_process(home: Path, questions: list[tuple[str, str]]) -> dict[str, Any]:
             memory.search(question, conversation, 10)
             latencies.append(time.perf_counter() - started)
             started = time.perf_counter()
-            memory.embedder.embed([question])
+            memory.service.embedder.embed([question])
             embeds.append(time.perf_counter() - started)
     return {
         "requests": len(latencies),
@@ -249,22 +250,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--conversations", type=int, default=7)
+    parser.add_argument("--questions", type=int, default=None, help="the first N (default: all)")
     parser.add_argument("--seconds", type=float, default=15.0, help="per concurrency level")
     parser.add_argument("--levels", default="1,8,32,64")
     parser.add_argument("--record-clients", type=int, default=8)
-    parser.add_argument("--port", type=int, default=18766)
+    parser.add_argument("--port", type=int, default=0, help="default: a free one")
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
+    port = args.port or free_port()
     cores = psutil.cpu_count() or 1
 
     with tempfile.TemporaryDirectory(prefix="slowwave-serve-bench-") as tmp:
         home = Path(tmp)
-        questions = prepare(home, args.data, args.conversations)
+        questions = prepare(home, args.data, args.conversations)[: args.questions]
         baseline = in_process(home, questions)
         key = make_key(home)
-        server = start_server(home, args.port)
-        url = f"http://127.0.0.1:{args.port}"
+        server = start_server(home, port)
+        url = f"http://127.0.0.1:{port}"
         figures: dict[str, Any] = {
             "questions": len(questions),
             "cores": cores,
