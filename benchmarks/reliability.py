@@ -22,7 +22,10 @@ Per scenario: runs, lost episodes (neither consolidated nor quarantined when eve
 ended: must be 0), duplicate active facts (must be 0), and how many end states differ from a
 clean run's (must be 0).
 
-    python -m benchmarks.reliability [--quick] [--json]
+``--points`` takes some fault points instead of all of them (``--quick --points
+commit.before`` runs every scenario once, in well under a minute: the harness, not figures).
+
+    python -m benchmarks.reliability [--quick] [--points NAME ...] [--json]
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +75,16 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes, no flow scenario")
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument(
+        "--points", nargs="+", default=None, metavar="NAME", help="these fault points, not all"
+    )
     args = parser.parse_args()
+    from slowwave.models.faultpoints import POINTS
+
+    points = tuple(args.points or POINTS)
+    unknown = sorted(set(points) - set(POINTS))
+    if unknown:
+        parser.error(f"no fault point {', '.join(unknown)}; one of {', '.join(POINTS)}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     sizes = (
@@ -102,17 +115,17 @@ def main() -> None:
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="slowwave-reliability-") as tmp:
         home = Path(tmp)
-        settings = Settings(home=home, _env_file=None)  # type: ignore[call-arg]
+        settings = Settings(home=home, _env_file=None)
         with Database(settings) as db:
             migrate(db)
             scenarios: dict[str, Callable[[], Scenario]] = {
-                "crash": lambda: crash(db, home, sizes["crash"]),
+                "crash": lambda: crash(db, home, sizes["crash"], points),
                 "concurrency": lambda: concurrency(db, home, sizes["runs"], sizes["concurrent"]),
                 "overtaken": lambda: overtaken(db, home, sizes["overtaken"]),
                 "model_faults": lambda: model_faults(db, home, sizes["healthy"]),
                 "injection": lambda: injection(db, home, sizes["injection"]),
-                "forget_in_flight": lambda: forget_in_flight(db, home, sizes["in_flight"]),
-                "revert_in_flight": lambda: revert_in_flight(db, home, sizes["in_flight"]),
+                "forget_in_flight": lambda: forget_in_flight(db, home, sizes["in_flight"], points),
+                "revert_in_flight": lambda: revert_in_flight(db, home, sizes["in_flight"], points),
             }
             if not args.quick:
                 scenarios["database_faults"] = lambda: database_faults(db, home, args.data)
@@ -196,13 +209,12 @@ def clean_outcome(db: Any, home: Path, conversations: int) -> Any:
 # ── the scenarios ───────────────────────────────────────────────────────────────────────
 
 
-def crash(db: Any, home: Path, conversations: int) -> Scenario:
-    from slowwave.models.faultpoints import POINTS
+def crash(db: Any, home: Path, conversations: int, points: tuple[str, ...]) -> Scenario:
     from tests.reliability.fix_crash import hit_for, kill_at
 
     clean = clean_outcome(db, home, conversations)
     scenario = Scenario()
-    for point in POINTS:
+    for point in points:
         stories(db, conversations)
         said = kill_at(db, home, point, hit_for(point))
         if said != f"AT {point}":
@@ -301,10 +313,9 @@ def injection(db: Any, home: Path, conversations: int) -> Scenario:
     return scenario
 
 
-def forget_in_flight(db: Any, home: Path, conversations: int) -> Scenario:
+def forget_in_flight(db: Any, home: Path, conversations: int, points: tuple[str, ...]) -> Scenario:
     """At every fault point: ``conversations`` stories and a secret one, a forget of the secret
     one while the run is held there."""
-    from slowwave.models.faultpoints import POINTS
     from slowwave.tasks.forget import forget_conversation
     from slowwave.tasks.ingest.load import load_episodes
     from tests.fix_forget import columns_holding, new_marker
@@ -314,7 +325,7 @@ def forget_in_flight(db: Any, home: Path, conversations: int) -> Scenario:
 
     clean = clean_outcome(db, home, conversations)  # of the stories alone
     scenario = Scenario()
-    for point in POINTS:
+    for point in points:
         marker = new_marker()
         secret, episodes = secret_conversation(marker)
         stories(db, conversations)
@@ -324,7 +335,7 @@ def forget_in_flight(db: Any, home: Path, conversations: int) -> Scenario:
             point,
             hit_for(point),
             lambda: consolidate_commands(db, home),
-            lambda s=secret: forget_conversation(db, s, home=home, by="bench", reason="erasure"),
+            partial(forget_conversation, db, secret, home=home, by="bench", reason="erasure"),
         )
         scenario.operation_s_max = max(
             scenario.operation_s_max, round(arrival.seconds_after_release, 2)
@@ -337,10 +348,9 @@ def forget_in_flight(db: Any, home: Path, conversations: int) -> Scenario:
     return scenario
 
 
-def revert_in_flight(db: Any, home: Path, conversations: int) -> Scenario:
+def revert_in_flight(db: Any, home: Path, conversations: int, points: tuple[str, ...]) -> Scenario:
     """At every fault point: a run holding the later days of ``conversations`` stories while
     the run that consolidated their first days is reverted; then a rerun."""
-    from slowwave.models.faultpoints import POINTS
     from slowwave.tasks.ingest.load import load_episodes
     from slowwave.tasks.revert import RevertRefused, revert_run
     from tests.reliability.fix_commands import story_episodes
@@ -351,7 +361,7 @@ def revert_in_flight(db: Any, home: Path, conversations: int) -> Scenario:
     everything = story_episodes(conversations)
     first_days = [e for e in everything if e.start_at.day < 4]
     scenario = Scenario()
-    for point in POINTS:
+    for point in points:
         with db.connection() as conn:
             load_episodes(conn, first_days)
         first = consolidate_commands(db, home)
