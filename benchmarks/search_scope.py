@@ -48,7 +48,7 @@ def fill(conn: Any, conversation: str, count: int, rng: np.random.Generator) -> 
 
     vectors = rng.standard_normal((count, 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    rows = [("interest", f"fact {i}", []) for i in range(count)]
+    rows: list[tuple[str, str, list[str]]] = [("interest", f"fact {i}", []) for i in range(count)]
     copy_facts(conn, conversation, rows, vectors, datetime(2024, 1, 1, tzinfo=UTC))
 
 
@@ -68,7 +68,7 @@ def main() -> None:
     rng = np.random.default_rng(7)
     figures: dict[str, Any] = {"others": args.others, "k": args.k}
     with tempfile.TemporaryDirectory(prefix="slowwave-scope-") as home:
-        settings = Settings(home=Path(home), _env_file=None)  # type: ignore[call-arg]
+        settings = Settings(home=Path(home), _env_file=None)
         with Database(settings) as db:
             migrate(db)
             with db.connection() as conn:
