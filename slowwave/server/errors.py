@@ -1,7 +1,8 @@
 """Every error as one JSON shape, mapped in one place: a ``SlowwaveError`` answers with its
 status and code (``Retry-After`` where it says when to retry, ``WWW-Authenticate`` on 401); a
-request FastAPI could not parse is 422; anything else is a 500 with an incident id in the log,
-never a traceback on the wire."""
+request FastAPI could not parse is 422; a method the path does not take is 405 with ``Allow``
+(every method of the path); anything else is a 500 with an incident id in the log, never a
+traceback on the wire."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match, Route
+from starlette.types import Scope
 
 from slowwave.models.errors import SlowwaveError
 
@@ -54,6 +57,18 @@ def route_of(request: Request) -> str:
     return str(path) if path else "unmatched"
 
 
+def allowed_methods(app: FastAPI, scope: Scope) -> list[str]:
+    """Every method some route takes on this path (FastAPI has a route per method and path:
+    the one that answers 405 knows only its own)."""
+    methods: set[str] = set()
+    for route in app.router.routes:
+        if isinstance(route, Route) and route.methods:
+            match, _ = route.matches(scope)
+            if match is not Match.NONE:
+                methods |= route.methods
+    return sorted(methods)
+
+
 def install(app: FastAPI) -> None:
     """The app's exception handlers."""
 
@@ -79,10 +94,15 @@ def install(app: FastAPI) -> None:
         code = {400: "invalid_body", 404: "no_route", 405: "method_not_allowed"}.get(
             exc.status_code, "http_error"
         )
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            methods = allowed_methods(app, request.scope)
+            if methods:
+                headers["Allow"] = ", ".join(methods)
         return JSONResponse(
             error_body(exc.status_code, code, str(exc.detail)),
             status_code=exc.status_code,
-            headers=exc.headers,
+            headers=headers,
         )
 
     @app.exception_handler(Exception)
@@ -98,4 +118,4 @@ def install(app: FastAPI) -> None:
         )
 
 
-__all__ = ["ErrorBody", "error_body", "error_response", "install"]
+__all__ = ["ErrorBody", "allowed_methods", "error_body", "error_response", "install"]
