@@ -352,6 +352,45 @@ def test_the_server_refuses_to_run_open_on_a_network_or_with_no_key(tmp_path: Pa
     run_cli(tmp_path, "db", "stop")
 
 
+def test_a_database_that_is_down_is_a_503_with_a_retry_on_every_surface_never_a_500(
+    tmp_path: Path,
+) -> None:
+    key = make_key(tmp_path, "default", "admin")
+    server = start_server(tmp_path)
+    try:
+        with server.client(key) as http:
+            assert http.get("/v1/keys").status_code == 200  # the pool holds a connection
+        stopped = run_cli(tmp_path, "db", "stop", "--force")
+        assert stopped.returncode == 0, stopped.stderr
+        answers = []
+        with server.client(key) as http:
+            for _ in range(3):  # the pool's connections, broken; then none to be had
+                answers.append(http.get("/v1/conversations/c/facts"))
+                answers.append(http.get("/v1/keys"))
+                answers.append(
+                    http.post("/v1/conversations/c/messages", json={"messages": [said(1)]})
+                )
+            answers.append(http.get("/readyz"))
+        mcp = httpx.post(
+            f"{server.url}/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+            headers={
+                "Accept": "application/json, text/event-stream",
+                "Authorization": f"Bearer {key}",
+            },
+            timeout=60,
+        )
+        for answer in [*answers, mcp]:
+            where = (answer.request.method, answer.request.url.path, answer.text)
+            assert answer.status_code == 503, where
+            assert answer.json()["error"]["code"] == "database_unavailable", where
+            assert int(answer.headers["retry-after"]) >= 1, where
+    finally:
+        server.stop()
+        assert server.process.returncode is not None
+        run_cli(tmp_path, "db", "stop")
+
+
 def test_a_key_over_its_rate_waits_for_the_time_the_bucket_says() -> None:
     limit = RateLimit(rate=10, burst=3)
     assert [limit.take("k") for _ in range(3)] == [None, None, None]
