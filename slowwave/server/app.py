@@ -22,6 +22,7 @@ from slowwave.models.embedding.base import Embedder
 from slowwave.models.settings import Settings
 from slowwave.server import errors
 from slowwave.server.auth import Authenticator
+from slowwave.server.document import with_limits
 from slowwave.server.errors import Outage
 from slowwave.server.middleware import Guard, Measured, RequestMetrics
 from slowwave.server.routes import admin, conversations, facts, operations
@@ -84,6 +85,7 @@ def create_app(
     )
     app.state.registry = registry
     errors.install(app)
+    app.openapi = with_limits(app, settings)  # type: ignore[method-assign]
     for router in (operations.router, conversations.router, facts.router, admin.router):
         app.include_router(router)
     if endpoint is not None:

@@ -9,16 +9,31 @@ from pydantic import BaseModel, Field
 
 from slowwave.models.keys import ApiKey
 from slowwave.models.keys import Scope as KeyScope
-from slowwave.server.deps import ServiceDep, Who
+from slowwave.server.deps import NO_NUL_PATTERN, ServiceDep, Who
 from slowwave.server.responses import errors
 from slowwave.service import NewKey
 
 router = APIRouter(prefix="/v1", tags=["admin"])
 
+# What DELETE /v1/keys/{name} takes from a key's record: its id (a key's `name` is a label).
+_REVOKE = "#/paths/~1v1~1keys~1{name}/delete"
+
+
+def _revokes(where: str) -> dict[str, Any]:
+    return {
+        "revoke": {
+            "operationRef": _REVOKE,
+            "parameters": {"name": f"$response.body#{where}"},
+            "description": "Revoke the key by its id.",
+        }
+    }
+
 
 class KeyRequest(BaseModel):
     scope: KeyScope
-    name: str = Field(default="", max_length=200)
+    name: str = Field(
+        default="", max_length=200, pattern=NO_NUL_PATTERN, description="A label, for people."
+    )
 
 
 @router.get(
@@ -43,8 +58,8 @@ def list_quarantine(service: ServiceDep, who: Who) -> list[dict[str, Any]]:
 
 @router.get(
     "/keys",
-    summary="The tenant's keys (never the keys themselves).",
-    responses=errors(401, 403, 429, 503),
+    summary="The tenant's keys (never the keys themselves), newest first.",
+    responses={200: {"links": _revokes("/0/id")}, **errors(401, 403, 429, 503)},
 )
 def list_keys(service: ServiceDep, who: Who) -> list[ApiKey]:
     return service.keys(who)
@@ -53,7 +68,7 @@ def list_keys(service: ServiceDep, who: Who) -> list[ApiKey]:
 @router.post(
     "/keys",
     summary="A new key of the tenant, shown once.",
-    responses=errors(401, 403, 422, 429, 503),
+    responses={200: {"links": _revokes("/record/id")}, **errors(401, 403, 413, 422, 429, 503)},
 )
 def create_key(body: KeyRequest, service: ServiceDep, who: Who) -> NewKey:
     key, record = service.create_key(who, body.scope, body.name)
@@ -66,6 +81,16 @@ def create_key(body: KeyRequest, service: ServiceDep, who: Who) -> NewKey:
     responses=errors(401, 403, 404, 422, 429, 503),
 )
 def revoke_key(
-    name: Annotated[str, Path(min_length=7, max_length=100)], service: ServiceDep, who: Who
+    name: Annotated[
+        str,
+        Path(
+            min_length=7,
+            max_length=100,
+            pattern=NO_NUL_PATTERN,
+            description="The key's id, the key, or at least 7 characters of its prefix.",
+        ),
+    ],
+    service: ServiceDep,
+    who: Who,
 ) -> ApiKey:
     return service.revoke_key(who, name)

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from slowwave.models.category import Category
 from slowwave.models.history import FactVersion
-from slowwave.server.deps import ConversationId, ServiceDep, Who
+from slowwave.server.deps import TEXT_PATTERN, ConversationId, ServiceDep, Who
 from slowwave.server.responses import errors
 from slowwave.service import ContextAnswer, Forgotten, Recorded, SearchAnswer, Status
 from slowwave.service.reads import profile_json
@@ -25,7 +25,9 @@ class RecordRequest(BaseModel):
     messages: list[dict[str, Any]] = Field(
         min_length=1,
         description="Each with message_id, timestamp (ISO 8601 with a zone), speaker, text; "
-        "optionally session_id and surprise (0 to 1).",
+        "optionally session_id and surprise (0 to 1). At most SLOWWAVE_SERVE_MAX_MESSAGES a "
+        "request (413 beyond). A message that cannot be recorded is in the answer's `rejected`, "
+        "with its reason; the others are recorded.",
     )
 
 
@@ -51,8 +53,9 @@ def search_memory(
     conversation_id: ConversationId,
     service: ServiceDep,
     who: Who,
-    query: Annotated[str, Query(min_length=1, max_length=100_000)],
-    k: Annotated[int, Query(ge=1, le=10_000)] = 10,
+    # the longest query and the largest k are the server's settings: the document states them
+    query: Annotated[str, Query(min_length=1, pattern=TEXT_PATTERN)],
+    k: Annotated[int, Query(ge=1)] = 10,
     category: Category | None = None,
     as_of: datetime | None = None,
     format: Literal["json", "markdown"] = "json",
@@ -127,7 +130,7 @@ def forget_conversation(
     conversation_id: ConversationId,
     service: ServiceDep,
     who: Who,
-    reason: Annotated[str, Query(min_length=1, max_length=2000)],
+    reason: Annotated[str, Query(min_length=1, max_length=2000, pattern=TEXT_PATTERN)],
     purge: bool = True,
 ) -> Forgotten:
     return service.forget(who, conversation_id=conversation_id, reason=reason, purge=purge)

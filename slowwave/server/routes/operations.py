@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CollectorRegistry, generate_latest
 
 from slowwave.models.errors import SlowwaveError
@@ -16,7 +16,7 @@ from slowwave.sql.db.migrate import pending_migrations
 router = APIRouter(tags=["operations"])
 
 
-@router.get("/healthz", summary="The process answers.")
+@router.get("/healthz", summary="The process answers.", responses=errors())
 def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
@@ -26,7 +26,12 @@ def healthz() -> dict[str, str]:
     summary="The database answers, its schema current.",
     responses={
         200: {"content": {"application/json": {"example": {"status": "ready"}}}},
-        503: {"model": ErrorBody, "description": "The database is busy, down or not migrated."},
+        **errors(),
+        503: {
+            "model": ErrorBody,
+            "description": "The database is busy or down (with `Retry-After`), or its schema "
+            "is not migrated.",
+        },
     },
 )
 def readyz(request: Request, service: ServiceDep) -> JSONResponse:
@@ -45,9 +50,13 @@ def readyz(request: Request, service: ServiceDep) -> JSONResponse:
 @router.get(
     "/metrics",
     summary="Prometheus text: requests and runs.",
-    response_class=PlainTextResponse,
+    # Response: the errors stay JSON in the document, as they are on the wire
+    response_class=Response,
     responses={
-        200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+        200: {
+            "description": "The Prometheus text format.",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        },
         **errors(401, 403, 429, 503),
     },
 )
