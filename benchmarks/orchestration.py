@@ -19,8 +19,12 @@ stages themselves (summed over shards), which is what grows with the data.
    time (the stages' times add up to the wall time), and where the time of a conversation
    goes at the largest. Goals: cost flat within 1.2x, RSS within 1.2x.
 
+``--variants`` picks which of the three run side by side (the ratios need in-process); empty
+``--shards`` and ``--sizes`` skip parts 2 and 3.
+
     python -m benchmarks.orchestration [--compare N] [--repeat R] [--sizes 1000,10000,100000]
-                                       [--shards 1,2,4] [--cluster] [--sessions S] [--json]
+                                       [--shards 1,2,4] [--cluster] [--sessions S]
+                                       [--variants in-process,prefect,prefect+ray] [--json]
 """
 
 from __future__ import annotations
@@ -259,6 +263,12 @@ def main() -> None:
     )
     parser.add_argument("--repeat", type=int, default=1, help="side-by-side rounds, rotated")
     parser.add_argument(
+        "--variants",
+        type=_names,
+        default=list(VARIANTS),
+        help=f"side by side, comma-separated (default: {','.join(VARIANTS)})",
+    )
+    parser.add_argument(
         "--sizes", type=_ints, default=[1_000, 10_000], help="conversations, comma-separated"
     )
     parser.add_argument(
@@ -286,18 +296,19 @@ def main() -> None:
         api_url = str(PREFECT_API_URL.value())
         print(f"Prefect server {api_url}; {os.cpu_count()} CPUs; replay model, MiniLM embedder")
         compared = []
+        variants = args.variants
         for n in range(args.repeat if args.compare else 0):
-            order = list(VARIANTS)[n % len(VARIANTS) :] + list(VARIANTS)[: n % len(VARIANTS)]
+            order = variants[n % len(variants) :] + variants[: n % len(variants)]
             compared += [measure(v, args.compare, args, api_url) for v in order]
         if compared:
             print(f"\nSide by side, {args.compare} conversations x {args.sessions} session(s):")
             show(compared)
-            base = median_seconds(compared, "in-process")
-            for variant in VARIANTS:
-                ratio = median_seconds(compared, variant) / base
+            for variant in variants:
+                ratio = vs_in_process(compared, variant)
+                shown = "in-process not run" if ratio is None else f"{ratio:.2f}x in process"
                 print(
                     f"{variant:>12}: median {median_seconds(compared, variant):.1f} s, "
-                    f"{ratio:.2f}x in process  ({VARIANTS[variant]})"
+                    f"{shown}  ({VARIANTS[variant]})"
                 )
         concurrent = [
             measure("prefect", args.compare, args, api_url, concurrency=k)
@@ -334,6 +345,22 @@ def main() -> None:
 
 def _ints(text: str) -> list[int]:
     return [int(part) for part in text.split(",") if part.strip()]
+
+
+def _names(text: str) -> list[str]:
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = set(names) - set(VARIANTS)
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"variants are {', '.join(VARIANTS)}: not {text!r}")
+    return names
+
+
+def vs_in_process(rows: list[dict[str, Any]], variant: str) -> float | None:
+    """The variant's median time over in-process's (None unless both ran)."""
+    ran = {r["variant"] for r in rows}
+    if not {variant, "in-process"} <= ran:
+        return None
+    return median_seconds(rows, variant) / median_seconds(rows, "in-process")
 
 
 def breakdown(row: dict[str, Any]) -> None:
@@ -378,13 +405,9 @@ def summary_json(
     }
     if scaled:
         out["breakdown_ms"] = {k: round(v, 3) for k, v in _parts(scaled[-1]).items()}
-    if compared:
-        base = median_seconds(compared, "in-process")
-        out["vs_in_process"] = {
-            v: round(median_seconds(compared, v) / base, 3)
-            for v in VARIANTS
-            if any(r["variant"] == v for r in compared)
-        }
+    ratios = {v: vs_in_process(compared, v) for v in VARIANTS}
+    if compared and ratios["in-process"] is not None:
+        out["vs_in_process"] = {v: round(r, 3) for v, r in ratios.items() if r is not None}
     return out
 
 
