@@ -6,9 +6,10 @@ then applied with ``SLOWWAVE_SLOTS`` off and on (a prompt's answer is reused whe
 is byte-identical, so the two settings see the same model decisions and differ only in what
 apply does with them). Per scenario and setting: the active facts left, whether the outcome is
 the right one (the old value ended and the new one active; for the controls, both active),
-the actions the model proposed and the slot keys it gave.
+the actions the model proposed and the slot keys it gave. ``--scenarios N`` runs the first N.
 
-    python -m benchmarks.slots [--model NAME] [--engine llamacpp|openai|vllm] [--json]
+    python -m benchmarks.slots [--model NAME] [--engine llamacpp|openai|vllm] [--scenarios N]
+        [--json]
 """
 
 from __future__ import annotations
@@ -165,15 +166,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=setting_default("llm_model"))
     parser.add_argument("--engine", default="llamacpp")
+    parser.add_argument(
+        "--scenarios", type=int, default=len(SCENARIOS), help="the first N scenarios"
+    )
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     args = parser.parse_args()
+    scenarios = SCENARIOS[: args.scenarios]
     settings = Settings(llm_model=args.model, llm_runtime=args.engine, gate_min_chars=0)
     embedder = load_embedder(settings)
     model = AnswerOnce(load_model(settings))
     started = time.perf_counter()
     results: dict[str, dict[str, Any]] = {}
     try:
-        for scenario in SCENARIOS:
+        for scenario in scenarios:
             results[scenario.name] = {
                 "expect": scenario.expect,
                 **{
@@ -194,7 +199,7 @@ def main() -> None:
         for label in ("slots_off", "slots_on")
     }
     print(
-        f"right of {len(SCENARIOS)}: {summary}; model {model.name}; "
+        f"right of {len(scenarios)}: {summary}; model {model.name}; "
         f"{time.perf_counter() - started:.0f} s"
     )
     if args.json:
