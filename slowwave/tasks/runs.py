@@ -1,4 +1,10 @@
-"""The runs table: a row when a run starts, its summary when it ends."""
+"""The runs table: a row when a run starts, its summary when it ends.
+
+A run's counts are what it committed (migration 0026, ``slowwave_run_counts``): a run still
+marked running, at work or killed before it could say so, is read with the counts of its
+recorded chunks; a run found dead is stored with them; a run that ends stores, count by count,
+the larger of them and its own.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +15,12 @@ import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import psutil
 import psycopg
+from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from slowwave import sql
@@ -27,6 +34,26 @@ if TYPE_CHECKING:
     from slowwave.sql.db import Database
 
 logger = logging.getLogger(__name__)
+
+# A run row's counts: its columns, RunSummary's fields, and what slowwave_run_counts counts
+# from the run's recorded chunks, by the same names.
+RUN_COUNTS = (
+    "conversations",
+    "chunks",
+    "chunks_failed",
+    "episodes_consolidated",
+    "episodes_skipped",
+    "episodes_quarantined",
+    "facts_inserted",
+    "facts_reinforced",
+    "facts_updated",
+    "facts_invalidated",
+    "dedupe_merges",
+    "actions_rejected",
+    "prompt_tokens",
+    "completion_tokens",
+    "prompt_tokens_cached",
+)
 
 
 def start_run(
@@ -49,7 +76,8 @@ def start_run(
 
 
 def mark_crashed(conn: psycopg.Connection, lease_s: int) -> list[UUID]:
-    """Mark the runs that died as crashed, with the counts their chunks recorded; return them.
+    """Mark the runs that died as crashed, with the counts of what they committed; return
+    them. Every run does this as it starts, and `slowwave runs` before it shows them.
 
     Dead: on this host, its process is gone (or the pid now belongs to a younger process):
     its leases are given back at once, so a run restarted after a kill does not wait out
@@ -75,7 +103,7 @@ def mark_crashed(conn: psycopg.Connection, lease_s: int) -> list[UUID]:
     with conn.transaction():
         rows = conn.execute(
             sql.statement("runs_mark_crashed"),
-            {"ids": dead, "reason": "the run's process died; counts from its recorded chunks"},
+            {"ids": dead, "reason": "the run's process died; counts from its committed chunks"},
         ).fetchall()
         crashed = [r[0] for r in rows]
         release(conn, *crashed)
@@ -100,6 +128,7 @@ def finish_run(
     """Store the final counts; status says whether anything failed, or that the operator
     interrupted the run (what it applied before stays; its claims were given back)."""
     summary.finished_at = datetime.now(UTC)
+    count_committed(conn, summary)
     if interrupted:
         summary.status = "interrupted"
     elif error is not None or (summary.chunks and summary.chunks_failed == summary.chunks):
@@ -121,6 +150,28 @@ def finish_run(
                 "error": error,
             },
         )
+
+
+def count_committed(conn: psycopg.Connection, summary: RunSummary) -> None:
+    """Raise each of the summary's counts to what the run committed, where its process counted
+    less: an interrupted process loses the counts of the shards it was waiting on. Read while
+    the run is still marked running (so, from its chunks), after its claims were given back: a
+    chunk whose transaction held some of them is committed by then."""
+    row = show_run(conn, summary.run_id)
+    if row is None:
+        return
+    for name in RUN_COUNTS:
+        setattr(summary, name, max(getattr(summary, name), int(row[name])))
+
+
+def show_run(conn: psycopg.Connection, run_id: UUID) -> dict[str, Any] | None:
+    """One run's row, its counts what it committed while it is marked running (statement
+    runs_show, the columns of runs_list and more); None when there is no such run."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        row: dict[str, Any] | None = cur.execute(
+            sql.statement("runs_show"), {"run_id": run_id}
+        ).fetchone()
+    return row
 
 
 def decision_similarity(conn: psycopg.Connection, run_id: UUID) -> dict[str, SimilarityHistogram]:
