@@ -1,4 +1,6 @@
-"""`slowwave runs`: consolidation runs, listed and reverted."""
+"""`slowwave runs`: consolidation runs, listed, shown and reverted. What they show of a run is
+what it committed (a run killed with SIGKILL included): a run whose process died is marked
+crashed before they show it."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import uuid
 from datetime import UTC
 from typing import Annotated, Any
 
+import psycopg
 import typer
 from rich.table import Column
 
@@ -23,14 +26,15 @@ from slowwave.cli.common import (
     table,
 )
 from slowwave.cli.prefect import flow_api
-from slowwave.models.errors import HistoryError
+from slowwave.models.errors import HistoryError, UnknownId
 from slowwave.models.settings import get_settings
 from slowwave.tasks.ids import resolve, shorten
 from slowwave.tasks.revert import check_revertable, list_runs
+from slowwave.tasks.runs import RUN_COUNTS, mark_crashed, show_run
 
 app = typer.Typer(
     rich_markup_mode=None,  # plain help: no <bool> on flags, choices never cut mid-word
-    help="Consolidation runs: list them, revert one.",
+    help="Consolidation runs: list them, show one, revert one.",
     no_args_is_help=True,
 )
 
@@ -45,9 +49,48 @@ def runs_list(
 
     Example: slowwave runs list -n 5"""
     with connected() as conn:
+        mark_dead(conn)
         runs = list_runs(conn, limit)
         short = shorten(conn, "run", (r["id"] for r in runs))
     emit(runs, as_json, lambda: print_runs(runs, short))
+
+
+def mark_dead(conn: psycopg.Connection) -> None:
+    """Runs whose process died, marked crashed (as the next run would): a run killed with
+    SIGKILL is not shown running forever."""
+    mark_crashed(conn, get_settings().consolidation.claim_lease_s)
+
+
+@app.command("show")
+@one_line_errors
+def runs_show(
+    run: Annotated[str, typer.Argument(help="The run: its id, or short id.")],
+    as_json: JsonOption = False,
+) -> None:
+    """One run: its status, what it committed and the process that ran it.
+
+    Example: slowwave runs show 3f9c2a1"""
+    with connected() as conn:
+        mark_dead(conn)
+        run_id = resolve(conn, "run", run)
+        shown = show_run(conn, run_id)
+    if shown is None:  # a whole id is taken as typed; a reverted run's row may be gone
+        raise UnknownId(f"no run {run_id}")
+    emit(shown, as_json, lambda: print_run(shown))
+
+
+def print_run(run: dict[str, Any]) -> None:
+    shown = table(Column("run " + str(run["id"]), no_wrap=True), Column(str(run["status"])))
+    for key in ("kind", "started_at", "finished_at", "host", "pid", "flow_run_id"):
+        value = run[key]
+        if key.endswith("_at") and value is not None:
+            value = value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        shown.add_row(key.replace("_", " "), "" if value is None else str(value))
+    for key in RUN_COUNTS:
+        shown.add_row(key.replace("_", " "), str(run[key]))
+    if run["error"]:
+        shown.add_row("error", str(run["error"]))
+    console.print(shown)
 
 
 # how `runs list` names a status in its narrow column
