@@ -132,12 +132,32 @@ def test_an_invalid_setting_is_one_line_naming_the_variable_for_every_command(
 def test_search_mistakes_are_one_line_with_exit_code_1(tmp_path: Path) -> None:
     bad_k = run_cli(tmp_path, "search", "tea", "-c", "nobody", "-k", "-1")
     assert bad_k.returncode == 1
-    assert bad_k.stderr.strip().splitlines() == ["error: k must be at least 1, not -1"]
+    assert bad_k.stderr.strip().splitlines() == [
+        "error: k must be from 1 to 100, not -1 [invalid_k]"
+    ]
     unknown = run_cli(tmp_path, "search", "tea", "-c", "nobody")
     assert unknown.returncode == 1
     (line,) = unknown.stderr.strip().splitlines()
-    assert line.startswith("error: conversation 'nobody' has no facts")
+    assert line == "error: no conversation 'nobody': nothing was recorded under that id [not_found]"
     assert unknown.stdout == ""
+
+
+def test_a_search_of_a_conversation_with_no_facts_yet_answers_empty_with_a_note(
+    tmp_path: Path,
+) -> None:
+    source = tmp_path / "chat.jsonl"
+    source.write_text(
+        '{"conversation_id": "c1", "message_id": "1", "timestamp": "2024-02-01T10:00:00Z",'
+        ' "role": "user", "text": "I just adopted a cat called Miso."}\n'
+    )
+    home = tmp_path / "home"
+    assert run_cli(home, "ingest", str(source)).returncode == 0
+    found = run_cli(home, "search", "cat", "-c", "c1", "--format", "json")
+    assert found.returncode == 0, found.stderr  # as REST answers: an empty list
+    assert json.loads(found.stdout)["hits"] == []
+    assert found.stderr.strip().startswith("conversation 'c1' has no facts yet")
+    shown = run_cli(home, "search", "cat", "-c", "c1")
+    assert shown.returncode == 0 and shown.stdout.strip() == "## Semantic Memory"
 
 
 def test_a_query_that_is_not_utf8_is_refused_in_one_line(tmp_path: Path) -> None:
@@ -155,7 +175,7 @@ def test_a_query_that_is_not_utf8_is_refused_in_one_line(tmp_path: Path) -> None
     )
     assert result.returncode == 1
     assert result.stderr.decode().strip().splitlines() == [
-        "error: the query is not valid UTF-8 text"
+        "error: the query is not valid UTF-8 text [invalid_query]"
     ]
 
 
@@ -195,7 +215,7 @@ def test_status_of_a_database_of_another_dimension_says_so_in_one_line(tmp_path:
         (line,) = status.stderr.strip().splitlines()
         assert line == (
             "error: the schema stores 8-dimensional embeddings but SLOWWAVE_EMBEDDING_DIM=384; "
-            "use a database migrated for 384 dimensions or set it back to 8"
+            "use a database migrated for 384 dimensions or set it back to 8 [schema_mismatch]"
         )
         assert "embeddings 8-d" in status.stdout  # what is there is still shown
     finally:
