@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import psycopg
 import pytest
 from psycopg.rows import dict_row
@@ -28,6 +29,7 @@ from slowwave import sql
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database, migrate
 from slowwave.tasks.consolidate import consolidate
+from slowwave.tasks.export import export
 from slowwave.tasks.ingest.load import load_episodes
 from slowwave.tasks.revert import list_runs
 from slowwave.tasks.runs import mark_crashed
@@ -506,8 +508,8 @@ def test_a_run_killed_mid_story_is_listed_with_every_kind_of_decision_it_committ
     db: Database, conn: psycopg.Connection, tmp_path: Path
 ) -> None:
     """Killed just after a commit, mid-run, on stories that reinforce, update and invalidate:
-    listed (the REST statement) while still marked running, then crashed, with what it
-    committed."""
+    listed (the REST statement) and exported while still marked running, then crashed, with
+    what it committed."""
     load_episodes(conn, story_episodes(STORIES))
     conn.commit()
     said = kill_at(db, tmp_path, "commit.after", 3)
@@ -521,6 +523,10 @@ def test_a_run_killed_mid_story_is_listed_with_every_kind_of_decision_it_committ
     (listed,) = list_runs(conn, 20)
     assert listed["status"] == "running"
     assert counts(listed) == what
+    export(db, tmp_path / "lake", what="runs")  # an export taken now says as much
+    (exported,) = pl.read_parquet(tmp_path / "lake" / "runs" / "**" / "*.parquet").to_dicts()
+    assert exported["status"] == "running" and counts(exported) == what
+
     assert mark_crashed(conn, lease_s=3600) == [run_id]
     from slowwave.tasks.runs import show_run
 
