@@ -28,14 +28,15 @@ def test_a_user_reads_reverts_and_forgets_from_the_command_line(
     assert undelete.returncode == 1
     assert (
         undelete.stderr.strip()
-        == f"error: fact {facts[0]['id']} is active: there is nothing to undelete"
+        == f"error: fact {facts[0]['id']} is active: there is nothing to undelete [history_error]"
     )
 
     reverted = run_cli(tmp_path, "runs", "revert", run["id"], "-r", "prompt bug", "--json", **env)
     assert reverted.returncode == 0, reverted.stderr[-2000:]
     assert json.loads(reverted.stdout)["facts_removed"] == len(facts)
     again = run_cli(tmp_path, "runs", "revert", run["id"], "-r", "again", **env)
-    assert again.returncode == 1 and again.stderr.strip() == f"error: no run {run['id']}"
+    assert again.returncode == 1
+    assert again.stderr.strip() == f"error: no run {run['id']} [history_error]"
     assert json.loads(run_cli(tmp_path, "facts", "-c", "conv-30", "--json", **env).stdout) == []
 
     forgot = run_cli(
@@ -43,7 +44,7 @@ def test_a_user_reads_reverts_and_forgets_from_the_command_line(
     )
     assert forgot.returncode == 0, forgot.stderr[-2000:]
     report = json.loads(forgot.stdout)
-    assert report["rows"]["episodes"] == 19 and report["purged"] is True
+    assert report["rows"]["episodes"] == 19 and report["purge"] == "done"
     status = json.loads(
         run_cli(tmp_path, "db", "status", "--conversations", "--json", **env).stdout
     )
