@@ -61,8 +61,8 @@ def test_a_conversation_recorded_one_message_at_a_time_ends_with_the_episodes_of
         reports = [memory.record(slow, [m]) for m in messages]
         once = memory.record(whole, messages)
 
-    assert [r.ingested for r in reports] == [1] * len(messages)
-    assert sum(r.grown for r in reports) == len(messages) - once.episodes
+    assert [r.recorded for r in reports] == [1] * len(messages)
+    assert sum(r.episodes_grown for r in reports) == len(messages) - once.episodes_new
     assert episodes(conn, slow) == episodes(conn, whole)
     assert [e[1] for e in episodes(conn, whole)] == [
         ["m1", "m2", "m3"],
@@ -109,13 +109,13 @@ def test_two_tenants_with_one_conversation_id_keep_apart_through_record_and_forg
         slowwave.Memory(settings, tenant="acme") as acme,
         slowwave.Memory(settings) as ours,
     ):
-        assert acme.record(name, [said(1, T0), said(2, T0)]).ingested == 2
-        assert ours.record(name, [said(1, T0)]).ingested == 1  # the same message id, not a dup
+        assert acme.record(name, [said(1, T0), said(2, T0)]).recorded == 2
+        assert ours.record(name, [said(1, T0)]).recorded == 1  # the same message id, not a dup
         slowwave.forget(
             conversation_id=name, tenant="acme", reason="erasure", by="dpo", settings=settings
         )
-        assert acme.record(name, [said(3, T0)]).rejected == 1  # acme's stays forgotten
-        assert ours.record(name, [said(3, T0)]).ingested == 1  # ours is not
+        assert len(acme.record(name, [said(3, T0)]).rejected) == 1  # acme's stays forgotten
+        assert ours.record(name, [said(3, T0)]).recorded == 1  # ours is not
 
     assert episodes(conn, conversation_key(name, "acme")) == []
     assert [e[1] for e in episodes(conn, name)] == [["m1", "m3"]]
@@ -146,8 +146,9 @@ def test_the_cli_takes_a_tenant_wherever_it_names_a_conversation(tmp_path: Path)
         assert forgot.returncode == 0, forgot.stderr
         after = run_cli(home, "db", "status", "--conversations")
         assert "acme/dana" not in after.stdout and "dana" in after.stdout
-        gone = run_cli(home, "facts", "-c", "dana", "--tenant", "acme")
-        assert gone.returncode == 1 and "no conversation 'acme/dana'" in gone.stderr
+        gone = run_cli(home, "facts", "-c", "dana", "--tenant", "acme")  # as acme names it
+        assert gone.returncode == 1 and "no conversation 'dana'" in gone.stderr
+        assert gone.stderr.strip().endswith("[not_found]")
         bad = run_cli(home, "facts", "-c", "dana", "--tenant", "Not A Tenant")
         assert bad.returncode == 1 and "tenant 'Not A Tenant'" in bad.stderr
     finally:
