@@ -11,14 +11,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from slowwave.memory import Memory
 from slowwave.models.consolidation import ConsolidationOutput
 from slowwave.models.embedding.base import Embedder
+from slowwave.models.errors import Conflict, MalformedAnswer, NotFound
 from slowwave.models.llm.base import GenerationRequest, ModelAnswer, Purpose
 from slowwave.models.llm.tokens import average_tokens
 from slowwave.models.profile import ConversationProfile
 from slowwave.models.settings import Settings
+from slowwave.service import Caller, Service
 from slowwave.sql.db import Database, migrate
 from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.forget import forget_fact
@@ -158,6 +161,37 @@ def test_forgetting_a_fact_takes_the_profile_text_and_a_revert_marks_it_stale(
     assert forgotten is not None and forgotten.profile is None and forgotten.stale
 
 
+def test_a_profile_refreshed_on_demand_is_written_from_the_active_facts_or_refused_in_words(
+    db: Database, conn: psycopg.Connection, settings: Settings, embedder: Embedder
+) -> None:
+    _night(conn, "p-1", 1)
+    consolidate(db, ProfilingModel(ScriptedModel(SCRIPT)), embedder, settings, kind="backfill")
+    add(conn, make_episode("bare", "b-1", "Nothing consolidated yet.", at(2025, 4, 1)))
+    service, operator = Service(settings, db, embedder), Caller.operator()
+    try:
+        with pytest.raises(NotFound) as none:
+            service.profile(operator, "prof")  # profiles are off for runs
+        assert none.value.code == "no_profile"
+
+        written = service.refresh_profile(operator, "prof", model=ProfilingModel(ScriptedModel({})))
+
+        assert written.run_id is None and not written.stale and written.facts == 2
+        assert "nurse in Leeds" in (written.profile or "")
+        assert service.profile(operator, "prof") == written
+        broken = ProfilingModel(ScriptedModel({}), raw='{"profile": ')
+        with pytest.raises(MalformedAnswer):
+            service.refresh_profile(operator, "prof", model=broken)
+        kept = service.profile(operator, "prof")
+        assert kept.stale and kept.profile == written.profile
+        with pytest.raises(Conflict) as bare:
+            service.refresh_profile(operator, "bare", model=broken)
+        assert bare.value.code == "no_facts"
+        with pytest.raises(NotFound):
+            service.refresh_profile(operator, "nobody", model=broken)
+    finally:
+        service.close()
+
+
 def test_the_command_line_prints_the_stored_profile_or_says_how_to_get_one(
     tmp_path: Path, embedder: Embedder
 ) -> None:
@@ -175,4 +209,6 @@ def test_the_command_line_prints_the_stored_profile_or_says_how_to_get_one(
     assert stored["profile"] == "User keeps bees in Oslo." and stored["stale"] is False
     missing = run_cli(tmp_path, "profile", "-c", "nobody")
     assert missing.returncode == 1
-    assert missing.stderr.strip().startswith("error: no profile of 'nobody' yet")
+    assert missing.stderr.strip() == (
+        "error: no conversation 'nobody': nothing was recorded under that id [not_found]"
+    )
