@@ -5,6 +5,7 @@ SIGTERM (as `timeout` stops it) and one that finished with a failed chunk."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -148,7 +149,7 @@ def facts_written(conn: psycopg.Connection, run_id: uuid.UUID) -> int:
     return int(row[0])
 
 
-def counts(row: dict[str, Any]) -> dict[str, int]:
+def counts(row: dict[str, Any]) -> dict[str, Any]:
     return {name: row.get(name) for name in COUNTS}
 
 
@@ -211,21 +212,22 @@ def _wait_committed(night: Night, model: FakeModel, child: subprocess.Popen[str]
 
 
 def _start(night: Night, model: FakeModel, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "slowwave", *args],
-        env={**night.env, **model.env(SLOWWAVE_CHUNK_SIZE="1")},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # what it starts is its own, and stops with it
-    )
+    with (night.home.parent / f"{args[0]}-{len(night.runs)}.log").open("w") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "slowwave", *args],
+            env={**night.env, **model.env(SLOWWAVE_CHUNK_SIZE="1")},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,  # a group of its own: what it starts stops with it
+        )
 
 
 def _stop_group(child: subprocess.Popen[str]) -> None:
-    """A run that a failed test left behind, with what it started."""
-    if child.poll() is None:
+    """Whatever is left of the run's process group (all of it, when a test failed half-way)."""
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(child.pid, signal.SIGKILL)
-        child.wait(30)
+    child.wait(30)
 
 
 @pytest.fixture(scope="module")
