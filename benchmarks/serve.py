@@ -14,7 +14,7 @@ Goals (on two cores): at 1 client the server adds at most 20% to the in-process 
 clients it serves at least 3x the requests/s of 1 client, p99 at most 2x p50, no error;
 recording at least 5,000 messages/s.
 
-    python -m benchmarks.serve [--conversations 7] [--questions N] [--seconds 15]
+    python -m benchmarks.serve [--conversations 7] [--sessions N] [--questions N] [--seconds 15]
         [--levels 1,8,32,64] [--record-clients 8] [--port P] [--json]
 """
 
@@ -58,8 +58,11 @@ def questions_of(data: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return [(c["sample_id"], qa["question"]) for c in data for qa in c["qa"] if qa.get("question")]
 
 
-def prepare(home: Path, data_path: Path, conversations: int) -> list[tuple[str, str]]:
-    """LoCoMo's first ``conversations`` consolidated (replay model) into ``home``."""
+def prepare(
+    home: Path, data_path: Path, conversations: int, sessions: int | None = None
+) -> list[tuple[str, str]]:
+    """LoCoMo's first ``conversations`` (their first ``sessions``, or all) consolidated (replay
+    model) into ``home``."""
     from slowwave.models.embedding import load_embedder
     from slowwave.models.llm.replay import LoCoMoReplayModel
     from slowwave.models.settings import Settings
@@ -71,13 +74,22 @@ def prepare(home: Path, data_path: Path, conversations: int) -> list[tuple[str, 
     data = json.loads(data_path.read_text(encoding="utf-8"))[:conversations]
     names = {c["sample_id"] for c in data}
     settings = Settings(home=home, replay_data=data_path, _env_file=None)
+
+    def first(key: str) -> bool:  # locomo:conv-26:session_3
+        return sessions is None or int(key.split(":")[2].removeprefix("session_")) <= sessions
+
     embedder = load_embedder(settings)
     try:
         with Database(settings) as db:
             migrate(db)
             with db.connection() as conn:
                 load_episodes(
-                    conn, [e for e in read_locomo(data_path) if e.conversation_id in names]
+                    conn,
+                    [
+                        e
+                        for e in read_locomo(data_path)
+                        if e.conversation_id in names and first(e.external_key)
+                    ],
                 )
             consolidate(db, LoCoMoReplayModel(data_path), embedder, settings)
     finally:
@@ -250,6 +262,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--conversations", type=int, default=7)
+    parser.add_argument("--sessions", type=int, default=None, help="the first N of each")
     parser.add_argument("--questions", type=int, default=None, help="the first N (default: all)")
     parser.add_argument("--seconds", type=float, default=15.0, help="per concurrency level")
     parser.add_argument("--levels", default="1,8,32,64")
@@ -263,7 +276,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="slowwave-serve-bench-") as tmp:
         home = Path(tmp)
-        questions = prepare(home, args.data, args.conversations)[: args.questions]
+        questions = prepare(home, args.data, args.conversations, args.sessions)[: args.questions]
         baseline = in_process(home, questions)
         key = make_key(home)
         server = start_server(home, port)
