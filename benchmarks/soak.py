@@ -14,7 +14,10 @@ It checks, and reports:
 - the facts of the conversations consolidated under load equal those of the same run, without
   load, in another home.
 
-    python -m benchmarks.soak [--seconds 300] [--clients 16] [--pending 2] [--json]
+``--sessions N`` loads only the first N sessions of each conversation: a shorter soak, for a
+check that it runs rather than for its figures.
+
+    python -m benchmarks.soak [--seconds 300] [--clients 16] [--pending 2] [--sessions N] [--json]
 """
 
 from __future__ import annotations
@@ -34,24 +37,34 @@ import httpx
 
 from benchmarks.report import print_figures
 from benchmarks.serve import DEFAULT_DATA, questions_of, start_server, stop
-from slowwave.models.processes import unwind_on_sigterm
+from slowwave.models.processes import free_port, unwind_on_sigterm
 
 
 def _settings(home: Path, data: Path) -> Any:
     from slowwave.models.settings import Settings
 
-    return Settings(home=home, replay_data=data, _env_file=None)  # type: ignore[call-arg]
+    return Settings(home=home, replay_data=data, _env_file=None)
 
 
-def _load(home: Path, data: Path, names: set[str]) -> None:
+def _load(home: Path, data: Path, names: set[str], sessions: int | None) -> None:
     from slowwave.sql.db import Database, migrate
     from slowwave.tasks.ingest.load import load_episodes
     from slowwave.tasks.ingest.locomo import read_locomo
 
+    def first(key: str) -> bool:  # locomo:conv-26:session_3
+        return sessions is None or int(key.split(":")[2].removeprefix("session_")) <= sessions
+
     with Database(_settings(home, data)) as db:
         migrate(db)
         with db.connection() as conn:
-            load_episodes(conn, [e for e in read_locomo(data) if e.conversation_id in names])
+            load_episodes(
+                conn,
+                [
+                    e
+                    for e in read_locomo(data)
+                    if e.conversation_id in names and first(e.external_key)
+                ],
+            )
 
 
 def _consolidate(home: Path, data: Path, names: list[str]) -> Any:
@@ -180,9 +193,16 @@ async def _clients(
 
 
 def run_soak(
-    data: Path, *, seconds: float, clients: int, pending: int, port: int = 18780
+    data: Path,
+    *,
+    seconds: float,
+    clients: int,
+    pending: int,
+    port: int = 0,
+    sessions: int | None = None,
 ) -> dict[str, Any]:
-    """The soak, in temporary homes; its figures (the checks as booleans among them)."""
+    """The soak, in temporary homes; its figures (the checks as booleans among them). The
+    replicas listen on ``port`` and the next one (0: on two free ports)."""
     samples = json.loads(data.read_text(encoding="utf-8"))[: 1 + pending]
     with (
         tempfile.TemporaryDirectory(prefix="slowwave-soak-") as tmp,
@@ -190,10 +210,18 @@ def run_soak(
     ):
         home, quiet = Path(tmp), Path(quiet_tmp)
         try:
-            return _soak_in(home, quiet, data, samples, port, seconds, clients)
+            ports = (port, port + 1) if port else _two_free_ports()
+            return _soak_in(home, quiet, data, samples, ports, seconds, clients, sessions)
         finally:
             for each in (home, quiet):
                 _stop_postgres(each, data)
+
+
+def _two_free_ports() -> tuple[int, int]:
+    first = second = free_port()
+    while second == first:
+        second = free_port()
+    return first, second
 
 
 def _stop_postgres(home: Path, data: Path) -> None:
@@ -211,21 +239,22 @@ def _soak_in(
     quiet: Path,
     data: Path,
     samples: list[dict[str, Any]],
-    port: int,
+    ports: tuple[int, int],
     seconds: float,
     clients: int,
+    sessions: int | None,
 ) -> dict[str, Any]:
     searched, consolidated = samples[0]["sample_id"], [s["sample_id"] for s in samples[1:]]
     # the same run without load, for the facts it must end with
-    _load(quiet, data, set(consolidated))
+    _load(quiet, data, set(consolidated), sessions)
     _consolidate(quiet, data, consolidated)
     expected = _facts(quiet, data, consolidated)
 
-    _load(home, data, {searched, *consolidated})
+    _load(home, data, {searched, *consolidated}, sessions)
     _consolidate(home, data, [searched])
     key = _key(home, data)
-    replicas = [start_server(home, port), start_server(home, port + 1)]
-    urls = [f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port + 1}"]
+    replicas = [start_server(home, port) for port in ports]
+    urls = [f"http://127.0.0.1:{port}" for port in ports]
 
     def kill() -> None:
         os.killpg(replicas[0].pid, signal.SIGKILL)
@@ -283,9 +312,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=300.0)
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--pending", type=int, default=2, help="conversations consolidated")
+    parser.add_argument("--sessions", type=int, default=None, help="the first N of each")
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     args = parser.parse_args()
-    figures = run_soak(args.data, seconds=args.seconds, clients=args.clients, pending=args.pending)
+    figures = run_soak(
+        args.data,
+        seconds=args.seconds,
+        clients=args.clients,
+        pending=args.pending,
+        sessions=args.sessions,
+    )
     print_figures(figures, as_json=args.json)
 
 
