@@ -5,14 +5,12 @@ shown. The operations are the service's (``slowwave.service``): a command opens 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
 from datetime import datetime
 from functools import wraps
 from typing import Annotated, Any, ParamSpec, TypeVar
 
-import psycopg
 import typer
 from rich import box
 from rich.console import Console
@@ -20,8 +18,6 @@ from rich.markup import escape
 from rich.table import Column, Table
 
 from slowwave.models.errors import SlowwaveError
-from slowwave.models.settings import Settings, get_settings
-from slowwave.sql.db import Database, migrate
 from slowwave.tasks.ingest.formats import Format
 
 console = Console()
@@ -129,15 +125,6 @@ def operator(by: str | None) -> str:
     import getpass
 
     return by or getpass.getuser()
-
-
-@contextmanager
-def connected(settings: Settings | None = None) -> Iterator[psycopg.Connection]:
-    """A pooled connection to the database, opened and migrated."""
-    with Database(settings or get_settings()) as db:
-        migrate(db)
-        with db.connection() as conn:
-            yield conn
 
 
 def emit(data: Any, as_json: bool, show: Callable[[], None]) -> None:

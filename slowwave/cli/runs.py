@@ -5,10 +5,10 @@ crashed before they show it."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import asdict
 from datetime import UTC
 from typing import Annotated, Any
 
-import psycopg
 import typer
 from rich.table import Column
 
@@ -16,7 +16,6 @@ from slowwave.cli.common import (
     ByOption,
     JsonOption,
     ReasonOption,
-    connected,
     console,
     emit,
     id_column,
@@ -25,12 +24,8 @@ from slowwave.cli.common import (
     operator,
     table,
 )
-from slowwave.cli.prefect import flow_api
-from slowwave.models.errors import HistoryError, UnknownId
-from slowwave.models.settings import get_settings
-from slowwave.tasks.ids import resolve, shorten
-from slowwave.tasks.revert import check_revertable, list_runs
-from slowwave.tasks.runs import RUN_COUNTS, mark_crashed, show_run
+from slowwave.service import Caller, Service
+from slowwave.tasks.runs import RUN_COUNTS
 
 app = typer.Typer(
     rich_markup_mode=None,  # plain help: no <bool> on flags, choices never cut mid-word
@@ -48,17 +43,11 @@ def runs_list(
     """The latest consolidation runs, newest first (short ids: `runs revert` takes them).
 
     Example: slowwave runs list -n 5"""
-    with connected() as conn:
-        mark_dead(conn)
-        runs = list_runs(conn, limit)
-        short = shorten(conn, "run", (r["id"] for r in runs))
+    caller = Caller.operator()
+    with Service.open() as service:
+        runs = service.runs(caller, limit)
+        short = service.short_ids(caller, "run", (r["id"] for r in runs))
     emit(runs, as_json, lambda: print_runs(runs, short))
-
-
-def mark_dead(conn: psycopg.Connection) -> None:
-    """Runs whose process died, marked crashed (as the next run would): a run killed with
-    SIGKILL is not shown running forever."""
-    mark_crashed(conn, get_settings().consolidation.claim_lease_s)
 
 
 @app.command("show")
@@ -70,12 +59,8 @@ def runs_show(
     """One run: its status, what it committed and the process that ran it.
 
     Example: slowwave runs show 3f9c2a1"""
-    with connected() as conn:
-        mark_dead(conn)
-        run_id = resolve(conn, "run", run)
-        shown = show_run(conn, run_id)
-    if shown is None:  # a whole id is taken as typed; a reverted run's row may be gone
-        raise UnknownId(f"no run {run_id}")
+    with Service.open() as service:
+        shown = service.run(Caller.operator(), run)
     emit(shown, as_json, lambda: print_run(shown))
 
 
@@ -137,23 +122,14 @@ def runs_revert(
     by: ByOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Undo everything a run applied, in one transaction (the revert flow, run here).
+    """Undo everything a run applied, in one transaction (as the revert deployment does).
 
     Example: slowwave runs revert 3f9c2a1 --reason "model mis-read dates" --cascade"""
-    from slowwave.flows.history import revert
-
-    if not reason.strip():
-        raise HistoryError("a revert needs a reason (--reason)")
-    with connected() as conn, conn.transaction():
-        run_id = resolve(conn, "run", run)
-        check_revertable(conn, run_id, cascade=cascade)  # refused: one line, no flow
-    with flow_api(get_settings()):
-        state = revert(
-            run_id=str(run_id), reason=reason, by=operator(by), cascade=cascade, return_state=True
+    with Service.open() as service:
+        report = service.revert(
+            Caller.operator(by=operator(by)), run, reason=reason, cascade=cascade
         )
-    result = state.result(raise_on_failure=False)
-    if not state.is_completed() or not isinstance(result, dict):
-        raise HistoryError(f"the revert flow {state.name}: {state.message}")
+    result = {**asdict(report), "runs": [str(r) for r in report.runs]}
     emit(result, as_json, lambda: print_revert(result))
 
 

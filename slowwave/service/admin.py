@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from slowwave.models.errors import ExportError, Forbidden, InvalidRequest
+from slowwave.models.errors import ExportError, Forbidden, InvalidRequest, UnknownId
 from slowwave.models.keys import ApiKey, Scope
 from slowwave.models.tenant import DEFAULT_TENANT, conversation_of
 from slowwave.service.answers import Forgotten, PurgeState, Undeleted
@@ -22,6 +22,7 @@ from slowwave.tasks.history import fact_history, undelete
 from slowwave.tasks.keys import create_key, list_keys, revoke_key
 from slowwave.tasks.quarantine import QuarantinedEpisode, list_quarantined, release
 from slowwave.tasks.revert import RevertReport, list_runs, revert_run
+from slowwave.tasks.runs import mark_crashed, show_run
 
 MAX_RUNS = 1000
 
@@ -108,12 +109,27 @@ class Admin(ServiceCore):
         return Undeleted(fact_id=fact, successors_ended=ended)
 
     def runs(self, caller: Caller, limit: int = 20) -> list[dict[str, Any]]:
-        """The latest runs, newest first, with their counts (a run spans every tenant)."""
+        """The latest runs, newest first, with what each committed (a run spans every
+        tenant). Runs whose process died are marked crashed first, as the next run would: a
+        run killed with SIGKILL is not listed running forever."""
         self._operator(caller)
         if not 1 <= limit <= MAX_RUNS:
             raise InvalidRequest(f"limit must be from 1 to {MAX_RUNS}", code="invalid_limit")
         with self.connection() as conn:
+            mark_crashed(conn, self.settings.consolidation.claim_lease_s)
             return list_runs(conn, limit)
+
+    def run(self, caller: Caller, run_id: UUID | str) -> dict[str, Any]:
+        """One run (its id, or short id): its status, what it committed and the process that
+        ran it; a run whose process died is marked crashed first, as for ``runs``."""
+        self._operator(caller)
+        with self.connection() as conn:
+            mark_crashed(conn, self.settings.consolidation.claim_lease_s)
+            run = self.resolve(conn, "run", run_id)
+            shown = show_run(conn, run)
+        if shown is None:  # a whole id is taken as given; a reverted run's row may be gone
+            raise UnknownId(f"no run {run}")
+        return shown
 
     def quarantined(
         self, caller: Caller, conversations: Sequence[str] | None = None
