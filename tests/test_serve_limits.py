@@ -13,8 +13,9 @@ import pytest
 
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.embedding.batching import EmbeddingBatcher
+from slowwave.models.errors import Busy
 from slowwave.models.settings import Settings
-from slowwave.server.service import ApiError, MemoryService
+from slowwave.service import Service
 from slowwave.sql.db import Database
 
 
@@ -22,16 +23,17 @@ def test_a_busy_pool_answers_503_with_retry_after_at_once_and_a_slow_statement_i
     database: Database, settings: Settings, embedder: Embedder
 ) -> None:
     db = Database(settings, pool_size=1, pool_wait_s=0.2, statement_timeout_ms=300).open()
-    service = MemoryService(settings, db, embedder)
+    service = Service(settings, db, embedder, background=True)  # as a server holds it
     try:
         with service.connection() as held:  # the one connection, taken
             started = time.monotonic()
-            with pytest.raises(ApiError) as busy, service.connection():
+            with pytest.raises(Busy) as busy, service.connection():
                 pass
             waited = time.monotonic() - started
             with pytest.raises(psycopg.errors.QueryCanceled):
                 held.execute("SELECT pg_sleep(2)")
         assert busy.value.status == 503 and busy.value.retry_after_s == 1
+        assert busy.value.code == "busy"
         assert 0.15 <= waited < 1.5
     finally:
         service.close()
