@@ -226,6 +226,11 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
     pending = "Bitmap Index Scan on episodic_memory_pending_idx"
     active = "Bitmap Index Scan on semantic_memory_active_idx"
     claimed = "Index Scan on episodic_memory_claimed_idx"
+    counted = {
+        "Seq Scan on consolidation_chunks",
+        "Seq Scan on decision_log",
+        "Seq Scan on episodic_memory",
+    }
     return {
         "claim": (params(), {pending}),
         "claim_left_pending": (params(), {pending}),
@@ -395,7 +400,9 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
         # index per run on three tables would cost every insert for a rare repair)
         # (runs: a row per night, read whole)
         "run_status": ({"run_id": uuid.uuid4()}, {"Seq Scan on consolidation_runs"}),
-        "runs_list": ({"limit": 20}, {"Seq Scan on consolidation_runs"}),
+        # a run still marked running is counted from what it committed (migration 0026)
+        "runs_list": ({"limit": 20}, {"Seq Scan on consolidation_runs"} | counted),
+        "runs_show": ({"run_id": uuid.uuid4()}, {"Seq Scan on consolidation_runs"} | counted),
         # short ids typed or printed: facts and episodes by their index; runs read whole
         "short_ids": (
             {"prefixes": ["5be01c2", "0a9f"], "kind": "fact", "limit": 2},
@@ -494,6 +501,14 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
         # probed by target in every writing transaction
         "hold_conversations": ({"conversations": ["conv-3", "conv-4"], "exclusive": False}, set()),
         "lock_conversations": ({"conversations": ["conv-3"]}, set()),
+        # a conversation's GET after a forget: its tombstone by target
+        "conversation_tombstone": (
+            {"conversation_id": "conv-3"},
+            {"Index Scan on history_operations_forgotten"},
+        ),
+        # after a purge, the tombstones it purged: the operations are a row per forget or
+        # revert, read whole
+        "tombstones_purged": ({"began": datetime.now(UTC)}, {"Seq Scan on history_operations"}),
         "forgotten_among": (
             {"conversations": ["conv-3", "conv-4"]},
             {"Index Only Scan on history_operations_forgotten"},
