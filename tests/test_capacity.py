@@ -52,7 +52,7 @@ def test_a_conversation_over_its_cap_retires_its_unused_facts_and_keeps_what_was
     kept = sorted(_active(conn))[0]
     memory = Memory(capped, embedder=embedder)
     try:  # an agent is served one of the facts: retrieval is recorded
-        assert kept in [h.fact for h in memory.search(kept, "cap", k=1)]
+        assert kept in [h.fact for h in memory.search(kept, "cap", k=1).hits]
     finally:
         memory.close()
 

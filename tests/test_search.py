@@ -243,12 +243,12 @@ def test_the_python_api_searches_and_builds_context(
     priya: list[uuid.UUID],
 ) -> None:
     with Memory(settings, embedder=embedder) as memory:
-        hits = memory.search("What is Tomasz's job?", "priya", k=2)
-        assert hits[0].id == priya[6]
-        assert memory.markdown(hits).startswith(
+        answer = memory.search("What is Tomasz's job?", "priya", k=2, output="markdown")
+        assert answer.hits[0].id == priya[6]
+        assert (answer.markdown or "").startswith(
             "## Semantic Memory\n- [relationship] Priya's brother"
         )
-        assert "## Behavioral Guidelines" in memory.context("priya", 200)
+        assert "## Behavioral Guidelines" in memory.context("priya", 200).context
 
 
 def test_named_dates_reads_a_day_or_a_month_with_its_year() -> None:
