@@ -10,7 +10,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from slowwave.models.errors import HistoryError
+from slowwave.models.errors import HistoryError, UnknownConversation
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
@@ -72,8 +72,9 @@ def test_forgetting_a_conversation_leaves_no_byte_of_it_and_a_tombstone_without_
     ).fetchall()
     assert tombstone[:4] == ("forget_conversation", digest("secret"), "dpo", "erasure request #12")
     assert tombstone[4]["facts"] == 3 and "secret" not in json.dumps(tombstone[4])
-    with pytest.raises(HistoryError, match="no conversation"):
+    with pytest.raises(UnknownConversation, match="no conversation") as again:
         forget_conversation(db, "secret", home=settings.home, by="dpo", reason="again")
+    assert (again.value.code, again.value.status) == ("not_found", 404)
 
 
 def test_forgetting_one_fact_closes_its_chain_over_the_gap(
