@@ -55,7 +55,7 @@ class Tiny:
 
 
 TINY: dict[str, Tiny] = {
-    "apply": Tiny(("--data", "{data}", "--conversations", "20")),
+    "apply": Tiny(("--data", "{data}", "--quick")),
     "capacity": Tiny(
         (
             "--orchestration",
@@ -105,7 +105,7 @@ TINY: dict[str, Tiny] = {
             "1",
         )
     ),
-    "search_scope": Tiny(("--sizes", "50", "--others", "500", "--queries", "3")),
+    "search_scope": Tiny(("--sizes", "50", "--others", "500", "--queries", "3"), slow=False),
     "serve": Tiny(
         (
             "--data",
