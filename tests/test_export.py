@@ -307,14 +307,17 @@ def test_an_export_url_never_holds_a_secret_and_a_mistake_is_one_line(tmp_path: 
     wrong = run_cli(tmp_path, "export", "--to", str(tmp_path / "lake"), "--what", "facts,memes")
     assert wrong.returncode == 1
     assert wrong.stderr.strip() == (
-        "error: --what: memes; choose from facts, versions, decisions, runs, episodes"
+        "error: --what: memes; choose from facts, versions, decisions, runs, episodes "
+        "[export_refused]"
     )
     nowhere = run_cli(tmp_path, "export")
     assert nowhere.returncode == 1
     assert "--to DIR|URL, or set SLOWWAVE_EXPORT_TO" in nowhere.stderr
     never = run_cli(tmp_path, "export", "--drop", "--to", str(tmp_path / "never"))
     assert never.returncode == 1
-    assert never.stderr.strip() == f"error: no export registered at {tmp_path / 'never'}"
+    assert never.stderr.strip() == (
+        f"error: no export registered at {tmp_path / 'never'} [export_refused]"
+    )
 
 
 def test_polars_reads_back_what_facts_all_json_prints_and_a_forget_reaches_the_export(
@@ -344,7 +347,9 @@ def test_polars_reads_back_what_facts_all_json_prints_and_a_forget_reaches_the_e
     forgot = run_cli(tmp_path, "forget", "-c", "conv-30", "-r", "erasure", "--no-purge", "--json")
 
     assert forgot.returncode == 0, forgot.stderr[-2000:]
-    assert json.loads(forgot.stdout)["export_files"] == 4  # facts, versions, decisions, episodes
+    forgotten = json.loads(forgot.stdout)
+    assert forgotten["export_files"] == 4  # facts, versions, decisions, episodes
+    assert forgotten["export_notes"] == 0 and forgotten["purge"] == "skipped"
     for kind in ("facts", "versions", "decisions", "episodes"):
         held = set(_read(lake, kind)["conversation_id"])
         assert "conv-30" not in held and "conv-26" in held
