@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import psycopg
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
@@ -23,7 +22,6 @@ from slowwave.models.settings import Settings
 from slowwave.server import errors
 from slowwave.server.auth import Authenticator
 from slowwave.server.document import with_limits
-from slowwave.server.errors import Outage
 from slowwave.server.middleware import Guard, Measured, RequestMetrics
 from slowwave.server.routes import admin, conversations, facts, operations
 from slowwave.service import Service
@@ -46,9 +44,7 @@ def create_app(
     if mcp:
         from slowwave.server.mcp import McpEndpoint
 
-        endpoint = McpEndpoint(
-            lambda: state["service"], lambda: state["auth"], lambda: state["outage"], host
-        )
+        endpoint = McpEndpoint(lambda: state["service"], lambda: state["auth"], host)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -63,9 +59,6 @@ def create_app(
         _ = service.embedder  # loaded before the first request, not during it
         state["service"] = app.state.service = service
         state["auth"] = app.state.auth = Authenticator(service, enabled=auth)
-        state["outage"] = app.state.outage = Outage(
-            lambda: psycopg.connect(db.url, connect_timeout=2)
-        )
         registry.register(DecisionCollector(db))
         try:
             if endpoint is not None:

@@ -7,14 +7,9 @@ traceback on the wire."""
 from __future__ import annotations
 
 import logging
-import threading
-import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
-import anyio
-import psycopg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -23,7 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 from starlette.types import Scope
 
-from slowwave.models.errors import Busy, DatabaseUnavailable, SlowwaveError
+from slowwave.models.errors import SlowwaveError
 
 logger = logging.getLogger("slowwave.server")
 
@@ -57,50 +52,6 @@ def error_response(exc: SlowwaveError) -> JSONResponse:
     )
 
 
-class Outage:
-    """Tells a busy pool from a database that is down: both leave a request without a
-    connection in the pool's wait (``Busy``), but a database that does not take a new connection
-    is ``DatabaseUnavailable``. Asked at most once per ``every_s``, whatever the requests that
-    wait for the answer, so that a busy server does not open a connection per refusal."""
-
-    def __init__(self, connect: Callable[[], object], every_s: float = 1.0) -> None:
-        self._connect = connect
-        self.every_s = every_s
-        self._lock = threading.Lock()
-        self._asked = -float("inf")
-        self._down: str | None = None
-
-    def explain(self, exc: SlowwaveError) -> SlowwaveError:
-        """``exc``, or ``DatabaseUnavailable`` where a ``Busy`` is a database that is down
-        (blocks for up to a connection's timeout: call it in a thread)."""
-        if not isinstance(exc, Busy):
-            return exc
-        with self._lock:
-            if time.monotonic() - self._asked >= self.every_s:
-                self._down = self._ask()
-                self._asked = time.monotonic()
-            down = self._down
-        if down is None:
-            return exc
-        return DatabaseUnavailable(f"the database does not answer: {down}")
-
-    def _ask(self) -> str | None:
-        try:
-            connection = self._connect()
-        except psycopg.Error as failed:
-            return " ".join(str(failed).split())[:300]
-        if isinstance(connection, psycopg.Connection):
-            connection.close()
-        return None
-
-
-async def explained(request: Request, exc: SlowwaveError) -> SlowwaveError:
-    outage: Outage | None = getattr(request.app.state, "outage", None)
-    if outage is None or not isinstance(exc, Busy):
-        return exc
-    return await anyio.to_thread.run_sync(outage.explain, exc)
-
-
 def route_of(request: Request) -> str:
     path = getattr(request.scope.get("route"), "path", None)
     return str(path) if path else "unmatched"
@@ -123,7 +74,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(SlowwaveError)
     async def slowwave_error(request: Request, exc: SlowwaveError) -> JSONResponse:
-        return error_response(await explained(request, exc))
+        return error_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -169,10 +120,8 @@ def install(app: FastAPI) -> None:
 
 __all__ = [
     "ErrorBody",
-    "Outage",
     "allowed_methods",
     "error_body",
     "error_response",
-    "explained",
     "install",
 ]

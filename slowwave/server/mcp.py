@@ -29,7 +29,7 @@ from slowwave.models.category import Category
 from slowwave.models.errors import SlowwaveError, Unauthorized
 from slowwave.models.settings import Settings
 from slowwave.server.auth import Authenticator
-from slowwave.server.errors import Outage, error_response
+from slowwave.server.errors import error_response
 from slowwave.service import Caller, Service
 from slowwave.service.reads import profile_json
 
@@ -55,13 +55,8 @@ TOOLS = (
 )
 
 
-def build_server(
-    service: Callable[[], Service],
-    caller: Callable[[Context], Caller],
-    explain: Callable[[SlowwaveError], SlowwaveError] = lambda exc: exc,
-) -> MCPServer:
-    """The MCP server; ``caller`` says who a tool call is (from its context), ``explain`` what
-    an error is (``Outage.explain``: a busy pool on a database that is down)."""
+def build_server(service: Callable[[], Service], caller: Callable[[Context], Caller]) -> MCPServer:
+    """The MCP server; ``caller`` says who a tool call is (from its context)."""
     server: MCPServer = MCPServer(
         name="slowwave", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
     )
@@ -70,14 +65,8 @@ def build_server(
         def run() -> T:
             return work(service(), caller(ctx))
 
-        def explained() -> T:
-            try:
-                return run()
-            except SlowwaveError as exc:
-                raise explain(exc) from None
-
         try:
-            return await anyio.to_thread.run_sync(explained)
+            return await anyio.to_thread.run_sync(run)
         except SlowwaveError as exc:
             raise ToolError(f"{exc.code}: {exc.message}") from None
 
@@ -169,12 +158,9 @@ class KeyGate:
     or bad key, a rate limit or a busy pool), so that no tool is listed or called for a caller
     that REST would refuse."""
 
-    def __init__(
-        self, app: ASGIApp, auth: Callable[[], Authenticator], outage: Callable[[], Outage]
-    ) -> None:
+    def __init__(self, app: ASGIApp, auth: Callable[[], Authenticator]) -> None:
         self.app = app
         self.auth = auth
-        self.outage = outage
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope.get("headers") or [])
@@ -184,7 +170,7 @@ class KeyGate:
             try:
                 self.auth().caller(authorization)
             except SlowwaveError as exc:
-                return self.outage().explain(exc)
+                return exc
             return None
 
         refused = await anyio.to_thread.run_sync(check)
@@ -203,7 +189,6 @@ class McpEndpoint:
         self,
         service: Callable[[], Service],
         auth: Callable[[], Authenticator],
-        outage: Callable[[], Outage],
         host: str = "127.0.0.1",
     ) -> None:
         def caller(ctx: Context) -> Caller:
@@ -211,13 +196,13 @@ class McpEndpoint:
             # the gate counted this request against the key's rate already
             return auth().caller(headers.get("authorization"), limited=False)
 
-        self.server = build_server(service, caller, lambda exc: outage().explain(exc))
+        self.server = build_server(service, caller)
         # DNS rebinding protection on a loopback address (the SDK's default there)
         starlette = self.server.streamable_http_app(
             streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host
         )
         self.routes: list[BaseRoute] = [
-            Route(route.path, KeyGate(route.app, auth, outage), methods=["POST"])
+            Route(route.path, KeyGate(route.app, auth), methods=["POST"])
             if isinstance(route, Route) and route.path == "/mcp"
             else route
             for route in starlette.routes

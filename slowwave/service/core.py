@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Self
@@ -114,6 +115,36 @@ class Purger:
         self._thread.join(timeout=10)
 
 
+class Outage:
+    """Tells a busy pool from a database that is down: both leave a caller without a connection
+    after the pool's wait, but a database that does not take a new connection is down. Asked at
+    most once per ``every_s``, whatever the callers that wait for the answer, so that a busy
+    server does not open a connection per refusal."""
+
+    def __init__(self, db: Database, every_s: float = 1.0) -> None:
+        self._db = db
+        self.every_s = every_s
+        self._lock = threading.Lock()
+        self._asked = -float("inf")
+        self._down: str | None = None
+
+    def down(self) -> str | None:
+        """Why the database does not answer, or None when it does (blocks for up to a
+        connection's timeout)."""
+        with self._lock:
+            if time.monotonic() - self._asked >= self.every_s:
+                self._down = self._ask()
+                self._asked = time.monotonic()
+            return self._down
+
+    def _ask(self) -> str | None:
+        try:
+            psycopg.connect(self._db.url, connect_timeout=2).close()
+        except psycopg.Error as failed:
+            return " ".join(str(failed).split())[:300]
+        return None
+
+
 class ServiceCore:
     """The database, the embedder and the background helpers every operation shares."""
 
@@ -136,6 +167,7 @@ class ServiceCore:
         self._batcher: EmbeddingBatcher | None = None
         self.retrievals: Retrievals | None = Retrievals(db) if background else None
         self.purger: Purger | None = Purger(db) if background else None
+        self.outage = Outage(db)
 
     @classmethod
     @contextmanager
@@ -190,6 +222,9 @@ class ServiceCore:
         try:
             yield
         except PoolTimeout:
+            down = self.outage.down()
+            if down is not None:  # the pool dropped its broken connections and only waits
+                raise DatabaseUnavailable(f"the database does not answer: {down}") from None
             raise Busy("every database connection of this server is busy: retry shortly") from None
         except psycopg.OperationalError as exc:
             raise DatabaseUnavailable(

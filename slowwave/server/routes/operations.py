@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from slowwave.models.errors import SlowwaveError
 from slowwave.models.keys import Scope as KeyScope
 from slowwave.server.deps import ServiceDep, Who
-from slowwave.server.errors import ErrorBody, Outage, error_body, error_response
+from slowwave.server.errors import ErrorBody, error_body, error_response
 from slowwave.server.responses import errors
 from slowwave.sql.db.migrate import pending_migrations
 
@@ -34,13 +34,12 @@ def healthz() -> dict[str, str]:
         },
     },
 )
-def readyz(request: Request, service: ServiceDep) -> JSONResponse:
+def readyz(service: ServiceDep) -> JSONResponse:
     try:
         with service.connection() as conn:
             pending = pending_migrations(conn)
     except SlowwaveError as exc:
-        outage: Outage = request.app.state.outage
-        return error_response(outage.explain(exc))
+        return error_response(exc)
     if pending:
         message = f"the schema lacks migrations {', '.join(pending)}: run `slowwave db migrate`"
         return JSONResponse(error_body(503, "schema_outdated", message), status_code=503)
