@@ -5,7 +5,6 @@ crashed before they show it."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import asdict
 from datetime import UTC
 from typing import Annotated, Any
 
@@ -24,6 +23,9 @@ from slowwave.cli.common import (
     operator,
     table,
 )
+from slowwave.cli.prefect import flow_api
+from slowwave.models.errors import Conflict
+from slowwave.models.settings import get_settings
 from slowwave.service import Caller, Service
 from slowwave.tasks.runs import RUN_COUNTS
 
@@ -122,14 +124,22 @@ def runs_revert(
     by: ByOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Undo everything a run applied, in one transaction (as the revert deployment does).
+    """Undo everything a run applied, in one transaction: the revert flow, run here, so that
+    it shows in the Prefect UI with its artifact like one started from the deployment.
 
     Example: slowwave runs revert 3f9c2a1 --reason "model mis-read dates" --cascade"""
-    with Service.open() as service:
-        report = service.revert(
-            Caller.operator(by=operator(by)), run, reason=reason, cascade=cascade
+    from slowwave.flows.history import revert
+
+    who = operator(by)
+    with Service.open() as service:  # refused: one line, no flow
+        run_id = service.revertable(Caller.operator(by=who), run, reason=reason, cascade=cascade)
+    with flow_api(get_settings()):
+        state = revert(
+            run_id=str(run_id), reason=reason, by=who, cascade=cascade, return_state=True
         )
-    result = {**asdict(report), "runs": [str(r) for r in report.runs]}
+    result = state.result(raise_on_failure=False)
+    if not state.is_completed() or not isinstance(result, dict):
+        raise Conflict(f"the revert flow {state.name}: {state.message}")
     emit(result, as_json, lambda: print_revert(result))
 
 

@@ -21,7 +21,7 @@ from slowwave.tasks.forget import ForgetReport, forget_conversation, forget_fact
 from slowwave.tasks.history import fact_history, undelete
 from slowwave.tasks.keys import create_key, list_keys, revoke_key
 from slowwave.tasks.quarantine import QuarantinedEpisode, list_quarantined, release
-from slowwave.tasks.revert import RevertReport, list_runs, revert_run
+from slowwave.tasks.revert import RevertReport, check_revertable, list_runs, revert_run
 from slowwave.tasks.runs import mark_crashed, show_run
 
 MAX_RUNS = 1000
@@ -96,6 +96,19 @@ class Admin(ServiceCore):
         with self.connection() as conn:
             run = self.resolve(conn, "run", run_id)
             return revert_run(conn, run, by=caller.name, reason=reason, cascade=cascade)
+
+    def revertable(
+        self, caller: Caller, run_id: UUID | str, *, reason: str, cascade: bool = False
+    ) -> UUID:
+        """The run ``run_id`` (an id, or short id) names, if ``revert`` would take it as asked;
+        what it refuses is refused here, before a flow is started for it."""
+        self._operator(caller)
+        if not reason.strip():
+            raise InvalidRequest("a revert needs a reason (--reason)", code="reason_required")
+        with self.connection() as conn, conn.transaction():
+            run = self.resolve(conn, "run", run_id)
+            check_revertable(conn, run, cascade=cascade)
+        return run
 
     def undelete(self, caller: Caller, fact_id: UUID | str, *, reason: str) -> Undeleted:
         """Make an invalidated fact of the caller's tenant (its id, or short id) hold again;
