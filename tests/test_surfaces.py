@@ -276,7 +276,8 @@ def test_a_conversation_that_does_not_exist_is_the_same_error_on_every_surface(
     assert over_rest.status_code == 404
     assert over_rest.json()["error"] == {"status": 404, "code": "not_found", "message": message}
     assert done.returncode == 1 and f"{message} [not_found]" in " ".join(done.stderr.split())
-    assert over_mcp["isError"] and over_mcp["content"][0]["text"] == f"not_found: {message}"
+    # the SDK names the tool before the error: "Error executing tool list_facts: not_found: …"
+    assert over_mcp["isError"] and over_mcp["content"][0]["text"].endswith(f"not_found: {message}")
 
 
 # ── forget ───────────────────────────────────────────────────────────────────
