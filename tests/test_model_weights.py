@@ -163,5 +163,5 @@ def test_models_setup_names_an_unknown_model_in_one_line(tmp_path: Path) -> None
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
         "error: no model named 'gpt-5' in the catalog (known: qwen2.5-coder-1.5b-instruct, "
-        "qwen2.5-coder-0.5b-instruct, smollm2-135m-instruct)"
+        "qwen2.5-coder-0.5b-instruct, smollm2-135m-instruct) [model_not_prepared]"
     ]
