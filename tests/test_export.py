@@ -111,6 +111,25 @@ def test_the_export_read_with_polars_holds_every_version_and_every_decision_by_t
     runs = _read(tmp_path / "lake", "runs")
     assert runs.height == 1 and runs["facts_inserted"][0] > 0
     assert "summary" not in runs.columns and "error" not in runs.columns
+    # a reader's columns, by name, order and type: what an export of an earlier version wrote
+    counts = ["conversations", "chunks", "chunks_failed", "episodes_consolidated"]
+    counts += ["episodes_skipped", "episodes_quarantined", "facts_inserted", "facts_reinforced"]
+    counts += ["facts_updated", "facts_invalidated", "dedupe_merges", "actions_rejected"]
+    assert list(runs.schema.items()) == list(
+        {
+            "id": pl.String,
+            "flow_run_id": pl.String,
+            "kind": pl.String,
+            "status": pl.String,
+            "started_at": pl.Datetime("us", "UTC"),
+            "finished_at": pl.Datetime("us", "UTC"),
+            **dict.fromkeys(counts, pl.Int32),
+            "prompt_tokens": pl.Int64,
+            "prompt_tokens_cached": pl.Int64,
+            "completion_tokens": pl.Int64,
+            "day": pl.Date,
+        }.items()
+    )
     assert not (tmp_path / "lake" / "episodes").exists()  # the text only when asked for
     today = datetime.now(UTC).date().isoformat()
     assert sorted(_files(tmp_path / "lake")) == [
