@@ -400,8 +400,9 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
         # index per run on three tables would cost every insert for a rare repair)
         # (runs: a row per night, read whole)
         "run_status": ({"run_id": uuid.uuid4()}, {"Seq Scan on consolidation_runs"}),
-        # a run still marked running is counted from what it committed (migration 0026)
-        "runs_list": ({"limit": 20}, {"Seq Scan on consolidation_runs"} | counted),
+        # a run still marked running is counted from what it committed (migration 0026); a
+        # list reads the newest runs by their start, not every run (migration 0027)
+        "runs_list": ({"limit": 20}, {"Index Scan on consolidation_runs_started_idx"} | counted),
         "runs_show": ({"run_id": uuid.uuid4()}, {"Seq Scan on consolidation_runs"} | counted),
         # short ids typed or printed: facts and episodes by their index; runs read whole
         "short_ids": (

@@ -25,9 +25,9 @@ from slowwave.cli.common import (
 )
 from slowwave.cli.prefect import flow_api
 from slowwave.models.errors import Conflict
+from slowwave.models.run import RUN_COUNTS
 from slowwave.models.settings import get_settings
 from slowwave.service import Caller, Service
-from slowwave.tasks.runs import RUN_COUNTS
 
 app = typer.Typer(
     rich_markup_mode=None,  # plain help: no <bool> on flags, choices never cut mid-word

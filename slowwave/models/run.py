@@ -7,6 +7,28 @@ from uuid import UUID
 
 from pydantic import BaseModel, Field
 
+# A run row's counts: its columns, RunSummary's fields, what slowwave_run_counts counts from the
+# run's recorded chunks, and the columns of an export's runs table, by the same names and in
+# this order (the tokens last, 64-bit in an export).
+RUN_COUNTS = (
+    "conversations",
+    "chunks",
+    "chunks_failed",
+    "episodes_consolidated",
+    "episodes_skipped",
+    "episodes_quarantined",
+    "facts_inserted",
+    "facts_reinforced",
+    "facts_updated",
+    "facts_invalidated",
+    "dedupe_merges",
+    "actions_rejected",
+    "prompt_tokens",
+    "prompt_tokens_cached",
+    "completion_tokens",
+)
+
+
 # Upper bounds of the decision-similarity histograms (cosine similarity of a decision's fact
 # to its nearest active fact); the last bucket is +Inf.
 SIMILARITY_BOUNDS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0)

@@ -11,6 +11,7 @@ from typing import Any
 import psycopg
 from psycopg import sql as pgsql
 
+from slowwave.models.run import RUN_COUNTS
 from slowwave.tasks.export_target import Target, partition
 
 ROWS_PER_BATCH = 65_536  # rows fetched at a time, and the row group size: memory stays flat
@@ -64,26 +65,7 @@ def schema_of(name: str) -> Any:
             ("status", text),
             ("started_at", ts),
             ("finished_at", ts),
-            *[
-                (n, pa.int32())
-                for n in (
-                    "conversations",
-                    "chunks",
-                    "chunks_failed",
-                    "episodes_consolidated",
-                    "episodes_skipped",
-                    "episodes_quarantined",
-                    "facts_inserted",
-                    "facts_reinforced",
-                    "facts_updated",
-                    "facts_invalidated",
-                    "dedupe_merges",
-                    "actions_rejected",
-                )
-            ],
-            ("prompt_tokens", pa.int64()),
-            ("prompt_tokens_cached", pa.int64()),
-            ("completion_tokens", pa.int64()),
+            *[(n, pa.int64() if "tokens" in n else pa.int32()) for n in RUN_COUNTS],
         ],
         "episodes": [
             ("id", text),

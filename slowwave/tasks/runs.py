@@ -25,7 +25,7 @@ from psycopg.types.json import Jsonb
 
 from slowwave import sql
 from slowwave.models.ids import new_id
-from slowwave.models.run import SIMILARITY_BOUNDS, RunSummary, SimilarityHistogram
+from slowwave.models.run import RUN_COUNTS, SIMILARITY_BOUNDS, RunSummary, SimilarityHistogram
 from slowwave.models.settings import setting_default
 from slowwave.tasks.claim import release, renew
 from slowwave.tasks.forget import hold_conversations
@@ -34,27 +34,6 @@ if TYPE_CHECKING:
     from slowwave.sql.db import Database
 
 logger = logging.getLogger(__name__)
-
-# A run row's counts: its columns, RunSummary's fields, and what slowwave_run_counts counts
-# from the run's recorded chunks, by the same names.
-RUN_COUNTS = (
-    "conversations",
-    "chunks",
-    "chunks_failed",
-    "episodes_consolidated",
-    "episodes_skipped",
-    "episodes_quarantined",
-    "facts_inserted",
-    "facts_reinforced",
-    "facts_updated",
-    "facts_invalidated",
-    "dedupe_merges",
-    "actions_rejected",
-    "prompt_tokens",
-    "completion_tokens",
-    "prompt_tokens_cached",
-)
-
 
 def start_run(
     conn: psycopg.Connection, *, kind: str = "manual", flow_run_id: str | None = None

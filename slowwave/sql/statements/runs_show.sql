@@ -1,25 +1,4 @@
--- One run (slowwave runs show): its row, with the counts of runs_list (what it committed: from
--- its recorded chunks while it is marked running, as stored once it ended) and the process that
--- ran it. Also read as a run ends, before it stores its counts (tasks.runs.count_committed).
-SELECT r.id, r.flow_run_id, r.kind, r.status, r.started_at, r.finished_at, r.host, r.pid,
-       coalesce(c.conversations, r.conversations) AS conversations,
-       coalesce(c.chunks, r.chunks) AS chunks,
-       coalesce(c.chunks_failed, r.chunks_failed) AS chunks_failed,
-       coalesce(c.episodes_consolidated, r.episodes_consolidated) AS episodes_consolidated,
-       coalesce(c.episodes_skipped, r.episodes_skipped) AS episodes_skipped,
-       coalesce(c.episodes_quarantined, r.episodes_quarantined) AS episodes_quarantined,
-       coalesce(c.facts_inserted, r.facts_inserted) AS facts_inserted,
-       coalesce(c.facts_reinforced, r.facts_reinforced) AS facts_reinforced,
-       coalesce(c.facts_updated, r.facts_updated) AS facts_updated,
-       coalesce(c.facts_invalidated, r.facts_invalidated) AS facts_invalidated,
-       coalesce(c.dedupe_merges, r.dedupe_merges) AS dedupe_merges,
-       coalesce(c.actions_rejected, r.actions_rejected) AS actions_rejected,
-       coalesce(c.prompt_tokens, r.prompt_tokens) AS prompt_tokens,
-       coalesce(c.completion_tokens, r.completion_tokens) AS completion_tokens,
-       coalesce(c.prompt_tokens_cached, r.prompt_tokens_cached) AS prompt_tokens_cached,
-       r.error
-FROM consolidation_runs r
-LEFT JOIN LATERAL (  -- OFFSET 0: not pulled up, so the status gates the count (One-Time Filter)
-    SELECT * FROM slowwave_run_counts(r.id) WHERE r.status = 'running' OFFSET 0
-) AS c ON true
-WHERE r.id = %(run_id)s
+-- One run (slowwave runs show): its row with what it committed (the view of migration 0027, as
+-- runs_list) and the process that ran it. Also read as a run ends, before it stores its counts
+-- (tasks.runs.count_committed).
+SELECT * FROM consolidation_run_totals WHERE id = %(run_id)s
