@@ -181,8 +181,11 @@ def _shape(response: httpx.Response | str, conversation: str, fact: str | None) 
     text = re.sub(r"[0-9a-f]{64}", "D", text)  # a tombstone's digest: of the key, its own
     text = re.sub(r"\d{4}-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:\d\d)", "T", text)  # its times
     # whether the purger has reached a tombstone yet is timing, not tenancy: one word for both
-    text = re.sub(r"its bytes (?:were purged at T|are not purged from the database's files yet)",
-                  "its bytes P", text)
+    text = re.sub(
+        r"its bytes (?:were purged at T|are not purged from the database's files yet)",
+        "its bytes P",
+        text,
+    )
     text = re.sub(r'"purged":\s*(?:true|false)', '"purged":P', text)
     text = re.sub(r'"purged_at":\s*(?:null|"T")', '"purged_at":P', text)
     return re.sub(r"[0-9a-f]{8}-[0-9a-f-]{27}", "F", text)

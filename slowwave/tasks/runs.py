@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+
 def start_run(
     conn: psycopg.Connection, *, kind: str = "manual", flow_run_id: str | None = None
 ) -> RunSummary:
