@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
-from types import TracebackType
 from typing import Concatenate, ParamSpec, Self, TypeVar
 
 from slowwave.models.embedding.base import Embedder
@@ -91,10 +90,5 @@ class Memory:
         self.ready()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

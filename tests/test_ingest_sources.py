@@ -18,7 +18,7 @@ from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.ingest.columnar import parse_mapping
 from slowwave.tasks.ingest.policy import IngestPolicy
-from slowwave.tasks.ingest.transcripts import ingest_source
+from slowwave.tasks.ingest.transcripts import ingest
 from tests.fix_processes import run_cli
 
 T0 = datetime(2023, 4, 1, 9, 0, tzinfo=UTC)
@@ -130,9 +130,7 @@ def test_a_folder_of_parquet_and_csv_with_a_column_mapping_lands_every_valid_mes
     db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path
 ) -> None:
     files = _lake(tmp_path / "lake")
-    report = ingest_source(
-        db, str(tmp_path / "lake"), _policy(settings), mapping=parse_mapping(MAPPING)
-    )
+    report = ingest(db, str(tmp_path / "lake"), _policy(settings), mapping=parse_mapping(MAPPING))
     valid = [r for rows in files.values() for r, why in rows if why is None]
     assert report.ingested == len(valid) == 3
     assert _stored(conn) == sorted((r["conv"], str(r["mid"]), r["body"]) for r in valid)
@@ -150,9 +148,7 @@ def test_a_folder_of_parquet_and_csv_with_a_column_mapping_lands_every_valid_mes
     assert got == expected
     assert report.read == sum(len(rows) for rows in files.values())
 
-    again = ingest_source(
-        db, str(tmp_path / "lake"), _policy(settings), mapping=parse_mapping(MAPPING)
-    )
+    again = ingest(db, str(tmp_path / "lake"), _policy(settings), mapping=parse_mapping(MAPPING))
     assert (again.ingested, again.episodes) == (0, 0), "a second run adds nothing"
     assert _stored(conn) == sorted((r["conv"], str(r["mid"]), r["body"]) for r in valid)
 
@@ -177,8 +173,8 @@ def test_a_columnar_row_is_rejected_for_the_reason_its_jsonl_line_is(
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in canonical))
     csv = tmp_path / "same.csv"
     _frame(rows).write_csv(csv)
-    by_line = ingest_source(db, str(jsonl), _policy(settings))
-    by_column = ingest_source(db, str(csv), _policy(settings), mapping=parse_mapping(MAPPING))
+    by_line = ingest(db, str(jsonl), _policy(settings))
+    by_column = ingest(db, str(csv), _policy(settings), mapping=parse_mapping(MAPPING))
     # the JSONL path cannot parse "yesterday" into the reason the columnar path gives
     lines = [r.reason for r in by_line.first_rejects]
     columns = [r.reason for r in by_column.first_rejects]
@@ -198,7 +194,7 @@ def test_a_run_stopped_after_a_file_and_run_again_ends_as_a_clean_run(
         rows = [_row(f"c{n}", i, 10 * i, f"Message {i} of file {n}.") for i in range(1, 9)]
         _frame(rows).write_parquet(lake / f"part-{n}.parquet")
     mapping = parse_mapping(MAPPING)
-    ingest_source(db, str(lake), _policy(settings), mapping=mapping)
+    ingest(db, str(lake), _policy(settings), mapping=mapping)
     clean = conn.execute(
         "SELECT conversation_id, external_key, start_at, end_at, messages FROM episodic_memory "
         "ORDER BY 1, 3"
@@ -214,13 +210,13 @@ def test_a_run_stopped_after_a_file_and_run_again_ends_as_a_clean_run(
     faultpoints.arm("ingest.file.committed", stop, at_hit=2)
     try:
         with pytest.raises(Stopped):
-            ingest_source(db, str(lake), _policy(settings), mapping=mapping)
+            ingest(db, str(lake), _policy(settings), mapping=mapping)
     finally:
         faultpoints.disarm()
     assert conn.execute(
         "SELECT count(DISTINCT conversation_id) FROM episodic_memory"
     ).fetchone() == (2,)
-    resumed = ingest_source(db, str(lake), _policy(settings), mapping=mapping)
+    resumed = ingest(db, str(lake), _policy(settings), mapping=mapping)
     assert resumed.ingested == 16, "only the two files the stopped run did not reach"
     after = conn.execute(
         "SELECT conversation_id, external_key, start_at, end_at, messages FROM episodic_memory "
@@ -252,7 +248,7 @@ def test_a_lake_on_an_object_store_lands_as_the_same_folder_on_disk_does(
             with object_store.open_output_stream(key) as out:
                 out.write(path.read_bytes())
     mapping = {**parse_mapping(MAPPING)}
-    report = ingest_source(db, "s3://lake/2023-archive/", _policy(settings), mapping=mapping)
+    report = ingest(db, "s3://lake/2023-archive/", _policy(settings), mapping=mapping)
     valid = [r for rows in files.values() for r, why in rows if why is None]
     expected = sorted((r["conv"], str(r["mid"]), r["body"]) for r in valid)
     assert _stored(conn) == sorted([*expected, ("cy", "1", "Read from a JSONL object.")])
@@ -263,7 +259,7 @@ def test_a_lake_on_an_object_store_lands_as_the_same_folder_on_disk_does(
     }
     assert report.rejected == sum(why is not None for rows in files.values() for _, why in rows)
     pattern = "s3://lake/2023-archive/*.parquet"
-    globbed = ingest_source(db, pattern, _policy(settings), mapping=mapping)
+    globbed = ingest(db, pattern, _policy(settings), mapping=mapping)
     assert (globbed.read, globbed.ingested) == (len(files[str(tmp_path / "lake" / "a.parquet")]), 0)
 
 
@@ -273,9 +269,9 @@ def test_a_mapping_that_names_no_column_of_the_source_stops_it_before_a_row(
     path = tmp_path / "chats.csv"
     _frame([r for r, why in HOSTILE if why is None]).write_csv(path)
     with pytest.raises(MappingError, match="no column for conversation_id, message_id"):
-        ingest_source(db, str(path), _policy(settings))
+        ingest(db, str(path), _policy(settings))
     with pytest.raises(MappingError, match="no column 'content'"):
-        ingest_source(db, str(path), _policy(settings), mapping={"text": "content"})
+        ingest(db, str(path), _policy(settings), mapping={"text": "content"})
     with pytest.raises(MappingError, match="unknown field 'txt'"):
         parse_mapping("txt=body")
     assert _stored(conn) == []
@@ -347,9 +343,7 @@ def test_rows_and_files_that_could_abort_a_transaction_are_rejected_or_read_as_t
     )
     (lake / "empty.csv").write_text("")
     (lake / "._copy.parquet").write_bytes(b"an editor's shadow file, not Parquet")
-    report = ingest_source(
-        db, str(lake), _policy(settings), since=T0 - timedelta(days=1), until=None
-    )
+    report = ingest(db, str(lake), _policy(settings), since=T0 - timedelta(days=1), until=None)
     assert _stored(conn) == [("odd", "5", "Read from a TSV, tabs and all.")]
     reasons = sorted((Path(r.source).name, r.line, r.reason) for r in report.first_rejects)
     assert reasons == [

@@ -24,7 +24,7 @@ from slowwave.tasks.ingest.formats import Format
 from slowwave.tasks.ingest.policy import IngestPolicy
 from slowwave.tasks.ingest.report import IngestReport
 from slowwave.tasks.ingest.summarize import SummaryReport, summarize_missing
-from slowwave.tasks.ingest.transcripts import ingest_source
+from slowwave.tasks.ingest.transcripts import ingest
 
 
 @task(name="ingest", cache_policy=NONE)
@@ -40,7 +40,7 @@ def ingest_task(
     settings = get_settings()
     with Database(settings) as db:
         migrate(db)
-        report = ingest_source(
+        report = ingest(
             db,
             source,
             IngestPolicy.of(settings, allow_forgotten=allow_forgotten, tenant=tenant),

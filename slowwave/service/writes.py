@@ -22,7 +22,7 @@ from slowwave.tasks.ingest.policy import IngestPolicy
 from slowwave.tasks.ingest.record import record
 from slowwave.tasks.ingest.report import IngestReport
 from slowwave.tasks.ingest.sources import SourceFile
-from slowwave.tasks.ingest.transcripts import ingest_source
+from slowwave.tasks.ingest.transcripts import ingest
 from slowwave.tasks.profile import Profile, ProfilePolicy, read_profile, refresh_profiles
 
 
@@ -84,7 +84,7 @@ class Writes(ServiceCore):
             self.settings, allow_forgotten=allow_forgotten, tenant=caller.tenant
         )
         with self.reaching():
-            return ingest_source(
+            return ingest(
                 self.db,
                 str(source),
                 policy,

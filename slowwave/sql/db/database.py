@@ -11,7 +11,6 @@ import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from types import TracebackType
 from typing import Self
 
 import psycopg
@@ -125,12 +124,7 @@ class Database:
     def __enter__(self) -> Self:
         return self.open()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # ── access ──────────────────────────────────────────────────────────────

@@ -10,7 +10,6 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Self
 
 
@@ -63,10 +62,5 @@ class RejectsReport:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

@@ -21,7 +21,7 @@ import psycopg
 from slowwave.models import faultpoints
 from slowwave.sql.db import Database
 from slowwave.tasks.ingest.columnar import ColumnarSource, read_columnar
-from slowwave.tasks.ingest.formats import Format, check_source, check_sources
+from slowwave.tasks.ingest.formats import Format, check_sources
 from slowwave.tasks.ingest.locomo import ingest_locomo
 from slowwave.tasks.ingest.policy import IngestPolicy, Progress, Window
 from slowwave.tasks.ingest.read import Batch, read_jsonl
@@ -33,35 +33,7 @@ from slowwave.tasks.ingest.sources import SourceFile, file_size, sources_report_
 
 def ingest(
     db: Database,
-    path: Path,
-    policy: IngestPolicy,
-    *,
-    fmt: Format | None = None,
-    progress: Progress | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    mapping: Mapping[str, str] | None = None,
-) -> IngestReport:
-    """Ingest ``path``; every valid message lands, every invalid one is reported.
-
-    ``since`` / ``until`` keep only messages in that event-time range (LoCoMo: sessions);
-    ``mapping`` names the source's column for a canonical field (``columnar.parse_mapping``).
-    """
-    if not path.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
-    fmt = check_source(path, fmt)
-    report = IngestReport(source=str(path), format=fmt)
-    with RejectsReport(report_path(path, policy.home)) as rejects, db.connection() as conn:
-        _ingest_file(
-            db, conn, path, fmt, policy, report, rejects, progress, (since, until), mapping
-        )
-        report.count_rejects(rejects)
-    return report
-
-
-def ingest_source(
-    db: Database,
-    source: str,
+    source: str | Path,
     policy: IngestPolicy,
     *,
     fmt: Format | None = None,
@@ -71,27 +43,24 @@ def ingest_source(
     mapping: Mapping[str, str] | None = None,
     checked: Mapping[SourceFile, Format] | None = None,
 ) -> IngestReport:
-    """Ingest every file of ``source``: a file, a folder, or a glob (``sources``); ``checked``:
-    its files and their formats, as ``check_sources`` found them already. Each file
-    is committed before the next, in name order, so a run stopped half-way resumes where it stopped
-    (message ids make a file already in idempotent) and a second run adds nothing. One rejects
-    report holds the rejects of all of them, each with its file."""
-    formats = dict(checked) if checked is not None else check_sources(source, fmt)
-    files = list(formats)
-    if len(files) == 1 and files[0] == Path(source):
-        return ingest(
-            db,
-            files[0],
-            policy,
-            fmt=formats[files[0]],
-            progress=progress,
-            since=since,
-            until=until,
-            mapping=mapping,
-        )
-    shown = ", ".join(sorted(set(formats.values())))
-    report = IngestReport(source=source, format=shown)
-    rejects_at = sources_report_path(source, policy.home)
+    """Ingest every file of ``source``: a file, a folder, or a glob (``sources``); every valid
+    message lands, every invalid one is reported. ``checked``: its files and their formats, as
+    ``check_sources`` found them already. Each file is committed before the next, in name order,
+    so a run stopped half-way resumes where it stopped (message ids make a file already in
+    idempotent) and a second run adds nothing. One rejects report holds the rejects of all of
+    them, each with its file (of a single file, beside it as ``report_path`` names it).
+
+    ``since`` / ``until`` keep only messages in that event-time range (LoCoMo: sessions);
+    ``mapping`` names the source's column for a canonical field (``columnar.parse_mapping``).
+    """
+    formats = dict(checked) if checked is not None else check_sources(str(source), fmt)
+    (first, *others) = formats
+    if not others and first == Path(source):
+        report = IngestReport(source=str(source), format=formats[first])
+        rejects_at = report_path(first, policy.home)
+    else:
+        report = IngestReport(source=str(source), format=", ".join(sorted(set(formats.values()))))
+        rejects_at = sources_report_path(str(source), policy.home)
     with RejectsReport(rejects_at) as rejects, db.connection() as conn:
         for path, file_format in formats.items():
             _ingest_file(
