@@ -37,7 +37,7 @@ from slowwave.cli import (
     serve,
     settings,
 )
-from slowwave.cli.common import errors
+from slowwave.cli.render import errors
 from slowwave.models import interrupt
 from slowwave.models.settings import (
     describe_invalid,

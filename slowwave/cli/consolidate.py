@@ -15,12 +15,11 @@ from slowwave.cli.common import (
     MapOption,
     SourceArgument,
     TenantOption,
-    console,
-    errors,
     one_line_errors,
 )
 from slowwave.cli.ingest import print_ingest
 from slowwave.cli.prefect import flow_api
+from slowwave.cli.render import console, errors
 from slowwave.models import interrupt
 from slowwave.models.ids import conversation_ref
 from slowwave.models.llm import check_runtime

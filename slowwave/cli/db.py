@@ -7,12 +7,8 @@ from typing import Annotated
 import typer
 from rich.table import Column
 
-from slowwave.cli.common import (
-    console,
-    number_column,
-    one_line_errors,
-    table,
-)
+from slowwave.cli.common import one_line_errors
+from slowwave.cli.render import console, number_column, table
 from slowwave.models.settings import get_settings
 from slowwave.models.tenant import shown as shown_key
 from slowwave.sql.db import Database, migrate

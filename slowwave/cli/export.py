@@ -7,14 +7,8 @@ from typing import Annotated
 import typer
 from rich.table import Column
 
-from slowwave.cli.common import (
-    JsonOption,
-    console,
-    emit,
-    number_column,
-    one_line_errors,
-    table,
-)
+from slowwave.cli.common import JsonOption, one_line_errors
+from slowwave.cli.render import console, emit, number_column, table
 from slowwave.service import Caller, Service
 from slowwave.tasks.export import WHATS, ExportReport
 

@@ -14,15 +14,10 @@ from slowwave.cli.common import (
     JsonOption,
     ReasonOption,
     TenantOption,
-    console,
-    emit,
-    id_column,
-    number_column,
     one_line_errors,
     operator,
-    table,
-    text_column,
 )
+from slowwave.cli.render import console, emit, id_column, number_column, table, text_column
 from slowwave.models.tenant import DEFAULT_TENANT
 from slowwave.models.tenant import shown as shown_key
 from slowwave.service import Caller, Service

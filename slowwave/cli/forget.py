@@ -11,11 +11,10 @@ from slowwave.cli.common import (
     JsonOption,
     ReasonOption,
     TenantOption,
-    console,
-    emit,
     one_line_errors,
     operator,
 )
+from slowwave.cli.render import console, emit
 from slowwave.models.tenant import DEFAULT_TENANT
 from slowwave.service import Caller, Forgotten, Service
 

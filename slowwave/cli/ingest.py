@@ -20,10 +20,9 @@ from slowwave.cli.common import (
     MapOption,
     SourceArgument,
     TenantOption,
-    console,
-    errors,
     one_line_errors,
 )
+from slowwave.cli.render import console, errors
 from slowwave.models.tenant import DEFAULT_TENANT
 from slowwave.service import Caller, Service
 from slowwave.tasks.ingest.columnar import parse_mapping

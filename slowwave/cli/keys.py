@@ -8,16 +8,8 @@ from typing import Annotated
 import typer
 from rich.table import Column
 
-from slowwave.cli.common import (
-    ByOption,
-    JsonOption,
-    console,
-    emit,
-    errors,
-    one_line_errors,
-    operator,
-    table,
-)
+from slowwave.cli.common import ByOption, JsonOption, one_line_errors, operator
+from slowwave.cli.render import console, emit, errors, table
 from slowwave.models.keys import ApiKey, Scope
 from slowwave.models.tenant import DEFAULT_TENANT
 from slowwave.service import Caller, Service

@@ -6,7 +6,8 @@ from typing import Annotated
 
 import typer
 
-from slowwave.cli.common import console, one_line_errors
+from slowwave.cli.common import one_line_errors
+from slowwave.cli.render import console
 from slowwave.metrics import metrics_text, serve_metrics
 from slowwave.service import Service
 

@@ -11,10 +11,8 @@ from typing import Annotated
 import typer
 from rich.table import Column, Table
 
-from slowwave.cli.common import (
-    console,
-    one_line_errors,
-)
+from slowwave.cli.common import one_line_errors
+from slowwave.cli.render import console
 from slowwave.models.settings import get_settings
 
 app = typer.Typer(

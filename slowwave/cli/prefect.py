@@ -10,7 +10,8 @@ from pathlib import Path
 
 import typer
 
-from slowwave.cli.common import INTERRUPTED, errors, one_line_errors
+from slowwave.cli.common import INTERRUPTED, one_line_errors
+from slowwave.cli.render import errors
 from slowwave.models.errors import ServerError
 from slowwave.models.processes import LocalServer, answers, free_port, run_in_foreground
 from slowwave.models.settings import Settings, get_settings

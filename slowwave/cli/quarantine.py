@@ -9,18 +9,8 @@ from typing import Annotated
 import typer
 from rich.table import Column
 
-from slowwave.cli.common import (
-    ConversationsOption,
-    JsonOption,
-    TenantOption,
-    console,
-    emit,
-    id_column,
-    number_column,
-    one_line_errors,
-    table,
-    text_column,
-)
+from slowwave.cli.common import ConversationsOption, JsonOption, TenantOption, one_line_errors
+from slowwave.cli.render import console, emit, id_column, number_column, table, text_column
 from slowwave.models.tenant import DEFAULT_TENANT
 from slowwave.service import Caller, Service
 from slowwave.tasks.quarantine import QuarantinedEpisode

@@ -11,19 +11,9 @@ from typing import Annotated, Any
 import typer
 from rich.table import Column
 
-from slowwave.cli.common import (
-    ByOption,
-    JsonOption,
-    ReasonOption,
-    console,
-    emit,
-    id_column,
-    number_column,
-    one_line_errors,
-    operator,
-    table,
-)
+from slowwave.cli.common import ByOption, JsonOption, ReasonOption, one_line_errors, operator
 from slowwave.cli.prefect import flow_api
+from slowwave.cli.render import console, emit, id_column, number_column, table
 from slowwave.models.errors import Conflict
 from slowwave.models.run import RUN_COUNTS
 from slowwave.models.settings import get_settings

@@ -7,12 +7,8 @@ from typing import Annotated
 
 import typer
 
-from slowwave.cli.common import (
-    AsOfOption,
-    TenantOption,
-    errors,
-    one_line_errors,
-)
+from slowwave.cli.common import AsOfOption, TenantOption, one_line_errors
+from slowwave.cli.render import errors
 from slowwave.models.category import Category
 from slowwave.models.tenant import DEFAULT_TENANT
 from slowwave.service import Caller, Service

@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from slowwave.cli.common import console, errors, one_line_errors
+from slowwave.cli.common import one_line_errors
+from slowwave.cli.render import console, errors
 from slowwave.models.errors import SlowwaveError
 from slowwave.models.settings import get_settings
 from slowwave.service import Caller, Service

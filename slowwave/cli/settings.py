@@ -8,9 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from slowwave.cli.common import (
-    console,
-)
+from slowwave.cli.render import console
 from slowwave.models.settings import get_settings, variables
 from slowwave.settings_doc import settings_markdown, sync_readme
 
