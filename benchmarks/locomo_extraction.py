@@ -73,6 +73,7 @@ from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.ingest.load import load_episodes
 from slowwave.tasks.ingest.locomo import read_locomo
 from slowwave.tasks.ingest.summarize import SummaryReport, summarize_missing
+from slowwave.tasks.memories import MemoryPolicy
 from slowwave.tasks.search import SearchPolicy, search
 
 # Sessions per conversation: at this N the whole subset with the 1.5B model on two cores runs
@@ -325,7 +326,9 @@ def measure_model(
         with db.connection() as conn:
             facts = extracted_facts(conn, summary.run_id)
             rejections = rejections_by_reason(conn, summary.run_id)
-            recall = end_to_end_recall(conn, embedder, SearchPolicy.of(settings), subset.questions)
+            recall = end_to_end_recall(conn, embedder, SearchPolicy.of(settings), subset.questions)[
+                "facts"
+            ]
             gated = {
                 k for (k,) in conn.execute("SELECT external_key FROM episodic_memory WHERE gated")
             }
@@ -355,7 +358,9 @@ def replay_recall(
             db, LoCoMoReplayModel(data), embedder, db.settings, conversations=subset.conversations
         )
         with db.connection() as conn:
-            return end_to_end_recall(conn, embedder, SearchPolicy.of(settings), subset.questions)
+            return end_to_end_recall(conn, embedder, SearchPolicy.of(settings), subset.questions)[
+                "facts"
+            ]
 
 
 def extracted_facts(
@@ -398,19 +403,50 @@ def reason_kind(reason: str) -> str:
 
 
 def end_to_end_recall(
-    conn: Any, embedder: Embedder, policy: SearchPolicy, questions: Sequence[Question]
-) -> dict[int, float]:
-    """Session-level evidence recall@k of hybrid search over the active facts, as
-    ``benchmarks.locomo_recall`` measures it."""
+    conn: Any,
+    embedder: Embedder,
+    policy: SearchPolicy,
+    questions: Sequence[Question],
+    memories: MemoryPolicy | None = None,
+) -> dict[str, dict[int, float]]:
+    """Session-level evidence recall@k of hybrid search over the active facts (``facts``), as
+    ``benchmarks.locomo_recall`` measures it; and of the one list of facts and episodic
+    memories a fused search gives (``fused``: a fact counts for its sources, a memory for its
+    session)."""
+    from benchmarks.locomo_recall import session_number
+    from slowwave.service.answers import fuse
+    from slowwave.tasks.memories import search_memories
+
+    memories = memories or MemoryPolicy()
     sessions_of = fact_sessions(conn)
-    sums = dict.fromkeys(KS, 0.0)
+    sums = {name: dict.fromkeys(KS, 0.0) for name in ("facts", "fused")}
     for question in questions:
         hits = search(
             conn, embedder, question.text, question.conversation_id, max(KS), policy=policy
         )
+        said = search_memories(
+            conn,
+            embedder,
+            question.text,
+            question.conversation_id,
+            k=max(KS),
+            memory_tokens=memories.memory_tokens,
+            policy=memories,
+        )
+        for m in said:
+            (key,) = conn.execute(
+                "SELECT external_key FROM episodic_memory WHERE id = %s", (m.id,)
+            ).fetchone()
+            sessions_of[m.id] = {session_number(key)} if key.startswith("locomo:") else set()
+        cited = [(h.id, h.source_episodic_ids) for h in hits]
         for k in KS:
-            sums[k] += session_recall(hits[:k], sessions_of, question.sessions)
-    return {k: _share(total, len(questions)) for k, total in sums.items()}
+            sums["facts"][k] += session_recall(hits[:k], sessions_of, question.sessions)
+            both = fuse(cited, said, k, policy.rrf_k)
+            sums["fused"][k] += session_recall(both, sessions_of, question.sessions)
+    return {
+        name: {k: _share(total, len(questions)) for k, total in by_k.items()}
+        for name, by_k in sums.items()
+    }
 
 
 def fact_quality(

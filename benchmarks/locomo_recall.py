@@ -10,7 +10,10 @@ evidence recall@k (k = 5, 10, 20):
   carries as evidence (the replay model's facts are gold observations, whose evidence turns
   the data set lists; a merged fact carries the evidence of every sentence merged into it);
 
-for hybrid, vector-only and full-text-only ranking, and by question category. Then dedupe
+for hybrid, vector-only and full-text-only ranking of facts; for the episodic memories a search
+returns beside them (``episodes``: each counts for its session, and at turn level for the turns
+its text carries within the default token budget); and for one list of both (``fused``: a fact
+for its sources, an episode for its session); and by question category. Then dedupe
 quality: every session is replayed a second time with its facts lightly reworded by a fixed
 rule; the share merged into their originals and the share of distinct facts falsely merged
 are reported.
@@ -41,6 +44,7 @@ from slowwave.models.processes import unwind_on_sigterm
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
 KS = (5, 10, 20)
 RANKERS = ("hybrid", "vector", "fulltext")
+LISTS = (*RANKERS, "episodes", "fused")  # what is measured: facts by ranker, memories, both
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 _TURN = re.compile(r"^D(\d+):(\d+)$")
 _REWORDS = (
@@ -113,16 +117,24 @@ def main() -> None:
     parser.add_argument("--conversations", nargs="+", default=None, metavar="SAMPLE_ID")
     parser.add_argument("--sessions", type=int, default=None, help="the first N of each")
     add_set_option(parser, "max_active_facts=150")
+    parser.add_argument(
+        "--retrievability-weights",
+        default="0,0.1",
+        help="the episodes' FSRS retrievability weights measured beside the setting's, comma "
+        "separated (none: an empty string)",
+    )
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     args = parser.parse_args()
 
     from slowwave.models.embedding import load_embedder
     from slowwave.models.llm.replay import LoCoMoReplayModel
     from slowwave.models.settings import Settings
+    from slowwave.service.answers import fuse  # noqa: F401  (loaded now: _recall takes it)
     from slowwave.sql.db import Database, migrate
     from slowwave.tasks.consolidate import consolidate
     from slowwave.tasks.ingest.load import load_episodes
     from slowwave.tasks.ingest.locomo import read_locomo
+    from slowwave.tasks.memories import MemoryPolicy
     from slowwave.tasks.search import SearchPolicy, search
 
     data = json.loads(args.data.read_text(encoding="utf-8"))
@@ -166,12 +178,13 @@ def main() -> None:
                 recall, by_category, questions = _recall(
                     conn,
                     embedder,
-                    SearchPolicy.of(settings),
+                    (SearchPolicy.of(settings), MemoryPolicy.of(settings)),
                     data,
                     fact_sessions,
                     fact_turns,
                     search,
                     args.sessions,
+                    [float(w) for w in args.retrievability_weights.split(",") if w],
                 )
                 before = _fact_texts(conn)
             # dedupe quality: every session again, its facts lightly reworded
@@ -235,22 +248,32 @@ def session_recall(
     hits: Sequence[Any], sessions_of: dict[Any, set[int]], gold_sessions: set[int]
 ) -> float:
     """The share of ``gold_sessions`` that some hit has as an evidence session."""
-    got: set[int] = set().union(*(sessions_of[h.id] for h in hits)) if hits else set()
+    got: set[int] = set().union(*(sessions_of.get(h.id, set()) for h in hits))
     return len(gold_sessions & got) / len(gold_sessions)
 
 
 def _recall(
     conn: Any,
     embedder: Any,
-    policy: Any,
+    policies: tuple[Any, Any],
     data: list[dict[str, Any]],
     fact_sessions: dict[Any, set[int]],
     fact_turns: dict[Any, set[str]],
     search: Any,
     sessions: int | None = None,
+    weights: Sequence[float] = (),
 ) -> tuple[dict[str, Any], dict[str, Any], int]:
     """Recall of every question with evidence (within the first ``sessions``, when given)."""
-    sums = {r: {lv: dict.fromkeys(KS, 0.0) for lv in ("session", "turn")} for r in RANKERS}
+    from dataclasses import replace
+
+    from slowwave.service.answers import fuse  # loaded with the rest, before any run
+    from slowwave.tasks.memories import search_memories
+
+    policy, memory_policy = policies
+    sessions_of, turns_of = dict(fact_sessions), dict(fact_turns)
+    weighed = {w: replace(memory_policy, retrievability_weight=w) for w in weights}
+    by_weight = {w: {n: 0.0 for n in ("episodes", "fused")} for w in weights}
+    sums = {r: {lv: dict.fromkeys(KS, 0.0) for lv in ("session", "turn")} for r in LISTS}
     cat_sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     cat_counts: dict[str, int] = defaultdict(int)
     count = 0
@@ -266,8 +289,9 @@ def _recall(
             count += 1
             category = CATEGORIES.get(int(qa.get("category", 0)), "other")
             cat_counts[category] += 1
+            found: dict[str, list[Any]] = {}
             for ranker in RANKERS:
-                hits = search(
+                found[ranker] = search(
                     conn,
                     embedder,
                     qa["question"],
@@ -276,16 +300,47 @@ def _recall(
                     ranker=ranker,
                     policy=policy,
                 )
+            memories = search_memories(
+                conn,
+                embedder,
+                qa["question"],
+                sample,
+                k=max(KS),
+                memory_tokens=memory_policy.memory_tokens,
+                policy=memory_policy,
+            )
+            for m in memories:
+                sessions_of[m.id], turns_of[m.id] = _memory_evidence(conn, m)
+            found["episodes"] = memories
+            facts = [(h.id, h.source_episodic_ids) for h in found["hybrid"]]
+            for k in KS:  # one list of both, cut at each k
+                found[f"fused@{k}"] = fuse(facts, memories, k, policy.rrf_k)
+            for w, weighed_policy in weighed.items():  # the same at other FSRS weights, @10
+                again = search_memories(
+                    conn,
+                    embedder,
+                    qa["question"],
+                    sample,
+                    k=10,
+                    memory_tokens=memory_policy.memory_tokens,
+                    policy=weighed_policy,
+                )
+                for m in again:
+                    sessions_of[m.id], turns_of[m.id] = _memory_evidence(conn, m)
+                by_weight[w]["episodes"] += session_recall(again, sessions_of, gold_sessions)
+                both = fuse(facts, again, 10, policy.rrf_k)
+                by_weight[w]["fused"] += session_recall(both, sessions_of, gold_sessions)
+            for name in LISTS:
                 for k in KS:
-                    top = hits[:k]
-                    got_turns = set().union(*(fact_turns[h.id] for h in top)) if top else set()
-                    s = session_recall(top, fact_sessions, gold_sessions)
+                    top = found[f"fused@{k}"] if name == "fused" else found[name][:k]
+                    got_turns = set().union(*(turns_of.get(h.id, set()) for h in top))
+                    s = session_recall(top, sessions_of, gold_sessions)
                     t = len(gold_turns & got_turns) / len(gold_turns)
-                    sums[ranker]["session"][k] += s
-                    sums[ranker]["turn"][k] += t
+                    sums[name]["session"][k] += s
+                    sums[name]["turn"][k] += t
                     if k == 10:
-                        cat_sums[category][f"{ranker}_session"] += s
-                        cat_sums[category][f"{ranker}_turn"] += t
+                        cat_sums[category][f"{name}_session"] += s
+                        cat_sums[category][f"{name}_turn"] += t
     recall = {
         r: {
             lv: {str(k): round(v / max(count, 1), 4) for k, v in ks.items()}
@@ -300,7 +355,32 @@ def _recall(
         }
         for c in sorted(cat_counts)
     }
+    recall["retrievability_weights"] = {
+        str(w): {f"{n}_session@10": round(v / max(count, 1), 4) for n, v in sums_w.items()}
+        for w, sums_w in by_weight.items()
+    }
     return recall, by_category, count
+
+
+_EPISODES: dict[Any, tuple[str, list[dict[str, Any]]]] = {}
+
+
+def _memory_evidence(conn: Any, memory: Any) -> tuple[set[int], set[str]]:
+    """An episodic memory's evidence: its LoCoMo session, and the turns whose lines its text
+    (whole, or the excerpt within the token budget) carries."""
+    if memory.id not in _EPISODES:
+        key, messages = conn.execute(
+            "SELECT external_key, messages FROM episodic_memory WHERE id = %s", (memory.id,)
+        ).fetchone()
+        _EPISODES[memory.id] = key, messages
+    key, messages = _EPISODES[memory.id]
+    shown = set(memory.text.splitlines())
+    carried = {
+        str(m.get("message_id"))
+        for m in messages
+        if f"{m.get('speaker', '')}: {m.get('text', '')}" in shown
+    }
+    return ({session_number(key)} if key.startswith("locomo:") else set()), turns(carried)
 
 
 def _fact_texts(conn: Any) -> dict[Any, str]:
@@ -348,16 +428,17 @@ def _dedupe(conn: Any, first_run: Any, second_run: Any, texts: dict[Any, str]) -
 def _print(figures: dict[str, Any]) -> None:
     print(f"questions with evidence: {figures['questions']}, facts: {figures['facts']}")
     print(f"{'ranker':>9} {'level':>8} " + " ".join(f"{'@' + str(k):>7}" for k in KS))
-    for ranker in RANKERS:
+    for ranker in LISTS:
         for level in ("session", "turn"):
             row = " ".join(f"{figures[ranker][level][str(k)]:>7.3f}" for k in KS)
             print(f"{ranker:>9} {level:>8} {row}")
     print("recall@10 by category (session level / turn level):")
     for category, values in figures["by_category"].items():
         cells = "  ".join(
-            f"{r} {values[f'{r}_session@10']:.3f}/{values[f'{r}_turn@10']:.3f}" for r in RANKERS
+            f"{r} {values[f'{r}_session@10']:.3f}/{values[f'{r}_turn@10']:.3f}" for r in LISTS
         )
         print(f"  {category:>12} ({values['questions']:>3}): {cells}")
+    print("FSRS retrievability weight (session@10):", json.dumps(figures["retrievability_weights"]))
     print("dedupe:", json.dumps(figures["dedupe"]))
     print(f"took {figures['seconds']} s")
 

@@ -91,6 +91,7 @@ from slowwave.tasks.ingest.locomo import read_locomo
 from slowwave.tasks.ingest.policy import IngestPolicy
 from slowwave.tasks.ingest.summarize import SummaryReport, summarize_missing
 from slowwave.tasks.ingest.transcripts import ingest
+from slowwave.tasks.memories import MemoryPolicy
 from slowwave.tasks.predict import episode_vectors, nearest_facts
 from slowwave.tasks.search import SearchPolicy
 
@@ -326,7 +327,13 @@ def measure_tonight(
     seconds = time.perf_counter() - started
     with db.connection() as conn:
         facts = extracted_facts(conn, summary.run_id, night.conversations)
-        recall = end_to_end_recall(conn, embedder, SearchPolicy.of(db.settings), night.questions)
+        recall = end_to_end_recall(
+            conn,
+            embedder,
+            SearchPolicy.of(db.settings),
+            night.questions,
+            MemoryPolicy.of(db.settings),
+        )
         proposed = proposed_actions(conn, summary.run_id)
     raw = raw_transcript_tokens(pending, counter)
     prompt = summary.prompt_tokens + written.prompt_tokens
@@ -353,7 +360,8 @@ def measure_tonight(
         "seconds_per_episode": round(seconds / len(pending), 2) if pending else 0.0,
         "episodes_per_hour": round(3600 * len(pending) / seconds, 1) if seconds else 0.0,
         **quality(facts, night, embedder),
-        **{f"end_to_end_recall_at_{k}": recall[k] for k in KS},
+        **{f"end_to_end_recall_at_{k}": recall["facts"][k] for k in KS},
+        **{f"end_to_end_recall_fused_at_{k}": recall["fused"][k] for k in KS},
         "questions": len(night.questions),
         "gold_observations": len(night.gold),
         "facts_written": len(facts),
@@ -391,6 +399,7 @@ SHARES = {
     "fact_precision": "facts_written",
     "fact_precision_strict": "facts_written",
     **{f"end_to_end_recall_at_{k}": "questions" for k in KS},
+    **{f"end_to_end_recall_fused_at_{k}": "questions" for k in KS},
 }
 
 

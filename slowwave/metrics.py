@@ -1,18 +1,26 @@
-"""Decision metrics in the Prometheus text format: printed by `slowwave metrics`, served on
-127.0.0.1 for a scraper by `slowwave metrics --serve`. Each scrape reads the runs' summaries
-(``tasks.metrics``), so the figures are the database's, whichever process ran the flows."""
+"""Decision metrics and the backlog in the Prometheus text format: printed by `slowwave metrics`,
+served on 127.0.0.1 for a scraper by `slowwave metrics --serve` and by `slowwave serve`. Each
+scrape reads the runs' summaries (``tasks.metrics``) and the pending episodes per tenant, so the
+figures are the database's, whichever process ran the flows."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest, start_http_server
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from slowwave.models.run import SIMILARITY_BOUNDS
 from slowwave.sql.db import Database
+from slowwave.sql.db.status import Backlog, read_backlog
 from slowwave.tasks.metrics import DecisionMetrics, read_metrics
 
 # counters of a run's summary, by metric and label value
@@ -109,8 +117,28 @@ def families(m: DecisionMetrics) -> Iterator[Metric]:
     yield similarity
 
 
+def backlog_families(backlog: list[Backlog], now: datetime) -> Iterator[Metric]:
+    """The backlog per tenant: episodes pending, and how long the oldest has waited."""
+    pending = GaugeMetricFamily(
+        "slowwave_episodes_pending",
+        "Episodes waiting for a run (neither consolidated nor quarantined), by tenant.",
+        labels=["tenant"],
+    )
+    oldest = GaugeMetricFamily(
+        "slowwave_episodes_pending_oldest_seconds",
+        "Seconds since the oldest pending episode was recorded, by tenant.",
+        labels=["tenant"],
+    )
+    for waiting in backlog:
+        pending.add_metric([waiting.tenant], waiting.episodes_pending)
+        age = (now - waiting.oldest_pending_at).total_seconds()
+        oldest.add_metric([waiting.tenant], max(age, 0.0))
+    yield pending
+    yield oldest
+
+
 class DecisionCollector(Collector):
-    """Reads the metrics from the database at each collection."""
+    """Reads the runs' decisions from the database at each collection."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -121,9 +149,25 @@ class DecisionCollector(Collector):
         yield from families(metrics)
 
 
+class BacklogCollector(Collector):
+    """Reads the backlog at each collection: every tenant's, or one ``tenant``'s (a server
+    shows a key of another tenant than the default its own only)."""
+
+    def __init__(self, db: Database, tenant: str | None = None) -> None:
+        self.db = db
+        self.tenant = tenant
+
+    def collect(self) -> Iterator[Metric]:
+        with self.db.connection() as conn:
+            backlog = read_backlog(conn)
+        mine = [b for b in backlog if self.tenant is None or b.tenant == self.tenant]
+        yield from backlog_families(mine, datetime.now(UTC))
+
+
 def registry_for(db: Database) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(DecisionCollector(db))
+    registry.register(BacklogCollector(db))
     return registry
 
 

@@ -122,6 +122,8 @@ TINY: dict[str, Tiny] = {
             "1,2",
             "--record-clients",
             "1",
+            "--find-clients",
+            "2",
         )
     ),
     "slots": Tiny(("--engine", "openai", "--scenarios", "1"), model=True),

@@ -142,7 +142,7 @@ def test_search_mistakes_are_one_line_with_exit_code_1(tmp_path: Path) -> None:
     assert unknown.stdout == ""
 
 
-def test_a_search_of_a_conversation_with_no_facts_yet_answers_empty_with_a_note(
+def test_a_search_of_a_conversation_with_no_facts_yet_answers_its_episodes_with_a_note(
     tmp_path: Path,
 ) -> None:
     source = tmp_path / "chat.jsonl"
@@ -156,8 +156,12 @@ def test_a_search_of_a_conversation_with_no_facts_yet_answers_empty_with_a_note(
     assert found.returncode == 0, found.stderr  # as REST answers: an empty list
     assert json.loads(found.stdout)["hits"] == []
     assert found.stderr.strip().startswith("conversation 'c1' has no facts yet")
+    assert "episodic memories" in found.stderr  # what was said is found all the same
+    (memory,) = json.loads(found.stdout)["memories"]
+    assert memory["text"] == "user: I just adopted a cat called Miso." and memory["pending"]
     shown = run_cli(home, "search", "cat", "-c", "c1")
-    assert shown.returncode == 0 and shown.stdout.strip() == "## Semantic Memory"
+    assert shown.returncode == 0
+    assert shown.stdout.startswith("## Semantic Memory\n\n## Episodic Memories\n## Memory 1 [")
 
 
 def test_a_query_that_is_not_utf8_is_refused_in_one_line(tmp_path: Path) -> None:

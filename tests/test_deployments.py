@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from uuid import UUID
 
@@ -134,6 +135,10 @@ def test_the_deployed_backfill_runs_on_a_worker_to_completed_and_consolidates(
         assert [s.schedule.timezone for s in nightly.schedules] == ["Europe/Berlin"]  # type: ignore[union-attr]
         assert nightly.global_concurrency_limit is not None
         assert nightly.global_concurrency_limit.limit == 1
+        soon = client.read_deployment_by_name("slowwave-soon/soon")
+        assert [s.schedule.interval for s in soon.schedules] == [timedelta(minutes=15)]  # type: ignore[union-attr]
+        assert soon.global_concurrency_limit is not None
+        assert soon.global_concurrency_limit.limit == 1
 
         backfill = client.read_deployment_by_name("slowwave-backfill/backfill")
         requested = client.create_flow_run_from_deployment(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -265,3 +266,42 @@ def test_the_nightly_flow_writes_profiles_as_a_task_of_its_own_after_the_shards(
     assert "profile" in completed_tasks(state.state_details.flow_run_id)
     rows = conn.execute("SELECT conversation_id, stale FROM conversation_profiles").fetchall()
     assert rows == [("conv-30", True)]
+
+
+def test_the_soon_flow_consolidates_a_quiet_conversation_and_leaves_a_talking_one_alone(
+    prefect_api: None,
+    db: Database,
+    conn: psycopg.Connection,
+    flow_settings: Settings,
+    locomo_path: Path,
+) -> None:
+    import slowwave
+    from slowwave.flows.consolidate import soon
+
+    ingest(db, locomo_path, IngestPolicy.of(flow_settings))  # quiet since 2023
+    now = datetime.now(UTC)
+    talking = [  # three episodes (an hour apart, the gap is 30 min), the last one just now
+        {
+            "message_id": f"t{n}",
+            "timestamp": (now - timedelta(hours=2 - n)).isoformat(),
+            "speaker": "Dana",
+            "text": f"Still talking, part {n}.",
+        }
+        for n in range(3)
+    ]
+    with slowwave.Memory(flow_settings) as memory:
+        assert memory.record("talking", talking).episodes_new == 3
+
+    state = soon(return_state=True)
+
+    assert state.is_completed(), state.message
+    pending = dict(
+        conn.execute(  # type: ignore[arg-type]
+            "SELECT conversation_id, count(*) FILTER (WHERE consolidated_at IS NULL) "
+            "FROM episodic_memory WHERE conversation_id IN ('conv-30', 'talking') "
+            "GROUP BY conversation_id"
+        ).fetchall()
+    )
+    assert pending == {"conv-30": 0, "talking": 3}
+    kind = conn.execute("SELECT kind FROM consolidation_runs ORDER BY started_at DESC").fetchone()
+    assert kind == ("soon",)

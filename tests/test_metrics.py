@@ -32,6 +32,12 @@ def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     }
 
 
+def _ageless(text: str) -> str:
+    return "\n".join(
+        line for line in text.splitlines() if not line.startswith("slowwave_episodes_pending_old")
+    )
+
+
 def test_a_scraper_reads_the_runs_decisions_tokens_and_similarities_as_the_database_has_them(
     db: Database,
     conn: psycopg.Connection,
@@ -51,8 +57,15 @@ def test_a_scraper_reads_the_runs_decisions_tokens_and_similarities_as_the_datab
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
-    assert scraped == metrics_text(db)
+    # the same text but for the age of the oldest pending episode, which grows as time goes
+    assert _ageless(scraped) == _ageless(metrics_text(db))
     samples = _samples(scraped)
+    pending = samples[("slowwave_episodes_pending", (("tenant", "default"),))]
+    (in_db,) = conn.execute(
+        "SELECT count(*) FROM episodic_memory WHERE consolidated_at IS NULL"
+    ).fetchone()  # type: ignore[misc]
+    assert pending == in_db > 0  # the other conversations, ingested and not consolidated
+    assert samples[("slowwave_episodes_pending_oldest_seconds", (("tenant", "default"),))] > 0
     assert samples[("slowwave_runs_total", (("kind", "manual"), ("status", "completed")))] == 1
     new = samples[("slowwave_actions_total", (("action", "new"),))]
     assert new == run.facts_inserted > 0

@@ -47,7 +47,10 @@ TEXT = _engines(TEXT_PATTERN)
 NO_NUL = _engines(NO_NUL_PATTERN)
 
 
-@given(st.text(alphabet=st.sampled_from(TRICKY) | st.characters(), max_size=6))
+# (no lone surrogate: it is not UTF-8, so no request can carry one)
+@given(
+    st.text(alphabet=st.sampled_from(TRICKY) | st.characters(exclude_categories=["Cs"]), max_size=6)
+)
 @example("a\n")  # Python's `$` matches before a final newline; JSON Schema's does not
 @example("\x85")  # whitespace to Python, not to ECMAScript's \s
 @example("\ufeff")  # the other way round
@@ -98,8 +101,11 @@ def test_every_route_answers_as_the_openapi_document_says(served: Served, tmp_pa
             f"Authorization: Bearer {served.keys['admin']}",
             "--max-examples",
             "8",
+            # one worker: two threads generating at once hit a CPython 3.11 race in ast.parse
+            # (hypothesis describes its filters from their source): "AST constructor recursion
+            # depth mismatch", an error of the generator, not of the API
             "--workers",
-            "2",
+            "1",
             "--generation-database",
             "none",
             "--request-timeout",
@@ -113,7 +119,7 @@ def test_every_route_answers_as_the_openapi_document_says(served: Served, tmp_pa
         check=False,
     )
     assert ran.returncode == 0, ran.stdout[-8000:] + ran.stderr[-2000:]
-    assert "16 selected / 16 total" in ran.stdout, ran.stdout[-2000:]
+    assert "18 selected / 18 total" in ran.stdout, ran.stdout[-2000:]
 
 
 @pytest.mark.slow

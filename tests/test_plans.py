@@ -120,6 +120,16 @@ def _fill(conn: psycopg.Connection) -> None:
                 )
             )
     copy_rows(conn, "semantic_memory", FACT_COLUMNS, rows)  # apply's own COPY
+    # every episode's messages embedded in windows, as searches leave them
+    with conn.cursor().copy(
+        "COPY episode_windows (episode_id, messages_from, messages_to, conversation_id, "
+        "embedding) FROM STDIN"
+    ) as copy:
+        for n, episode in enumerate(episode_ids):
+            vector = rng.standard_normal(DIM).astype(np.float32)
+            vector /= np.linalg.norm(vector)
+            text = "[" + ",".join(f"{v:.5f}" for v in vector) + "]"
+            copy.write_row((episode, 0, 1, f"conv-{n // EPISODES_PER_CONVERSATION}", text))
     chunk = uuid.uuid4()
     conn.execute(
         "INSERT INTO consolidation_chunks (id, run_id, conversation_id, episode_ids, status) "
@@ -174,6 +184,7 @@ def params(**overrides: Any) -> dict[str, Any]:
         "flashbulb": 0.85,
         "due_after_s": 604800,
         "open_s": 1800,
+        "quiet_s": None,
         "everything": False,
         "lease_s": 3600,
         "max_conversations": 10000,
@@ -193,6 +204,7 @@ def _some(conn: psycopg.Connection, query: str) -> list[Any]:
 
 def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]]:
     """Statement → (realistic parameters, the accesses its plan must contain)."""
+    latest = "Bitmap Index Scan on episodic_memory_latest_idx"  # a conversation's episodes
     staged = conn.execute("SELECT to_regclass('pg_temp.slowwave_ingest')").fetchone()
     if staged is None or staged[0] is None:  # a record's staging, as ingest_tails reads it
         conn.execute(sql.statement("ingest_stage"))
@@ -349,6 +361,62 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
                 "episode_weight": 1.0,
             },
             {active, "Index Scan on episodic_memory_pkey"},
+        ),
+        # episodic memories: a conversation's episodes by its index, their windows by theirs
+        "search_episodes": (
+            {
+                "conversation_id": "conv-3",
+                "query": "an ordinary message",
+                "as_of": None,
+                "candidates": 100,
+                "rrf_k": 10,
+                "vector": VECTOR,
+                "vector_weight": 1.0,
+            },
+            {latest, "Bitmap Index Scan on episode_windows_conversation_idx"},
+        ),
+        "search_episodes as of a time": (
+            {
+                "conversation_id": "conv-3",
+                "query": "an ordinary message",
+                "as_of": T0 + timedelta(days=10),
+                "candidates": 100,
+                "rrf_k": 10,
+                "vector": VECTOR,
+                "vector_weight": 1.0,
+            },
+            {latest, "Index Scan on episode_windows_pkey"},
+        ),
+        # the backlog per tenant: the pending episodes only, by their partial index
+        "backlog": ({}, {"Bitmap Index Scan on episodic_memory_pending_idx"}),
+        "episodes_latest": (
+            {"conversation_id": "conv-3", "as_of": None, "limit": 3},
+            {"Index Scan on episodic_memory_latest_idx"},
+        ),
+        "episode_windows_missing": (
+            {"conversation_id": "conv-3", "window": 8},
+            {latest, "Index Scan on episode_windows_pkey"},
+        ),
+        "episode_windows_write": (
+            {
+                "episodes": episodes,
+                "froms": [0, 0, 0],
+                "tos": [1, 1, 1],
+                "embeddings": [VECTOR] * 3,
+            },
+            {"Index Scan on episodic_memory_pkey"},
+        ),
+        "episode_reviews_lock": ({"ids": episodes}, {"Bitmap Index Scan on episodic_memory_pkey"}),
+        "episode_reviews_write": (
+            {
+                "ids": episodes,
+                "stability": [1.0] * 3,
+                "difficulty": [5.0] * 3,
+                "state": [2] * 3,
+                "step": [None] * 3,
+                "at": [T0] * 3,
+            },
+            {"Index Scan on episodic_memory_pkey"},
         ),
         "context": (
             {"conversation_id": "conv-3", "categories": ["guideline", "identity"], "as_of": None},

@@ -114,13 +114,23 @@ BEFORE = [
     "RAY_ADDRESS",
     "RAY_NUM_CPUS",
 ]
+# Added since, each where its group's others are read.
+ADDED = [
+    "SEARCH_MEMORIES",
+    "SEARCH_MEMORY_TOKENS",
+    "SEARCH_RETRIEVABILITY_WEIGHT",
+    "SEARCH_MEMORY_WINDOW",
+    "SEARCH_MEMORY_VECTOR_WEIGHT",
+    "SOON_INTERVAL_S",
+]
 
 
 def test_every_variable_keeps_its_name_and_lands_in_its_group(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     read = {names[0]: place for place, names, _ in variables()}
-    assert sorted(read) == sorted(f"SLOWWAVE_{n}" for n in BEFORE)
+    assert sorted(read) == sorted(f"SLOWWAVE_{n}" for n in BEFORE + ADDED)
+    assert {read[f"SLOWWAVE_{n}"].split(".")[0] for n in ADDED} == {"search", "orchestration"}
     monkeypatch.chdir(tmp_path)  # no .env of the checkout's
     monkeypatch.setenv("SLOWWAVE_SERVE_PORT", "9123")
     monkeypatch.setenv("SLOWWAVE_CHUNK_SIZE", "7")
@@ -154,7 +164,7 @@ def test_a_setting_passed_by_name_wins_over_the_environment_and_the_rest_still_r
         settings.evolve(chunk_size=0)  # validated as the environment would be
     with pytest.raises(TypeError):
         settings.evolve(chunk_sise=3)
-    assert set(BY_NAME) == {n.lower() for n in BEFORE} - {"home"}
+    assert set(BY_NAME) == {n.lower() for n in BEFORE + ADDED} - {"home"}
 
 
 def test_a_bad_value_is_named_by_its_variable(

@@ -285,11 +285,22 @@ def differences(a: Any, b: Any, where: str = "") -> list[str]:
     return [] if a == b else [f"{where}: {str(a)[:300]} != {str(b)[:300]}"]
 
 
+REVIEW_STATE = {"reviews", "retrievability"}
+
+
 def unrendered(answer: Any) -> Any:
-    """An answer without its markdown block (MCP's search adds one for the agent's prompt)."""
-    return (
-        {k: v for k, v in answer.items() if k != "markdown"} if isinstance(answer, dict) else answer
-    )
+    """An answer without its markdown block (MCP's search adds one for the agent's prompt),
+    and its episodic memories without their review state: each search reviews what it returns
+    (a server does so after its answer), so the next surface's search sees one review more
+    (tests/test_episodic.py tests the reviews)."""
+    if not isinstance(answer, dict):
+        return answer
+    kept = {k: v for k, v in answer.items() if k != "markdown"}
+    if isinstance(kept.get("memories"), list):
+        kept["memories"] = [
+            {k: v for k, v in m.items() if k not in REVIEW_STATE} for m in kept["memories"]
+        ]
+    return kept
 
 
 def test_a_conversation_that_does_not_exist_is_the_same_error_on_every_surface(

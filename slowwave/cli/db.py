@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
@@ -94,6 +95,21 @@ def print_status(status: DatabaseStatus) -> None:
         shown.add_row(shown_key(row.conversation_id), *[str(getattr(row, c)) for c in COUNTS])
     shown.add_row("[bold]total", *[f"[bold]{getattr(status.totals, c)}" for c in COUNTS])
     console.print(shown)
+    now = datetime.now(UTC)
+    for waiting in status.backlog:
+        age = now - waiting.oldest_pending_at
+        console.print(
+            f"backlog of tenant {waiting.tenant}: {waiting.episodes_pending} episode(s) pending, "
+            f"the oldest recorded {_age(age.total_seconds())} ago",
+            highlight=False,
+        )
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{max(seconds, 0):.0f} s"
 
 
 @app.command("stop")

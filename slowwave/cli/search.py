@@ -22,7 +22,7 @@ class OutputFormat(StrEnum):
 def no_facts(conversation: str) -> str:
     return (
         f"conversation {conversation!r} has no facts yet: nothing of it consolidated (see "
-        "`slowwave db status --conversations`)"
+        "`slowwave db status --conversations`); what was said is in its episodic memories"
     )
 
 
@@ -42,8 +42,22 @@ def search_command(
         bool,
         typer.Option("--split-guidelines", help="md as Known Facts / Behavioral Guidelines."),
     ] = False,
+    memories: Annotated[
+        int | None,
+        typer.Option(
+            "--memories", "-m", min=0, help="Episodic memories beside the facts (0: none)."
+        ),
+    ] = None,
+    memory_tokens: Annotated[
+        int | None,
+        typer.Option("--memory-tokens", min=16, help="The most tokens of each memory's text."),
+    ] = None,
+    fused: Annotated[
+        bool, typer.Option("--fused", help="json: also facts and memories in one list.")
+    ] = False,
 ) -> None:
-    """Hybrid search over one conversation's facts.
+    """Hybrid search over one conversation's facts, and the episodic memories beside them
+    (what was said, consolidated or not yet).
 
     Example: slowwave search "where does she work" -c dana -k 5 --format json"""
     if ranker not in ("hybrid", "vector", "fulltext"):
@@ -59,6 +73,9 @@ def search_command(
             as_of=as_of,
             ranker=ranker,  # type: ignore[arg-type]
             output=shape,  # type: ignore[arg-type]
+            memories=memories,
+            memory_tokens=memory_tokens,
+            fused=fused,
         )
     if output is OutputFormat.json:
         typer.echo(answer.model_dump_json(indent=2))
@@ -73,12 +90,20 @@ def context_command(
     conversation: Annotated[str, typer.Option("--conversation", "-c", help="Conversation id.")],
     tenant: TenantOption = DEFAULT_TENANT,
     budget: Annotated[int, typer.Option("--budget", help="Token budget.")] = 500,
+    memories: Annotated[
+        int,
+        typer.Option(
+            "--memories", "-m", min=0, help="Also the latest episodes' last messages (0: none)."
+        ),
+    ] = 0,
 ) -> None:
     """Guidelines and top identity / preference facts for a system prompt.
 
     Example: slowwave context -c dana --budget 300"""
     with Service.open() as service:
-        block = service.context(Caller.operator(tenant), conversation, budget).context
+        block = service.context(
+            Caller.operator(tenant), conversation, budget, memories=memories
+        ).context
     typer.echo(block)
     if not block.strip():
         errors.print(no_facts(conversation), highlight=False, soft_wrap=True)

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from uuid import UUID
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import (
@@ -48,8 +49,9 @@ from slowwave.models.embedding.base import Embedder
 from slowwave.models.ids import conversation_ref
 from slowwave.models.llm import load_model
 from slowwave.models.llm.base import StructuredModel
-from slowwave.models.run import RunSummary
+from slowwave.models.run import RunRequest, RunSummary
 from slowwave.models.settings import Settings, get_settings
+from slowwave.models.tenant import DEFAULT_TENANT
 from slowwave.models.warmup import started_ahead_for, take
 from slowwave.models.workers.cluster import current_node
 from slowwave.models.workers.pool import actor_nodes
@@ -367,10 +369,12 @@ def consolidate_run(
     model: StructuredModel | None = None,
     embedder: Embedder | None = None,
     summaries: SummaryReport | None = None,
+    request: RunRequest | None = None,
 ) -> RunSummary:
     """The body of the nightly and backfill flows (call it inside a flow): ``drive_run`` with
     the flow's steps, then the run's summary published. ``summaries``: what writing the
-    episodes' summaries before the run cost, counted in its calls and tokens."""
+    episodes' summaries before the run cost, counted in its calls and tokens; ``request``: a
+    run a key asked for (its id, already given to it)."""
     own_model, own_embedder = model is None, embedder is None
     with Database(settings) as db:
         migrate(db)
@@ -387,6 +391,7 @@ def consolidate_run(
                 kind=kind,
                 conversations=conversations,
                 flow_run_id=str(flow_run.get_id() or ""),
+                request=request,
             )
         finally:
             if own_model:
@@ -475,8 +480,34 @@ def nightly_run_name() -> str:
 
 
 @flow(name="slowwave-nightly", flow_run_name=nightly_run_name, log_prints=True)
-def nightly(conversations: list[str] | None = None) -> State:
+def nightly(
+    conversations: list[str] | None = None,
+    run_id: UUID | None = None,
+    requested_by: str | None = None,
+) -> State:
     """Consolidate every conversation that is due (optionally only some: their references,
-    ``c:…``, which Prefect may keep, or their ids)."""
-    summary = consolidate_run(get_settings(), kind="nightly", conversations=conversations)
+    ``c:…``, which Prefect may keep, or their ids: all their pending episodes). ``run_id`` and
+    ``requested_by``: a run a key asked for (POST /v1/conversations/{id}/consolidate), its id
+    given to it already."""
+    request = RunRequest(run_id, requested_by or DEFAULT_TENANT) if run_id else None
+    summary = consolidate_run(
+        get_settings(),
+        kind="now" if request else "nightly",
+        conversations=conversations,
+        request=request,
+    )
+    return final_state(summary)
+
+
+def soon_run_name() -> str:
+    return "soon " + flow_run.get_scheduled_start_time().strftime("%Y-%m-%d %H:%M")
+
+
+@flow(name="slowwave-soon", flow_run_name=soon_run_name, log_prints=True)
+def soon() -> State:
+    """Facts within minutes, beside the nightly run: consolidate what is due under the seed's
+    triggers now, as the nightly run would, but only episodes that are closed (their
+    conversation quiet for SLOWWAVE_SEGMENT_GAP_S): a conversation still talking is left for a
+    later run. The claims split the work with a nightly run at the same time."""
+    summary = consolidate_run(get_settings(), kind="soon")
     return final_state(summary)

@@ -80,3 +80,29 @@ class Episode(BaseModel):
         if self.summary:
             return self.summary
         return " ".join(f"{m.speaker}: {m.text}" for m in self.messages)
+
+
+class EpisodicHit(BaseModel):
+    """One episode a search found: when it was said, how it ranked and its text."""
+
+    id: UUID
+    conversation_id: str
+    start_at: datetime
+    end_at: datetime
+    pending: bool = Field(description="Not consolidated yet: no fact may cite it so far.")
+    messages: int = Field(description="How many messages the episode holds.")
+    text: str = Field(description="Its messages, one a line: `speaker: text`.")
+    excerpt: bool = Field(description="The text is cut to the budget around the best messages.")
+    score: float = Field(
+        description="How well it answers, from 0 to 1 (the best one 1): its fused rank score "
+        "weighed by its retrievability, over the best one's."
+    )
+    ranks: dict[str, int | None] = Field(
+        description="The episode's rank in each channel (fulltext: BM25 over the "
+        "conversation's episodes)."
+    )
+    retrievability: float = Field(
+        description="FSRS retrievability now (or as of the search's time): the probability it "
+        "is recalled, from its last review."
+    )
+    reviews: int = Field(description="How many searches returned it before this one.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
@@ -40,6 +41,14 @@ class SimilarityHistogram(BaseModel):
     buckets: list[int] = Field(description="Decisions at or below each bound, in order.")
     total: float = Field(description="Sum of the similarities.")
     count: int
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """A run a key asked for: its id, known before it starts, and the key's tenant."""
+
+    run_id: UUID
+    tenant: str
 
 
 class ChunkFailure(BaseModel):

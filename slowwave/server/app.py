@@ -22,6 +22,7 @@ from slowwave.models.settings import Settings
 from slowwave.server import errors
 from slowwave.server.auth import Authenticator
 from slowwave.server.document import with_limits
+from slowwave.server.launch import prefect_launcher
 from slowwave.server.middleware import Guard, Measured, RequestMetrics
 from slowwave.server.routes import admin, conversations, facts, operations
 from slowwave.service import Service
@@ -55,7 +56,7 @@ def create_app(
             statement_timeout_ms=settings.serve.statement_timeout_ms,
         )
         db.open()
-        service = Service(settings, db, embedder, background=True)
+        service = Service(settings, db, embedder, background=True, launcher=prefect_launcher())
         _ = service.embedder  # loaded before the first request, not during it
         state["service"] = app.state.service = service
         state["auth"] = app.state.auth = Authenticator(service, enabled=auth)

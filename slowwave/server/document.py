@@ -12,6 +12,14 @@ from fastapi import FastAPI
 from slowwave.models.settings import Settings
 
 SEARCH = "/v1/conversations/{conversation_id}/search"
+CONTEXT = "/v1/conversations/{conversation_id}/context"
+
+
+def _at_most(schema: dict[str, Any], maximum: int) -> None:
+    """An integer's maximum, in a schema that may also admit null (``anyOf``)."""
+    for option in schema.get("anyOf", [schema]):
+        if option.get("type") == "integer":
+            option["maximum"] = maximum
 
 
 def with_limits(app: FastAPI, settings: Settings) -> Callable[[], dict[str, Any]]:
@@ -22,11 +30,12 @@ def with_limits(app: FastAPI, settings: Settings) -> Callable[[], dict[str, Any]
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             document = build()
-            for parameter in document["paths"][SEARCH]["get"]["parameters"]:
-                if parameter["name"] == "query":
-                    parameter["schema"]["maxLength"] = serve.max_query_chars
-                if parameter["name"] == "k":
-                    parameter["schema"]["maximum"] = serve.max_k
+            for path in (SEARCH, CONTEXT):
+                for parameter in document["paths"][path]["get"]["parameters"]:
+                    if parameter["name"] == "query":
+                        parameter["schema"]["maxLength"] = serve.max_query_chars
+                    if parameter["name"] in ("k", "memories"):
+                        _at_most(parameter["schema"], serve.max_k)
             app.openapi_schema = document
         return app.openapi_schema
 

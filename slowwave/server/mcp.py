@@ -51,6 +51,8 @@ TOOLS = (
     "get_profile",
     "conversation_status",
     "record_messages",
+    "consolidate_conversation",
+    "run_state",
     "forget_conversation",
 )
 
@@ -70,7 +72,10 @@ def build_server(service: Callable[[], Service], caller: Callable[[Context], Cal
         except SlowwaveError as exc:
             raise ToolError(f"{exc.code}: {exc.message}") from None
 
-    @server.tool(description="The facts that best answer a query, with scores and ranks.")
+    @server.tool(
+        description="The facts and the episodic memories (what was said, consolidated or not "
+        "yet) that best answer a query, with scores and ranks."
+    )
     async def search_memory(
         conversation_id: str,
         query: str,
@@ -78,24 +83,41 @@ def build_server(service: Callable[[], Service], caller: Callable[[Context], Cal
         k: int = 10,
         category: Category | None = None,
         as_of: datetime | None = None,
+        memories: int | None = None,
+        memory_tokens: int | None = None,
     ) -> dict[str, Any]:
         answer = await call(
             ctx,
             lambda s, c: s.search(
-                c, query, conversation_id, k, category=category, as_of=as_of, output="markdown"
+                c,
+                query,
+                conversation_id,
+                k,
+                category=category,
+                as_of=as_of,
+                output="markdown",
+                memories=memories,
+                memory_tokens=memory_tokens,
             ),
         )
         return answer.model_dump(mode="json")
 
-    @server.tool(description="Guidelines and top identity / preference facts, within a budget.")
+    @server.tool(
+        description="Guidelines and top identity / preference facts, within a budget (memories: "
+        "also the latest episodes' last messages)."
+    )
     async def get_context(
         conversation_id: str,
         ctx: Context,
         budget_tokens: int = 500,
         as_of: datetime | None = None,
+        memories: int = 0,
     ) -> str:
         answer = await call(
-            ctx, lambda s, c: s.context(c, conversation_id, budget_tokens, as_of=as_of)
+            ctx,
+            lambda s, c: s.context(
+                c, conversation_id, budget_tokens, as_of=as_of, memories=memories
+            ),
         )
         return answer.context
 
@@ -135,6 +157,20 @@ def build_server(service: Callable[[], Service], caller: Callable[[Context], Cal
     ) -> dict[str, Any]:
         recorded = await call(ctx, lambda s, c: s.record(c, conversation_id, messages))
         return recorded.model_dump(mode="json")
+
+    @server.tool(
+        description="Consolidate a conversation's pending episodes into facts now, whatever the "
+        "nightly triggers say (write keys): answers with the run's id at once; run_state "
+        "follows it."
+    )
+    async def consolidate_conversation(conversation_id: str, ctx: Context) -> dict[str, Any]:
+        started = await call(ctx, lambda s, c: s.consolidate_now(c, conversation_id))
+        return started.model_dump(mode="json")
+
+    @server.tool(description="A run this tenant asked for: queued, running or how it ended.")
+    async def run_state(run_id: UUID, ctx: Context) -> dict[str, Any]:
+        state = await call(ctx, lambda s, c: s.run_state(c, run_id))
+        return state.model_dump(mode="json")
 
     @server.tool(
         description="Forget a conversation for a privacy request (admin keys only): its rows "

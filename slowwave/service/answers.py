@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal
 from uuid import UUID
@@ -9,6 +10,7 @@ from uuid import UUID
 from pydantic import BaseModel, Field
 
 from slowwave.models.category import Category
+from slowwave.models.episode import EpisodicHit
 from slowwave.models.keys import ApiKey
 
 
@@ -39,11 +41,57 @@ class Hit(BaseModel):
     ranks: dict[str, int | None] = Field(description="The fact's rank in each channel.")
 
 
+class Ranked(BaseModel):
+    """A place in a fused list: a fact or an episodic memory, by its id."""
+
+    kind: Literal["fact", "memory"]
+    id: UUID
+    score: float = Field(description="Reciprocal rank fusion of its rank in its own list.")
+
+
 class SearchAnswer(BaseModel):
+    """Facts and episodic memories side by side (seed 001's raw answer, in this API's names)."""
+
     conversation_id: str
     query: str
-    hits: list[Hit]
+    hits: list[Hit] = Field(description="The facts, best first.")
+    memories: list[EpisodicHit] = Field(
+        default_factory=list,
+        description="The episodes (pending and consolidated) whose messages answer best.",
+    )
+    ranked: list[Ranked] | None = Field(
+        default=None,
+        description="When asked (fused): facts and memories in one list, best first, at most "
+        "k long, each scored by its rank in its own list; an item that reaches no episode the "
+        "items above it have not is left out.",
+    )
     markdown: str | None = None
+
+
+def fuse(
+    facts: Sequence[tuple[UUID, Sequence[UUID]]],
+    memories: Sequence[EpisodicHit],
+    k: int,
+    rrf_k: int,
+) -> list[Ranked]:
+    """Facts (each with its source episodes) and memories in one list, the best ``k``, by
+    reciprocal rank fusion of their own ranks (a fact and a memory of the same rank: the fact
+    first). A memory counts for its episode and a fact for its sources: an item that brings no
+    episode the items above it have not brought is left out, so that a small list reaches as
+    many episodes as it can (the facts and memories lists keep them all)."""
+    ranked = [(1 / (rrf_k + n), "fact", i, set(src)) for n, (i, src) in enumerate(facts, 1)]
+    ranked += [(1 / (rrf_k + n), "memory", m.id, {m.id}) for n, m in enumerate(memories, 1)]
+    ranked.sort(key=lambda r: -r[0])  # stable: facts before memories of the same rank
+    chosen: list[Ranked] = []
+    reached: set[UUID] = set()
+    for score, kind, item, episodes in ranked:
+        if episodes and episodes <= reached:
+            continue
+        chosen.append(Ranked(kind=kind, id=item, score=score))
+        reached |= episodes
+        if len(chosen) == k:
+            break
+    return chosen
 
 
 class ContextAnswer(BaseModel):
@@ -56,6 +104,9 @@ class Status(BaseModel):
     episodes_pending: int
     episodes_consolidated: int
     episodes_quarantined: int
+    oldest_pending_at: datetime | None = Field(
+        description="When the oldest pending episode was recorded: how long it has waited."
+    )
     last_consolidated_at: datetime | None
     last_message_at: datetime | None
     facts_active: int
@@ -116,3 +167,33 @@ __all__ = [
     "Tombstone",
     "Undeleted",
 ]
+
+
+class RunStarted(BaseModel):
+    """A run a key asked for: its id at once (``GET /v1/runs/{id}`` follows it) and where it
+    runs."""
+
+    run_id: UUID
+    conversation_id: str
+    started_in: Literal["prefect", "server", "here"] = Field(
+        description="prefect: a flow run of the nightly deployment (flow_run_id); server: the "
+        "server's own worker; here: this process, done before the answer."
+    )
+    flow_run_id: str | None = None
+
+
+class RunState(BaseModel):
+    """A run as the tenant that asked for it sees it: its status and what it committed."""
+
+    run_id: UUID
+    kind: str
+    status: str = Field(description="queued (not started yet), running, completed, failed, …")
+    started_at: datetime | None
+    finished_at: datetime | None
+    episodes_consolidated: int = 0
+    episodes_quarantined: int = 0
+    facts_inserted: int = 0
+    facts_reinforced: int = 0
+    facts_updated: int = 0
+    facts_invalidated: int = 0
+    error: str | None = None

@@ -1,9 +1,10 @@
 """The service's state: a database, the embedding model, and what runs beside the answers.
 
 One ``Service`` serves every surface. In a server (``background=True``) query embeddings are
-batched across requests, the facts a search served are recorded by a thread of their own, and
-a forget's purge runs right after its answer; in one process (the CLI, ``slowwave.Memory``)
-the same work is done inline, before the call returns. Either way the database ends the same.
+batched across requests, the facts a search served and its episodes' reviews are recorded by a
+thread of their own, and a forget's purge runs right after its answer; in one process (the CLI,
+``slowwave.Memory``) the same work is done inline, before the call returns. Either way the
+database ends the same.
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Self
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Self, TypeAlias
 from uuid import UUID
 
 import numpy as np
@@ -26,52 +30,79 @@ from slowwave.models.embedding import load_embedder
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.embedding.batching import EmbeddingBatcher
 from slowwave.models.errors import Busy, DatabaseUnavailable, NotFound
+from slowwave.models.llm import load_model
+from slowwave.models.run import RunRequest
 from slowwave.models.settings import Settings, get_settings
 from slowwave.sql.db import Database, migrate
+from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.forget import purge_files
 from slowwave.tasks.ids import IdKind, resolve
+from slowwave.tasks.memories import MemoryPolicy, record_reviews
+from slowwave.tasks.runs import finish_run, start_run
 from slowwave.tasks.search import SearchPolicy, record_retrieval
 
 logger = logging.getLogger(__name__)
 
 
 class Retrievals:
-    """Which facts searches served, written by a thread of their own: a search answers
-    without waiting on the write, and the write passes over facts a run holds locked."""
+    """What searches served, written by a thread of their own: the facts (retrieved) and the
+    episodes (an FSRS review each). A search answers without waiting on the write, and the
+    write passes over rows a run holds locked."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
-        self._queue: queue.SimpleQueue[list[UUID] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Served | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._loop, name="slowwave-retrievals", daemon=True)
         self._thread.start()
 
-    def add(self, ids: Sequence[UUID]) -> None:
-        if ids:
-            self._queue.put(list(ids))
+    def add(self, served: Served) -> None:
+        if served.facts or served.episodes:
+            self._queue.put(served)
 
     def _loop(self) -> None:
         while True:
-            ids = self._queue.get()
-            if ids is None:
+            served = self._queue.get()
+            if served is None:
                 return
-            while not self._queue.empty():  # whatever came meanwhile, in one statement
+            while not self._queue.empty():  # whatever came meanwhile, in one write
                 more = self._queue.get()
                 if more is None:
-                    self._write(ids)
+                    served.write(self._db)
                     return
-                ids += more
-            self._write(ids)
-
-    def _write(self, ids: list[UUID]) -> None:
-        try:
-            with self._db.connection() as conn:
-                record_retrieval(conn, sorted(set(ids)))
-        except (psycopg.Error, PoolTimeout) as exc:  # a best effort: the next search retries
-            logger.warning("could not record %d retrieved fact(s): %s", len(ids), exc)
+                served = served.merged(more)
+            served.write(self._db)
 
     def close(self) -> None:
         self._queue.put(None)
         self._thread.join(timeout=10)
+
+
+@dataclass(frozen=True)
+class Served:
+    """What one search (or several, merged) returned: facts, and episodes reviewed ``at``."""
+
+    facts: tuple[UUID, ...] = ()
+    episodes: tuple[UUID, ...] = ()
+    at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    def merged(self, other: Served) -> Served:
+        return Served(self.facts + other.facts, self.episodes + other.episodes, other.at)
+
+    def record(self, conn: psycopg.Connection) -> None:
+        record_retrieval(conn, sorted(set(self.facts)))
+        record_reviews(conn, sorted(set(self.episodes)), self.at)
+
+    def write(self, db: Database) -> None:
+        try:
+            with db.connection() as conn:
+                self.record(conn)
+        except (psycopg.Error, PoolTimeout) as exc:  # a best effort: the next search retries
+            logger.warning(
+                "could not record %d retrieved fact(s) and %d episode review(s): %s",
+                len(set(self.facts)),
+                len(set(self.episodes)),
+                exc,
+            )
 
 
 class Purger:
@@ -115,6 +146,63 @@ class Purger:
         self._thread.join(timeout=10)
 
 
+Launcher: TypeAlias = Callable[[RunRequest, str], str]
+"""Starts a run a key asked for elsewhere (a Prefect flow run): the request and the
+conversation's stored key in, the flow run's id out."""
+
+
+def run_asked(
+    db: Database, settings: Settings, embedder: Embedder, request: RunRequest, key: str
+) -> None:
+    """A run a key asked for, of one conversation, here: the settings' model loaded for it and
+    closed after. What fails is in the run's row, where ``run_state`` reads it; a model that
+    does not load leaves a failed run behind, so that the id the caller holds says so."""
+    try:
+        model = load_model(settings)
+    except Exception as exc:
+        logger.exception("run %s asked for: the model did not load", request.run_id)
+        with db.connection() as conn:
+            summary = start_run(conn, kind="now", request=request)
+            finish_run(conn, summary, f"the model did not load: {type(exc).__name__}: {exc}")
+        return
+    try:
+        consolidate(db, model, embedder, settings, kind="now", conversations=[key], request=request)
+    except Exception:  # recorded in its row by the run itself
+        logger.exception("run %s asked for failed", request.run_id)
+    finally:
+        model.close()
+
+
+class Asked:
+    """The runs keys asked for, in a server without Prefect: one at a time, in a thread of
+    their own, in the order asked; those not started yet are answered as queued."""
+
+    def __init__(
+        self,
+        db: Database,
+        settings: Settings,
+        embedder: Callable[[], Embedder],
+        queued: dict[UUID, str],
+    ) -> None:
+        self._db, self._settings, self._embedder = db, settings, embedder
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="slowwave-asked")
+        self._queued = queued
+
+    def submit(self, request: RunRequest, key: str) -> None:
+        self._pool.submit(self._run, request, key)
+
+    def _run(self, request: RunRequest, key: str) -> None:
+        try:
+            run_asked(self._db, self._settings, self._embedder(), request, key)
+        finally:
+            self._queued.pop(request.run_id, None)
+
+    def close(self) -> None:
+        """Let the run at work finish (a run stopped half-way is recorded as interrupted by
+        the server's own Ctrl-C); those not started are dropped, never half-done."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
 class Outage:
     """Tells a busy pool from a database that is down: both leave a caller without a connection
     after the pool's wait, but a database that does not take a new connection is down. Asked at
@@ -156,6 +244,7 @@ class ServiceCore:
         *,
         background: bool = False,
         own_db: bool = False,
+        launcher: Launcher | None = None,
     ) -> None:
         self.settings = settings
         self.db = db
@@ -164,10 +253,15 @@ class ServiceCore:
         self._own_db = own_db
         self.background = background
         self.search_policy = SearchPolicy.of(settings)
+        self.memory_policy = MemoryPolicy.of(settings)
         self._batcher: EmbeddingBatcher | None = None
         self.retrievals: Retrievals | None = Retrievals(db) if background else None
         self.purger: Purger | None = Purger(db) if background else None
         self.outage = Outage(db)
+        self.launcher = launcher
+        self._asked: Asked | None = None
+        # runs keys asked for that have no row yet (run id → tenant): answered as queued
+        self.queued: dict[UUID, str] = {}
 
     @classmethod
     @contextmanager
@@ -201,12 +295,13 @@ class ServiceCore:
             )
         return self._batcher.embed(text)
 
-    def served(self, fact_ids: Sequence[UUID], conn: psycopg.Connection) -> None:
-        """Record the facts a search served (``SLOWWAVE_MAX_ACTIVE_FACTS`` keeps the used)."""
+    def served(self, served: Served, conn: psycopg.Connection) -> None:
+        """Record what a search served: its facts as retrieved (``SLOWWAVE_MAX_ACTIVE_FACTS``
+        keeps the used), its episodes reviewed (FSRS)."""
         if self.retrievals is not None:
-            self.retrievals.add(fact_ids)
+            self.retrievals.add(served)
         else:
-            record_retrieval(conn, list(fact_ids))
+            served.record(conn)
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
@@ -245,7 +340,16 @@ class ServiceCore:
         id as the listings print it (``UnknownId``, or ``AmbiguousId`` with the candidates)."""
         return id_ if isinstance(id_, UUID) else resolve(conn, kind, id_)
 
+    @property
+    def asked(self) -> Asked:
+        """The server's worker for the runs keys ask for, started on first use."""
+        if self._asked is None:
+            self._asked = Asked(self.db, self.settings, lambda: self.embedder, self.queued)
+        return self._asked
+
     def close(self) -> None:
+        if self._asked is not None:
+            self._asked.close()
         if self.purger is not None:
             self.purger.close()
         if self.retrievals is not None:

@@ -14,13 +14,24 @@ from slowwave.models.category import Category
 from slowwave.models.errors import Gone, InvalidRequest, NotFound
 from slowwave.models.history import FactVersion
 from slowwave.models.keys import Scope
-from slowwave.models.tenant import conversation_of
-from slowwave.service.answers import ContextAnswer, Hit, SearchAnswer, Status, Tombstone
+from slowwave.models.llm.tokens import average_tokens
+from slowwave.models.tenant import DEFAULT_TENANT, conversation_of
+from slowwave.service.answers import (
+    ContextAnswer,
+    Hit,
+    RunState,
+    SearchAnswer,
+    Status,
+    Tombstone,
+    fuse,
+)
 from slowwave.service.caller import Caller
-from slowwave.service.core import ServiceCore, not_found
+from slowwave.service.core import Served, ServiceCore, not_found
 from slowwave.tasks.history import fact_history, get_version, list_facts
 from slowwave.tasks.ids import IdKind, shorten
+from slowwave.tasks.memories import latest_memories, render_memories, search_memories
 from slowwave.tasks.profile import Profile, read_profile
+from slowwave.tasks.runs import show_run
 from slowwave.tasks.search import (
     Ranker,
     context,
@@ -55,13 +66,20 @@ class Reads(ServiceCore):
         as_of: datetime | None = None,
         ranker: Ranker = "hybrid",
         output: Literal["json", "markdown", "split"] = "json",
+        memories: int | None = None,
+        memory_tokens: int | None = None,
+        fused: bool = False,
     ) -> SearchAnswer:
         """The top ``k`` facts for ``query``: active ones, or those valid at ``as_of`` (event
-        time). The facts served are recorded as retrieved. ``output``: ``markdown`` adds the
-        block an agent's prompt takes (``split``: guidelines apart)."""
+        time); beside them the ``memories`` episodes (pending or consolidated, begun by
+        ``as_of``) whose messages answer it best, each cut to ``memory_tokens`` (both: the
+        settings' when not given). ``fused``: also one list of both, best first, ``k`` long.
+        The facts served are recorded as retrieved, the episodes reviewed (FSRS). ``output``:
+        ``markdown`` adds the block an agent's prompt takes (``split``: guidelines apart)."""
         caller.needs(Scope.read)
         key = caller.key(conversation_id)
         self._check_query(query, k)
+        memories, memory_tokens = self._check_memories(memories, memory_tokens)
         vector = self.embed_query(query) if ranker != "fulltext" else None
         with self.connection() as conn:
             found = search(
@@ -76,9 +94,20 @@ class Reads(ServiceCore):
                 policy=self.search_policy,
                 vector=vector,
             )
-            if not found:
+            said = search_memories(
+                conn,
+                self.embedder,
+                query,
+                key,
+                k=memories,
+                memory_tokens=memory_tokens,
+                as_of=zoned(as_of),
+                policy=self.memory_policy,
+                vector=vector,
+            )
+            if not found and not said:
                 self.require(conn, key, conversation_id)
-            self.served([h.id for h in found], conn)
+            self.served(Served(tuple(h.id for h in found), tuple(m.id for m in said)), conn)
         hits = [
             Hit(
                 id=h.id,
@@ -98,12 +127,20 @@ class Reads(ServiceCore):
             )
             for h in found
         ]
+        said = [m.model_copy(update={"conversation_id": conversation_id}) for m in said]
+        cited = [(h.id, h.source_episodic_ids) for h in found]
         markdown = {"json": None, "markdown": render_markdown, "split": render_split}[output]
         return SearchAnswer(
             conversation_id=conversation_id,
             query=query,
             hits=hits,
-            markdown=markdown(found) if markdown is not None else None,
+            memories=said,
+            ranked=fuse(cited, said, k, self.search_policy.rrf_k) if fused else None,
+            markdown=(
+                "\n\n".join(filter(None, (markdown(found), render_memories(said))))
+                if markdown is not None
+                else None
+            ),
         )
 
     def context(
@@ -113,19 +150,30 @@ class Reads(ServiceCore):
         budget_tokens: int = 500,
         *,
         as_of: datetime | None = None,
+        memories: int = 0,
     ) -> ContextAnswer:
-        """Guidelines and the top identity / preference facts, packed into a token budget."""
+        """Guidelines and the top identity / preference facts, packed into a token budget
+        (seed 001's ``context_pre_retrieve``: facts only, nothing reviewed); ``memories``: the
+        last messages of that many latest episodes in the room the facts leave."""
         caller.needs(Scope.read)
         key = caller.key(conversation_id)
         if not 1 <= budget_tokens <= MAX_CONTEXT_TOKENS:
             raise InvalidRequest(
                 f"budget_tokens must be from 1 to {MAX_CONTEXT_TOKENS}", code="invalid_budget"
             )
+        if not 0 <= memories <= self.settings.serve.max_k:
+            raise InvalidRequest(
+                f"memories must be from 0 to {self.settings.serve.max_k}", code="invalid_k"
+            )
         with self.connection() as conn:
             block = context(conn, key, budget_tokens, as_of=zoned(as_of))
-            if not block:
+            room = budget_tokens - (average_tokens(block) + 2 if block else 0)
+            recent = latest_memories(conn, key, memories, room, as_of=zoned(as_of))
+            if not block and not recent:
                 self.require(conn, key, conversation_id)
-        return ContextAnswer(conversation_id=conversation_id, context=block)
+        return ContextAnswer(
+            conversation_id=conversation_id, context="\n\n".join(filter(None, (block, recent)))
+        )
 
     def facts(
         self,
@@ -216,6 +264,38 @@ class Reads(ServiceCore):
         caller.needs(Scope.read)
         with self.connection() as conn:
             return has_facts(conn, caller.key(conversation_id))
+
+    def run_state(self, caller: Caller, run_id: UUID) -> RunState:
+        """A run the caller's tenant asked for (``consolidate_now``): queued, running or how it
+        ended, with what it committed. The default tenant's admin keys see every run; any
+        other key sees its tenant's, and of another run what a run that does not exist shows."""
+        caller.needs(Scope.read)
+        everyone = caller.tenant == DEFAULT_TENANT and caller.scope.allows(Scope.admin)
+        with self.connection() as conn:
+            row = show_run(conn, run_id)
+        if row is not None and (everyone or row["requested_by_tenant"] == caller.tenant):
+            return RunState.model_validate({**row, "run_id": row["id"]})
+        asker = self.queued.get(run_id) if row is None else None
+        if asker is not None and (everyone or asker == caller.tenant):
+            return RunState(
+                run_id=run_id, kind="now", status="queued", started_at=None, finished_at=None
+            )
+        raise NotFound(f"no run {run_id}")
+
+    def _check_memories(self, memories: int | None, tokens: int | None) -> tuple[int, int]:
+        """How many episodic memories and how many tokens of each: the call's, or the
+        settings'; within what a server allows (``serve.max_k``, ``MAX_CONTEXT_TOKENS``)."""
+        memories = self.memory_policy.memories if memories is None else memories
+        tokens = self.memory_policy.memory_tokens if tokens is None else tokens
+        if not 0 <= memories <= self.settings.serve.max_k:
+            raise InvalidRequest(
+                f"memories must be from 0 to {self.settings.serve.max_k}", code="invalid_k"
+            )
+        if not 16 <= tokens <= MAX_CONTEXT_TOKENS:
+            raise InvalidRequest(
+                f"memory_tokens must be from 16 to {MAX_CONTEXT_TOKENS}", code="invalid_budget"
+            )
+        return memories, tokens
 
     def _check_query(self, query: str, k: int) -> None:
         limit = self.settings.serve.max_query_chars

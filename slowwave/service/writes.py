@@ -5,16 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from slowwave.models.errors import Conflict, MalformedAnswer, TooLarge
+from slowwave.models.ids import new_id
 from slowwave.models.keys import Scope
 from slowwave.models.llm import load_model
 from slowwave.models.llm.base import StructuredModel
-from slowwave.models.run import RunSummary
-from slowwave.service.answers import Recorded, Rejected
+from slowwave.models.run import RunRequest, RunSummary
+from slowwave.service.answers import Recorded, Rejected, RunStarted
 from slowwave.service.caller import Caller
-from slowwave.service.core import ServiceCore
+from slowwave.service.core import ServiceCore, run_asked
 from slowwave.tasks.consolidate import consolidate as consolidate_run
 from slowwave.tasks.history import list_facts
 from slowwave.tasks.ingest.formats import Format, check_sources
@@ -116,6 +117,35 @@ class Writes(ServiceCore):
         finally:
             if own_model:
                 model.close()
+
+    def consolidate_now(self, caller: Caller, conversation_id: str) -> RunStarted:
+        """Consolidate one conversation's pending episodes now, whatever the triggers say: a
+        run the caller's key asked for. In a server it starts at once and the answer carries
+        its id (``run_state`` follows it): a flow run of the nightly deployment where a Prefect
+        API is configured (the server's ``launcher``), else in the server's own worker, one run
+        at a time. In one process it runs before the call returns."""
+        caller.needs(Scope.write)
+        key = caller.key(conversation_id)
+        with self.connection() as conn:
+            self.require(conn, key, conversation_id)
+        request = RunRequest(new_id(), caller.tenant)
+        if self.background:
+            self.queued[request.run_id] = caller.tenant
+        if self.launcher is not None:
+            flow_run_id = self.launcher(request, key)
+            return RunStarted(
+                run_id=request.run_id,
+                conversation_id=conversation_id,
+                started_in="prefect",
+                flow_run_id=flow_run_id,
+            )
+        if self.background:
+            self.asked.submit(request, key)
+            where: Literal["server", "here"] = "server"
+        else:
+            run_asked(self.db, self.settings, self.embedder, request, key)
+            where = "here"
+        return RunStarted(run_id=request.run_id, conversation_id=conversation_id, started_in=where)
 
     def refresh_profile(
         self, caller: Caller, conversation_id: str, *, model: StructuredModel | None = None

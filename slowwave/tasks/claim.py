@@ -38,6 +38,9 @@ class ClaimPolicy:
     lease_s: int
     max_conversations: int
     chunk_size: int
+    # a conversation with an episode that ended within this many seconds is still talking:
+    # not due (the soon deployment); None: every conversation may be
+    quiet_s: int | None = None
 
     @classmethod
     def of(cls, settings: Settings) -> ClaimPolicy:
@@ -258,6 +261,7 @@ def _params(
         "flashbulb": policy.flashbulb,
         "due_after_s": policy.due_after_s,
         "open_s": policy.open_s,
+        "quiet_s": policy.quiet_s,
         "everything": everything,
         "lease_s": policy.lease_s,
         "max_conversations": policy.max_conversations,

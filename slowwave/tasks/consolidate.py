@@ -11,14 +11,14 @@ process (``consolidate``: tests, benchmarks and embedding applications), or as P
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from uuid import UUID
 
 from slowwave.models import interrupt
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.llm.base import StructuredModel
-from slowwave.models.run import RunSummary
+from slowwave.models.run import RunRequest, RunSummary
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.chains import Backlog
@@ -217,6 +217,7 @@ def drive_run(
     kind: str,
     conversations: Sequence[str] | None = None,
     flow_run_id: str | None = None,
+    request: RunRequest | None = None,
 ) -> RunSummary:
     """A whole run, the one order every run follows: recorded (its row, its leases renewed,
     its claims released and its outcome stored whatever happens) → its policy → what it
@@ -224,11 +225,18 @@ def drive_run(
     its own conversations → what it leaves pending, counted → the conversations' profiles."""
     interrupt.clear()  # an interrupt of an earlier run in this process is not this one's
     with recorded_run(
-        db, kind=kind, flow_run_id=flow_run_id, lease_s=settings.consolidation.claim_lease_s
+        db,
+        kind=kind,
+        flow_run_id=flow_run_id,
+        lease_s=settings.consolidation.claim_lease_s,
+        request=request,
     ) as summary:
         policy = RunPolicy.of(
             settings, steps.model
         )  # inside: a budget that cannot work is recorded
+        if kind == "soon":  # only conversations quiet for the segmentation gap
+            quiet = replace(policy.claim, quiet_s=settings.ingest.segment_gap_s)
+            policy = replace(policy, claim=quiet)
         steps.prepare(summary)
         scope = Scope.of(summary, conversations)
         specs, due = steps.plan(
@@ -251,6 +259,7 @@ def consolidate(
     kind: str = "manual",
     conversations: Sequence[str] | None = None,
     flow_run_id: str | None = None,
+    request: RunRequest | None = None,
 ) -> RunSummary:
     """A whole run in this process (``drive_run`` with the in-process steps)."""
     return drive_run(
@@ -260,4 +269,5 @@ def consolidate(
         kind=kind,
         conversations=conversations,
         flow_run_id=flow_run_id,
+        request=request,
     )

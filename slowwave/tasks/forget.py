@@ -50,6 +50,7 @@ logger = logging.getLogger(__name__)
 # Every table a forget deletes from or rewrites.
 PURGED = (
     "episodic_memory",
+    "episode_windows",
     "ingested_messages",
     "semantic_memory",
     "decision_log",

@@ -25,7 +25,13 @@ from psycopg.types.json import Jsonb
 
 from slowwave import sql
 from slowwave.models.ids import new_id
-from slowwave.models.run import RUN_COUNTS, SIMILARITY_BOUNDS, RunSummary, SimilarityHistogram
+from slowwave.models.run import (
+    RUN_COUNTS,
+    SIMILARITY_BOUNDS,
+    RunRequest,
+    RunSummary,
+    SimilarityHistogram,
+)
 from slowwave.models.settings import setting_default
 from slowwave.tasks.claim import release, renew
 from slowwave.tasks.forget import hold_conversations
@@ -37,9 +43,15 @@ logger = logging.getLogger(__name__)
 
 
 def start_run(
-    conn: psycopg.Connection, *, kind: str = "manual", flow_run_id: str | None = None
+    conn: psycopg.Connection,
+    *,
+    kind: str = "manual",
+    flow_run_id: str | None = None,
+    request: RunRequest | None = None,
 ) -> RunSummary:
-    summary = RunSummary(run_id=new_id(), kind=kind, started_at=datetime.now(UTC))
+    """A run's row (``request``: its id, given at once to the tenant that asked for it)."""
+    run_id = request.run_id if request is not None else new_id()
+    summary = RunSummary(run_id=run_id, kind=kind, started_at=datetime.now(UTC))
     with conn.transaction():
         conn.execute(
             sql.statement("run_start"),
@@ -50,6 +62,7 @@ def start_run(
                 "started_at": summary.started_at,
                 "host": socket.gethostname(),
                 "pid": os.getpid(),
+                "requested_by_tenant": request.tenant if request is not None else None,
             },
         )
     return summary
@@ -205,6 +218,7 @@ def recorded_run(
     kind: str = "manual",
     flow_run_id: str | None = None,
     lease_s: int | None = None,
+    request: RunRequest | None = None,
 ) -> Iterator[RunSummary]:
     """A run row for the block: while it runs its leases are renewed (every third of
     ``lease_s``, when given); whatever happens, its claims are released and the outcome
@@ -213,7 +227,7 @@ def recorded_run(
         crashed = mark_crashed(conn, lease_s or setting_default("claim_lease_s"))
         if crashed:
             logger.warning("marked %d run(s) whose process died as crashed", len(crashed))
-        summary = start_run(conn, kind=kind, flow_run_id=flow_run_id)
+        summary = start_run(conn, kind=kind, flow_run_id=flow_run_id, request=request)
     error: str | None = None
     interrupted = False
     renewal: AbstractContextManager[object] = (

@@ -72,3 +72,43 @@ class SearchSettings(BaseSettings):
         "well their source episode's transcript matches the query's words (BM25), then by "
         "similarity (0: off).",
     )
+    memories: int = Field(
+        default=5,
+        ge=0,
+        le=100,
+        description="Search: how many episodic memories (the conversation's episodes, pending "
+        "and consolidated, ranked by how well their messages match the query) an answer gives "
+        "beside its facts, unless the call says (0: facts only).",
+    )
+    memory_tokens: int = Field(
+        default=300,
+        ge=16,
+        le=100_000,
+        description="Search: the most tokens of one episodic memory's text an answer carries, "
+        "unless the call says: a longer episode is cut to the messages that match the query "
+        "best and those around them (marked as an excerpt).",
+    )
+    retrievability_weight: float = Field(
+        default=0.3,
+        ge=0,
+        le=1,
+        description="Search: how much an episode's FSRS retrievability (from its last review: "
+        "a search that returned it, or the end of the episode) weighs its score: score = match "
+        "x (1 - w + w x retrievability). 0.3, the largest weight tried that did not lower the "
+        "episodes' session recall@10 on LoCoMo (benchmarks.locomo_recall: 0.9339 at 0, 0.9337 "
+        "at 0.1, 0.9341 at 0.3).",
+    )
+    memory_window: int = Field(
+        default=8,
+        ge=1,
+        le=256,
+        description="Search: episodic memories are embedded in windows of this many "
+        "consecutive messages (a whole episode is longer than the embedding model reads); an "
+        "episode ranks by its nearest window in the vector channel.",
+    )
+    memory_vector_weight: float = Field(
+        default=1.0,
+        ge=0,
+        description="Search: weight of the episodic memories' vector channel against their "
+        "full-text channel in the fusion (0: full text only, and no episode is embedded).",
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Annotated, Any
+from uuid import UUID
 
 from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, Field
@@ -12,6 +13,7 @@ from slowwave.models.keys import Scope as KeyScope
 from slowwave.server.deps import NO_NUL_PATTERN, ServiceDep, Who
 from slowwave.server.responses import errors
 from slowwave.service import NewKey
+from slowwave.service.answers import RunState
 
 router = APIRouter(prefix="/v1", tags=["admin"])
 
@@ -45,6 +47,16 @@ def list_runs(
     service: ServiceDep, who: Who, limit: Annotated[int, Query(ge=1, le=1000)] = 20
 ) -> list[dict[str, Any]]:
     return service.runs(who, limit)
+
+
+@router.get(
+    "/runs/{run_id}",
+    operation_id="run_state",
+    summary="A run the key's tenant asked for: queued, running or how it ended.",
+    responses=errors(401, 403, 404, 422, 429, 503),
+)
+def run_state(run_id: UUID, service: ServiceDep, who: Who) -> RunState:
+    return service.run_state(who, run_id)
 
 
 @router.get(

@@ -13,6 +13,7 @@ from slowwave.models.history import FactVersion
 from slowwave.server.deps import TEXT_PATTERN, ConversationId, ServiceDep, Who
 from slowwave.server.responses import errors
 from slowwave.service import ContextAnswer, Forgotten, Recorded, SearchAnswer, Status
+from slowwave.service.answers import RunStarted
 from slowwave.service.reads import profile_json
 
 router = APIRouter(prefix="/v1/conversations/{conversation_id}")
@@ -59,10 +60,54 @@ def search_memory(
     category: Category | None = None,
     as_of: datetime | None = None,
     format: Literal["json", "markdown"] = "json",
+    memories: Annotated[
+        int | None,
+        Query(ge=0, description="Episodic memories beside the facts (default: the server's)."),
+    ] = None,
+    memory_tokens: Annotated[
+        int | None,
+        Query(ge=16, le=100_000, description="The most tokens of each memory's text."),
+    ] = None,
+    fused: Annotated[
+        bool, Query(description="Also facts and memories in one list, best first.")
+    ] = False,
 ) -> SearchAnswer:
     return service.search(
-        who, query, conversation_id, k, category=category, as_of=as_of, output=format
+        who,
+        query,
+        conversation_id,
+        k,
+        category=category,
+        as_of=as_of,
+        output=format,
+        memories=memories,
+        memory_tokens=memory_tokens,
+        fused=fused,
     )
+
+
+@router.post(
+    "/consolidate",
+    tags=["record"],
+    status_code=202,
+    summary="Consolidate the conversation's pending episodes now, whatever the triggers say.",
+    description="Starts a run at once (a flow run of the nightly deployment where a Prefect API "
+    "is configured, else the server's own worker, one run at a time) and answers with its id; "
+    "GET /v1/runs/{run_id} follows it. Write keys.",
+    responses={
+        202: {
+            "links": {
+                "state": {
+                    "operationId": "run_state",
+                    "parameters": {"run_id": "$response.body#/run_id"},
+                }
+            }
+        },
+        **errors(401, 403, 404, 410, 413, 422, 429, 503),
+    },
+)
+def consolidate_now(conversation_id: ConversationId, service: ServiceDep, who: Who) -> RunStarted:
+    return service.consolidate_now(who, conversation_id)
 
 
 @router.get(
@@ -77,8 +122,11 @@ def get_context(
     who: Who,
     budget_tokens: Annotated[int, Query(ge=1, le=100_000)] = 500,
     as_of: datetime | None = None,
+    memories: Annotated[
+        int, Query(ge=0, description="The latest episodes' last messages, in the room left.")
+    ] = 0,
 ) -> ContextAnswer:
-    return service.context(who, conversation_id, budget_tokens, as_of=as_of)
+    return service.context(who, conversation_id, budget_tokens, as_of=as_of, memories=memories)
 
 
 @router.get(

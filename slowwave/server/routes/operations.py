@@ -6,8 +6,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CollectorRegistry, generate_latest
 
+from slowwave.metrics import BacklogCollector
 from slowwave.models.errors import SlowwaveError
 from slowwave.models.keys import Scope as KeyScope
+from slowwave.models.tenant import DEFAULT_TENANT
 from slowwave.server.deps import ServiceDep, Who
 from slowwave.server.errors import ErrorBody, error_body, error_response
 from slowwave.server.responses import errors
@@ -48,7 +50,8 @@ def readyz(service: ServiceDep) -> JSONResponse:
 
 @router.get(
     "/metrics",
-    summary="Prometheus text: requests and runs.",
+    summary="Prometheus text: requests, runs and the backlog (a key's own tenant's; the default "
+    "tenant's admin key: every tenant's).",
     # Response: the errors stay JSON in the document, as they are on the wire
     response_class=Response,
     responses={
@@ -59,7 +62,11 @@ def readyz(service: ServiceDep) -> JSONResponse:
         **errors(401, 403, 429, 503),
     },
 )
-def prometheus(request: Request, who: Who) -> PlainTextResponse:
+def prometheus(request: Request, service: ServiceDep, who: Who) -> PlainTextResponse:
     who.needs(KeyScope.admin)
     registry: CollectorRegistry = request.app.state.registry
-    return PlainTextResponse(generate_latest(registry).decode())
+    backlog = CollectorRegistry(auto_describe=False)
+    backlog.register(
+        BacklogCollector(service.db, None if who.tenant == DEFAULT_TENANT else who.tenant)
+    )
+    return PlainTextResponse(generate_latest(registry).decode() + generate_latest(backlog).decode())

@@ -3,6 +3,11 @@
 -- from its recorded chunks (slowwave_run_counts, migration 0026), a run that ended as it stored
 -- its counts. The lateral join is computed only for the rows a query keeps (a list's LIMIT, a
 -- show's id), and OFFSET 0 keeps it from being pulled up, so that the status gates the count.
+-- A run asked for by a key (POST /v1/conversations/ID/consolidate) records the tenant that
+-- asked, so that GET /v1/runs/ID shows it to that tenant's keys (the default tenant's admin
+-- keys see every run); a scheduled or an operator's run has none.
+ALTER TABLE consolidation_runs ADD COLUMN requested_by_tenant text;
+
 CREATE VIEW consolidation_run_totals AS
 SELECT r.id, r.flow_run_id, r.kind, r.status, r.started_at, r.finished_at, r.host, r.pid,
        coalesce(c.conversations, r.conversations) AS conversations,
@@ -20,7 +25,8 @@ SELECT r.id, r.flow_run_id, r.kind, r.status, r.started_at, r.finished_at, r.hos
        coalesce(c.prompt_tokens, r.prompt_tokens) AS prompt_tokens,
        coalesce(c.completion_tokens, r.completion_tokens) AS completion_tokens,
        coalesce(c.prompt_tokens_cached, r.prompt_tokens_cached) AS prompt_tokens_cached,
-       r.error
+       r.error,
+       r.requested_by_tenant
 FROM consolidation_runs r
 LEFT JOIN LATERAL (
     SELECT * FROM slowwave_run_counts(r.id) WHERE r.status = 'running' OFFSET 0

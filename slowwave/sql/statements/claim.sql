@@ -5,6 +5,8 @@
 -- backfill, or a run that names its conversations) every pending episode is due.
 -- An episode still open is not taken: its last message is younger than %(open_s)s seconds (the
 -- segmentation gap) by the wall clock, so the conversation may go on in it (ingest_segment).
+-- With %(quiet_s)s (the soon deployment) a conversation is due only once it is quiet: none of
+-- its episodes ended within that many seconds (slowwave_quiet, migration 0029).
 -- A conversation is taken whole or not at all: skipped while any of its pending episodes is
 -- under another run's live lease, and guarded by a transaction-level advisory lock so that two
 -- claimers running this statement at the same moment cannot split it between them. A run
@@ -26,6 +28,7 @@ WITH due AS MATERIALIZED (  -- sorted first: the locks below are taken in order,
                             now() - make_interval(secs => %(due_after_s)s)))
        AND bool_and(claimed_until IS NULL OR claimed_until < now()
                     OR (claimed_by = %(run_id)s AND claim_shard = %(shard)s))
+       AND slowwave_quiet(conversation_id, %(quiet_s)s::integer)
     ORDER BY oldest, conversation_id
 ), locked AS (
     -- The cap counts conversations this run locked: runs claiming at the same moment each

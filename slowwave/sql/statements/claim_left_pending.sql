@@ -1,6 +1,6 @@
 -- After a run's shards: the pending episodes the run did not take, and why (counted per
 -- reason). held: under another run's live lease; not_due: their conversation is not due
--- (slowwave_due), or the episode is still open (younger than %(open_s)s seconds, claim.sql);
+-- (slowwave_due, or still talking: slowwave_quiet), or the episode is still open (younger than %(open_s)s seconds, claim.sql);
 -- over_cap: due, but beyond the run's %(max_conversations)s (or due only after the run planned
 -- its shards).
 WITH episodes AS (
@@ -22,7 +22,8 @@ WITH episodes AS (
                                bool_or(first_claimed_at IS NOT NULL),
                                min(created_at) FILTER (WHERE NOT open),
                                %(threshold)s::integer, %(flashbulb)s::real,
-                               now() - make_interval(secs => %(due_after_s)s)) AS due
+                               now() - make_interval(secs => %(due_after_s)s))
+           AND slowwave_quiet(conversation_id, %(quiet_s)s::integer) AS due
     FROM episodes
     GROUP BY conversation_id
 )

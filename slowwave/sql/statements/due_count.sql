@@ -14,6 +14,7 @@ WITH due AS (
                             min(created_at), %(threshold)s::integer, %(flashbulb)s::real,
                             now() - make_interval(secs => %(due_after_s)s)))
        AND bool_and(claimed_until IS NULL OR claimed_until < now() OR claimed_by = %(run_id)s)
+       AND slowwave_quiet(conversation_id, %(quiet_s)s::integer)
     LIMIT %(max_conversations)s
 )
 SELECT count(*) AS conversations, coalesce(sum(episodes), 0)::bigint AS episodes FROM due

@@ -1,6 +1,6 @@
 -- Forget a conversation (a privacy request): every row that holds its text or was derived from
 -- it goes, in one statement: decisions, chunk records, facts, its profile, ingested message
--- ids, episodes;
+-- ids, episodes and their vectors;
 -- the runs' summaries lose its failure entries (their reasons may quote it). Returns the rows
 -- removed per table, for the tombstone. Rare: the decision log and chunks are scanned.
 WITH decisions AS (
@@ -13,6 +13,8 @@ WITH decisions AS (
     DELETE FROM conversation_profiles WHERE conversation_id = %(conversation_id)s RETURNING 1
 ), messages AS (
     DELETE FROM ingested_messages WHERE conversation_id = %(conversation_id)s RETURNING 1
+), windows AS (
+    DELETE FROM episode_windows WHERE conversation_id = %(conversation_id)s RETURNING 1
 ), episodes AS (
     DELETE FROM episodic_memory WHERE conversation_id = %(conversation_id)s RETURNING 1
 ), summaries AS (
@@ -26,6 +28,7 @@ WITH decisions AS (
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM episodes) AS episodes,
+       (SELECT count(*) FROM windows) AS episode_windows,
        (SELECT count(*) FROM messages) AS ingested_messages,
        (SELECT count(*) FROM facts) AS facts,
        (SELECT count(*) FROM profiles) AS profiles,

@@ -1,0 +1,78 @@
+-- search_episodes: the episodes of one conversation that best answer a query (the episodic
+-- memories a search returns beside its facts). Every episode that is not quarantined, pending
+-- or consolidated, that began by %(as_of)s (event time; null: all), found through
+-- episodic_memory_latest_idx. Two channels, fused by reciprocal rank fusion (%(rrf_k)s):
+--   full text: BM25 (k1 = 1.2, b = 0.75) over the whole episode's words, any of the query's
+--              words matching (OR), document frequencies among the conversation's episodes; a
+--              consolidated episode's words are stored (search_tsv, apply_mark_consolidated),
+--              a pending one's parsed here, so a message is found the moment it is recorded;
+--   vector:    the cosine distance of the episode's nearest window of messages
+--              (episode_windows, embedded before the search by tasks.memories), weighted by
+--              %(vector_weight)s (0: off): what the query means without its words.
+-- Up to %(candidates)s from each channel; the best %(candidates)s fused, each with its FSRS
+-- card, weighed by the caller.
+WITH scope AS MATERIALIZED (
+    SELECT e.id,
+           coalesce(e.search_tsv, to_tsvector('english'::regconfig,
+                                              jsonb_path_query_array(e.messages, '$[*].text')))
+               AS tsv
+    FROM episodic_memory e
+    WHERE e.conversation_id = %(conversation_id)s AND e.quarantined_at IS NULL
+      AND (%(as_of)s::timestamptz IS NULL OR e.start_at <= %(as_of)s::timestamptz)
+), words AS (
+    SELECT tsvector_to_array(to_tsvector('english', %(query)s)) AS lexemes
+), query AS (
+    SELECT lexemes,
+           CASE WHEN cardinality(lexemes) > 0 THEN
+               to_tsquery('simple', array_to_string(
+                   ARRAY(SELECT quote_literal(l) FROM unnest(lexemes) AS l), ' | '))
+           END AS tsq
+    FROM words
+), postings AS (
+    SELECT s.id, u.lexeme AS term, cardinality(u.positions) AS tf, length(s.tsv) AS dl
+    FROM scope s
+    CROSS JOIN query q
+    CROSS JOIN LATERAL unnest(s.tsv) AS u
+    WHERE q.tsq IS NOT NULL AND s.tsv @@ q.tsq AND u.lexeme = ANY(q.lexemes)
+), sizes AS (
+    SELECT count(*) AS docs, coalesce(avg(length(tsv)), 1) AS avgdl FROM scope
+), scores AS (
+    SELECT p.id,
+           sum(ln(1 + (z.docs - df.n + 0.5) / (df.n + 0.5))
+               * p.tf * 2.2 / (p.tf + 1.2 * (0.25 + 0.75 * p.dl / z.avgdl)))::float8 AS bm25
+    FROM postings p
+    JOIN (SELECT term, count(*) AS n FROM postings GROUP BY term) AS df USING (term)
+    CROSS JOIN sizes z
+    GROUP BY p.id
+), fulltext AS (
+    SELECT id, row_number() OVER (ORDER BY bm25 DESC, id) AS r
+    FROM scores
+    ORDER BY r
+    LIMIT %(candidates)s
+), nearest AS (
+    SELECT w.episode_id AS id, min(cosine_distance(w.embedding, %(vector)s::vector)) AS d
+    FROM episode_windows w
+    JOIN scope s ON s.id = w.episode_id
+    WHERE %(vector_weight)s::float8 > 0 AND w.conversation_id = %(conversation_id)s
+    GROUP BY w.episode_id
+), semantic AS (
+    SELECT id, row_number() OVER (ORDER BY d, id) AS r
+    FROM nearest
+    ORDER BY r
+    LIMIT %(candidates)s
+), fused AS (
+    SELECT id, f.r AS fulltext_rank, v.r AS vector_rank,
+           coalesce(1.0 / (%(rrf_k)s + f.r), 0)
+           + coalesce(%(vector_weight)s::float8 / (%(rrf_k)s + v.r), 0) AS fused
+    FROM fulltext f
+    FULL JOIN semantic v USING (id)
+    ORDER BY fused DESC, id
+    LIMIT %(candidates)s
+)
+SELECT e.id, e.conversation_id, e.start_at, e.end_at, e.consolidated_at IS NULL AS pending,
+       e.messages, f.fused::float8 AS fused, f.fulltext_rank, f.vector_rank,
+       e.review_stability, e.review_difficulty, e.review_state, e.review_step, e.reviewed_at,
+       e.reviews
+FROM fused f
+JOIN episodic_memory e USING (id)
+ORDER BY f.fused DESC, e.id

@@ -1,0 +1,311 @@
+"""Episodic memories: the episodes a search returns beside its facts.
+
+What was said this morning is found before any run consolidates it, and what a run's model
+failed to extract is still found: a search ranks the conversation's episodes, pending and
+consolidated, by how well their messages match the query (``sql/statements/
+search_episodes.sql``), weighs each by its FSRS retrievability (``retrievability_weight``;
+seed 000: FSRS applies to episodic memory only) and gives each one's text whole or cut to a
+token budget around the messages that match best. A search that returns an episode reviews
+it (the ``fsrs`` scheduler, rated Good); ``context`` reviews nothing (seed 001's
+``context_pre_retrieve``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+import psycopg
+from fsrs import Card, Rating, Scheduler, State
+from psycopg.rows import dict_row
+
+from slowwave import sql
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.episode import EpisodicHit
+from slowwave.models.llm.tokens import average_tokens
+from slowwave.models.settings import Settings, setting_default
+
+# Reviews are computed the same on every replica: no fuzzing of intervals.
+_SCHEDULER = Scheduler(enable_fuzzing=False)
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class MemoryPolicy:
+    """How many episodes a search returns and how much of each; their windows of messages
+    (``window``) and the vector channel's weight; how their FSRS retrievability weighs them
+    (``candidates``: how many each channel gives, ``rrf_k``: the fusion's constant)."""
+
+    memories: int = setting_default("search_memories")
+    memory_tokens: int = setting_default("search_memory_tokens")
+    retrievability_weight: float = setting_default("search_retrievability_weight")
+    window: int = setting_default("search_memory_window")
+    vector_weight: float = setting_default("search_memory_vector_weight")
+    candidates: int = setting_default("search_candidates")
+    rrf_k: int = setting_default("rrf_k")
+
+    @classmethod
+    def of(cls, settings: Settings) -> MemoryPolicy:
+        return cls(
+            memories=settings.search.memories,
+            memory_tokens=settings.search.memory_tokens,
+            retrievability_weight=settings.search.retrievability_weight,
+            window=settings.search.memory_window,
+            vector_weight=settings.search.memory_vector_weight,
+            candidates=settings.search.candidates,
+            rrf_k=settings.search.rrf_k,
+        )
+
+
+def card(row: dict[str, Any]) -> Card:
+    """An episode's FSRS card: as stored, or, never reviewed, reviewed once at its end."""
+    if row["reviewed_at"] is None:
+        first, _ = _SCHEDULER.review_card(Card(), Rating.Good, row["end_at"].astimezone(UTC))
+        return first
+    return Card(
+        state=State(row["review_state"]),
+        step=row["review_step"],
+        stability=row["review_stability"],
+        difficulty=row["review_difficulty"],
+        last_review=row["reviewed_at"].astimezone(UTC),
+        due=row["reviewed_at"].astimezone(UTC),
+    )
+
+
+def retrievability(row: dict[str, Any], at: datetime) -> float:
+    """The probability the episode is recalled at ``at`` (no earlier than its last review)."""
+    shown, at = card(row), at.astimezone(UTC)
+    last = shown.last_review or at
+    return float(_SCHEDULER.get_card_retrievability(shown, max(at, last)))
+
+
+def lines(messages: Sequence[dict[str, Any]]) -> list[str]:
+    return [f"{m.get('speaker', '')}: {m.get('text', '')}" for m in messages]
+
+
+def excerpt(messages: Sequence[dict[str, Any]], query: str, budget: int) -> tuple[str, bool]:
+    """The episode's text within ``budget`` tokens: whole when it fits, else the message that
+    shares most words with the query and its neighbours, nearer ones first (``…`` where
+    messages were left out); a single message longer than the budget is cut."""
+    shown = lines(messages)
+    costs = [average_tokens(line) + 1 for line in shown]
+    if sum(costs) <= budget:
+        return "\n".join(shown), False
+    words = {w.lower() for w in _WORD.findall(query)}
+    overlap = [len(words & {w.lower() for w in _WORD.findall(line)}) for line in shown]
+    best = max(range(len(shown)), key=lambda i: (overlap[i], -i))
+    kept, used = {best}, costs[best]
+    for step in range(1, len(shown)):
+        for i in (best - step, best + step):
+            if 0 <= i < len(shown) and used + costs[i] <= budget:
+                kept.add(i)
+                used += costs[i]
+    if used > budget:  # the best message alone is longer than the budget: its start
+        cut = shown[best][: max(1, len(shown[best]) * budget // costs[best])]
+        return cut.rstrip() + " …", True
+    parts: list[str] = []
+    for i in sorted(kept):
+        if (parts and i - 1 not in kept) or (not parts and i > 0):
+            parts.append("…")
+        parts.append(shown[i])
+    if max(kept) < len(shown) - 1:
+        parts.append("…")
+    return "\n".join(parts), True
+
+
+def embed_windows(
+    conn: psycopg.Connection, embedder: Embedder, conversation_id: str, window: int
+) -> int:
+    """Embed the conversation's messages not yet in a window (``episode_windows_missing``):
+    new episodes, and what pending ones took since; a forget that comes first leaves nothing
+    to write. How many windows were embedded."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(
+            sql.statement("episode_windows_missing"),
+            {"conversation_id": conversation_id, "window": window},
+        ).fetchall()
+    if not rows:
+        return 0
+    spans = [
+        (row["id"], start, min(start + window, len(row["messages"])), row["messages"])
+        for row in rows
+        for start in range(row["messages_from"], len(row["messages"]), window)
+    ]
+    vectors = embedder.embed(["\n".join(lines(m[a:b])) for _, a, b, m in spans])
+    try:
+        with conn.transaction():
+            conn.execute(
+                sql.statement("episode_windows_write"),
+                {
+                    "episodes": [s[0] for s in spans],
+                    "froms": [s[1] for s in spans],
+                    "tos": [s[2] for s in spans],
+                    "embeddings": list(vectors),
+                },
+            )
+    except psycopg.errors.ForeignKeyViolation:  # forgotten between the read and the write
+        return 0
+    return len(spans)
+
+
+def search_memories(
+    conn: psycopg.Connection,
+    embedder: Embedder,
+    query: str,
+    conversation_id: str,
+    *,
+    k: int,
+    memory_tokens: int,
+    as_of: datetime | None = None,
+    policy: MemoryPolicy | None = None,
+    vector: np.ndarray | None = None,
+    now: datetime | None = None,
+) -> list[EpisodicHit]:
+    """The ``k`` episodes of ``conversation_id`` that best answer ``query`` (``vector``: its
+    embedding, when the caller has it), each with its text within ``memory_tokens``; none
+    when ``k`` is 0. The conversation's messages not embedded yet are, first."""
+    policy = policy or MemoryPolicy()
+    if k < 1:
+        return []
+    use_vector = policy.vector_weight > 0
+    if use_vector:
+        embed_windows(conn, embedder, conversation_id, policy.window)
+        if vector is None:
+            vector = embedder.embed([query])[0]
+    at = as_of or now or datetime.now(UTC)
+    with conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(
+            sql.statement("search_episodes"),
+            {
+                "conversation_id": conversation_id,
+                "query": query,
+                "as_of": as_of,
+                "candidates": max(policy.candidates, k),
+                "rrf_k": policy.rrf_k,
+                "vector": vector if use_vector else np.zeros(embedder.dim, dtype=np.float32),
+                "vector_weight": policy.vector_weight,
+            },
+        ).fetchall()
+    if not rows:
+        return []
+    w = policy.retrievability_weight
+    scored = []
+    for n, row in enumerate(rows):
+        recall = retrievability(row, at)
+        scored.append((row["fused"] * (1 - w + w * recall), n, recall, row))
+    scored.sort(key=lambda s: (-s[0], s[1]))  # ties: as the fusion had them
+    best = scored[0][0] or 1.0  # the best one scores 1
+    hits = []
+    for score, _, recall, row in scored[:k]:
+        text, cut = excerpt(row["messages"], query, memory_tokens)
+        hits.append(
+            EpisodicHit(
+                id=row["id"],
+                conversation_id=row["conversation_id"],
+                start_at=row["start_at"],
+                end_at=row["end_at"],
+                pending=row["pending"],
+                messages=len(row["messages"]),
+                text=text,
+                excerpt=cut,
+                score=round(score / best, 6),
+                ranks={"fulltext": row["fulltext_rank"], "vector": row["vector_rank"]},
+                retrievability=round(recall, 6),
+                reviews=row["reviews"],
+            )
+        )
+    return hits
+
+
+def record_reviews(conn: psycopg.Connection, ids: Sequence[UUID], at: datetime) -> int:
+    """Review these episodes at ``at`` (rated Good: a search returned them), in one
+    transaction; an episode locked by a run or another review is passed over. How many."""
+    if not ids:
+        return 0
+    with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(sql.statement("episode_reviews_lock"), {"ids": list(ids)}).fetchall()
+        cards = []
+        at = at.astimezone(UTC)
+        for row in rows:
+            before = card(row)
+            when = max(at, before.last_review or at)
+            after, _ = _SCHEDULER.review_card(before, Rating.Good, when)
+            cards.append((row["id"], after, when))
+        if cards:
+            cur.execute(
+                sql.statement("episode_reviews_write"),
+                {
+                    "ids": [c[0] for c in cards],
+                    "stability": [c[1].stability for c in cards],
+                    "difficulty": [c[1].difficulty for c in cards],
+                    "state": [int(c[1].state) for c in cards],
+                    "step": [c[1].step for c in cards],
+                    "at": [c[2] for c in cards],
+                },
+            )
+    return len(cards)
+
+
+def tail(messages: Sequence[dict[str, Any]], budget: int) -> tuple[str, bool]:
+    """The episode's last messages within ``budget`` tokens (``…`` before them when earlier
+    ones were left out): what was said most recently."""
+    shown, used, kept = lines(messages), 0, []
+    for line in reversed(shown):
+        cost = average_tokens(line) + 1
+        if used + cost > budget:
+            break
+        kept.append(line)
+        used += cost
+    if not kept:
+        return excerpt(messages[-1:], "", budget)[0], True
+    cut = len(kept) < len(shown)
+    return "\n".join((["…"] if cut else []) + kept[::-1]), cut
+
+
+def latest_memories(
+    conn: psycopg.Connection,
+    conversation_id: str,
+    n: int,
+    budget: int,
+    *,
+    as_of: datetime | None = None,
+) -> str:
+    """The ``n`` latest episodes' last messages, within ``budget`` tokens shared between them,
+    as seed 000's ``## Episodic Memories`` section (a context's option: no query, no review);
+    empty when there are none or no room."""
+    if n < 1 or budget < 16:
+        return ""
+    with conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(
+            sql.statement("episodes_latest"),
+            {"conversation_id": conversation_id, "as_of": as_of, "limit": n},
+        ).fetchall()
+    parts = ["## Episodic Memories"]
+    each = (budget - average_tokens(parts[0])) // max(len(rows), 1)
+    for rank, row in enumerate(rows, 1):
+        head = f"## Memory {rank} ({_when(row['start_at'], row['pending'])})"
+        text, _ = tail(row["messages"], each - average_tokens(head) - 1)
+        parts += [head, text]
+    return "\n".join(parts) if rows and each > 16 else ""
+
+
+def _when(start: datetime, pending: bool) -> str:
+    when = start.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return f"{when}, {'pending' if pending else 'consolidated'}"
+
+
+def render_memories(hits: Sequence[EpisodicHit]) -> str:
+    """Seed 000's section: ``## Episodic Memories``, then ``## Memory 1 [rank: 1, score: …]``
+    and its text, when, and whether it is consolidated yet."""
+    if not hits:
+        return ""
+    parts = ["## Episodic Memories"]
+    for rank, hit in enumerate(hits, 1):
+        parts += [f"## Memory {rank} [rank: {rank}, score: {hit.score:.2f}]"]
+        parts += [f"({_when(hit.start_at, hit.pending)})", hit.text]
+    return "\n".join(parts)

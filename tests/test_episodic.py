@@ -1,0 +1,228 @@
+"""Episodic memories beside facts: what was said is found the moment it is recorded, through
+every path, by its tenant only, never after a forget; a search reviews what it returns, a
+context does not."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+import slowwave
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+from tests.fix_processes import run_cli
+from tests.fix_server import Served, make_key, start_server
+
+NOW = datetime.now(UTC).replace(microsecond=0)
+MOVE = "We finally moved to Manchester last week, the flat is near the canal."
+
+
+def said(n: int, text: str, at: datetime = NOW, speaker: str = "Dana") -> dict[str, Any]:
+    return {"message_id": f"m{n}", "timestamp": at.isoformat(), "speaker": speaker, "text": text}
+
+
+def morning() -> list[dict[str, Any]]:
+    return [
+        said(1, MOVE),
+        said(2, "How is the new job?", speaker="assistant"),
+        said(3, "I love it. The lab is old though, and I keep fixing burners."),
+    ]
+
+
+def reviews(db: Database, conversation: str) -> list[int]:
+    with db.connection() as conn:
+        rows = conn.execute(
+            "SELECT reviews FROM episodic_memory WHERE conversation_id = %s ORDER BY start_at",
+            (conversation,),
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+def test_a_message_recorded_through_memory_is_the_next_searchs_episodic_memory(
+    db: Database, settings: Settings
+) -> None:
+    conversation = f"dana-{uuid.uuid4().hex[:8]}"
+    with slowwave.Memory(settings) as memory:
+        memory.record(conversation, morning())
+        answer = memory.search("where does Dana live now", conversation)
+
+    assert answer.hits == []  # nothing consolidated: no fact yet
+    (found,) = answer.memories
+    assert MOVE in found.text and found.pending and found.conversation_id == conversation
+    assert found.messages == 3 and not found.excerpt and found.score > 0.99  # just reviewed
+    assert found.ranks["vector"] == 1  # "live" is not said: the meaning finds it
+    assert found.start_at == found.end_at == NOW
+
+
+def test_a_search_reviews_the_episodes_it_returns_and_a_context_reviews_none(
+    db: Database, settings: Settings
+) -> None:
+    conversation = f"dana-{uuid.uuid4().hex[:8]}"
+    earlier = NOW - timedelta(days=3)
+    with slowwave.Memory(settings) as memory:
+        memory.record(conversation, [said(9, "My sister Mia climbs overhangs.", at=earlier)])
+        memory.record(conversation, morning())
+        shown = memory.context(conversation, 300, memories=2).context
+        assert reviews(db, conversation) == [0, 0]
+        assert shown.startswith("## Episodic Memories") and MOVE in shown and "Mia" in shown
+
+        found = memory.search("Mia overhangs", conversation, memories=1)
+        assert [m.reviews for m in found.memories] == [0]  # before this search's review
+        assert reviews(db, conversation) == [1, 0]
+        again = memory.search("Mia overhangs", conversation, memories=1)
+
+    (mia,) = again.memories
+    assert mia.reviews == 1 and "Mia" in mia.text and mia.retrievability > 0.9
+    with db.connection() as conn:
+        stability, reviewed_at = conn.execute(
+            "SELECT review_stability, reviewed_at FROM episodic_memory WHERE id = %s", (mia.id,)
+        ).fetchone()  # type: ignore[misc]
+    assert stability > 0 and reviewed_at > NOW - timedelta(minutes=5)
+
+
+def test_an_episodic_memory_is_cut_to_its_budget_around_what_the_query_names_and_as_of_holds(
+    db: Database, settings: Settings
+) -> None:
+    conversation = f"long-{uuid.uuid4().hex[:8]}"
+    chatter = [said(n, f"Filler line number {n} about nothing much at all.") for n in range(40)]
+    chatter[25] = said(25, "The newsletter goes to dana@example.org every Friday.")
+    with slowwave.Memory(settings) as memory:
+        memory.record(conversation, chatter)
+        later = [said(99, "The newsletter moved to Mondays.", at=NOW + timedelta(days=30))]
+        memory.record(conversation, later)
+        answer = memory.search("newsletter email", conversation, memory_tokens=60)
+        before = memory.search("newsletter", conversation, as_of=NOW + timedelta(days=1))
+
+    first = next(m for m in answer.memories if m.messages == 40)
+    assert first.excerpt and "dana@example.org" in first.text and "…" in first.text
+    assert len(first.text) <= 60 * 4 + 40
+    assert [m.messages for m in before.memories] == [40]  # the later episode began after it
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    home = tmp_path_factory.mktemp("episodic")
+    keys = {
+        "acme-write": make_key(home, "acme", "write"),
+        "acme-admin": make_key(home, "acme", "admin"),
+        "zeta-admin": make_key(home, "zeta", "admin"),
+    }
+    server = start_server(home)
+    server.keys = keys
+    try:
+        yield server
+    finally:
+        server.stop()
+        assert server.process.returncode is not None
+        run_cli(home, "db", "stop")
+
+
+def _found_within(search: Any, text: str, seconds: float = 1.0) -> float:
+    """Seconds from now until ``search()`` returns a memory holding ``text``; fails after."""
+    started = time.monotonic()
+    while True:
+        if any(text in m["text"] for m in search()["memories"]):
+            return time.monotonic() - started
+        assert time.monotonic() - started < seconds, f"not found within {seconds} s"
+        time.sleep(0.05)
+
+
+def test_a_message_recorded_over_rest_is_found_within_a_second_by_its_tenant_only(
+    served: Served,
+) -> None:
+    conversation = f"rest-{uuid.uuid4().hex[:8]}"
+    path = f"/v1/conversations/{conversation}"
+    with served.client(served.keys["acme-write"]) as http:
+        recorded = http.post(f"{path}/messages", json={"messages": morning()})
+        assert recorded.status_code == 200, recorded.text
+
+        def search() -> Any:
+            answer = http.get(f"{path}/search", params={"query": "Manchester canal flat"})
+            assert answer.status_code == 200, answer.text
+            return answer.json()
+
+        _found_within(search, MOVE)
+        body = search()
+        assert body["hits"] == [] and body["memories"][0]["conversation_id"] == conversation
+        markdown = http.get(
+            f"{path}/search", params={"query": "Manchester", "format": "markdown", "fused": True}
+        ).json()
+        assert "## Episodic Memories\n## Memory 1 [rank: 1, score: 1.00]" in markdown["markdown"]
+        assert [r["kind"] for r in markdown["ranked"]] == ["memory"]
+    with served.client(served.keys["zeta-admin"]) as http:
+        other = http.get(f"{path}/search", params={"query": "Manchester canal flat"})
+        assert other.status_code == 404 and MOVE not in other.text
+    with served.client(served.keys["acme-admin"]) as http:
+        gone = http.delete(path, params={"reason": "erasure"})
+        assert gone.status_code == 200, gone.text
+        assert gone.json()["rows"]["episode_windows"] >= 1
+        after = http.get(f"{path}/search", params={"query": "Manchester canal flat"})
+        assert after.status_code in (404, 410) and MOVE not in after.text
+
+
+def test_a_message_recorded_over_mcp_is_found_within_a_second_by_search_memory(
+    served: Served,
+) -> None:
+    conversation = f"mcp-{uuid.uuid4().hex[:8]}"
+
+    async def session() -> float:
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
+        headers = {"Authorization": f"Bearer {served.keys['acme-write']}"}
+        async with (
+            httpx.AsyncClient(headers=headers, timeout=60) as web,
+            Client(streamable_http_client(f"{served.url}/mcp", http_client=web)) as client,
+        ):
+            recorded = await client.call_tool(
+                "record_messages", {"conversation_id": conversation, "messages": morning()}
+            )
+            assert not recorded.is_error
+            started = time.monotonic()
+            while True:
+                found = await client.call_tool(
+                    "search_memory", {"conversation_id": conversation, "query": "Manchester"}
+                )
+                assert not found.is_error
+                if MOVE in str(found.structured_content):
+                    return time.monotonic() - started
+                assert time.monotonic() - started < 1.0
+                await anyio.sleep(0.05)
+
+    assert anyio.run(session) < 1.0
+
+
+def test_the_backlog_per_tenant_is_in_the_metrics_the_db_status_and_the_conversation(
+    served: Served,
+) -> None:
+    conversation = f"backlog-{uuid.uuid4().hex[:8]}"
+    with served.client(served.keys["acme-write"]) as http:
+        before = time.time()
+        assert http.post(
+            f"/v1/conversations/{conversation}/messages", json={"messages": morning()}
+        ).is_success
+        status = http.get(f"/v1/conversations/{conversation}").json()
+    with served.client(served.keys["zeta-admin"]) as http:
+        theirs = http.get("/metrics").text
+    with served.client(served.keys["acme-admin"]) as http:
+        metrics = http.get("/metrics").text
+    assert status["episodes_pending"] == 1
+    waited = datetime.fromisoformat(status["oldest_pending_at"]).timestamp()
+    assert before - 1 <= waited <= time.time()
+    pending = [line for line in metrics.splitlines() if line.startswith("slowwave_episodes_pend")]
+    assert any(line.startswith('slowwave_episodes_pending{tenant="acme"} ') for line in pending)
+    (oldest,) = [line for line in pending if "oldest_seconds" in line and '"acme"' in line]
+    assert 0 <= float(oldest.split()[-1]) < 600
+    assert '"acme"' not in theirs  # another tenant's key sees its own backlog only
+    shown = run_cli(served.home, "db", "status", "--json")
+    assert shown.returncode == 0, shown.stderr
+    backlog = {b["tenant"]: b["episodes_pending"] for b in json.loads(shown.stdout)["backlog"]}
+    assert backlog["acme"] >= 1 and "zeta" not in backlog
