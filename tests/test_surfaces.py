@@ -48,7 +48,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, locomo_path: Path) -> Itera
     assert done.returncode == 0, done.stderr[-2000:]
     admin = make_key(home, "default", "admin")
     server = start_server(
-        home, SLOWWAVE_SERVE_RATE_PER_S="10000", SLOWWAVE_SERVE_RATE_BURST="10000"
+        home, SLOWWAVE_SERVE_RATE_PER_S="10000", SLOWWAVE_SERVE_RATE_BURST="10000", **ALIKE
     )
     server.keys = {"admin": admin}
     try:
@@ -58,8 +58,14 @@ def served(tmp_path_factory: pytest.TempPathFactory, locomo_path: Path) -> Itera
         run_cli(home, "db", "stop")
 
 
+# Every surface ranks episodic memories alike only while their reviews do not weigh them: a
+# search reviews what it returns, so the next one's FSRS retrievability differs
+# (tests/test_episodic.py tests the reviews); here the weight is 0 on every surface.
+ALIKE = {"SLOWWAVE_SEARCH_RETRIEVABILITY_WEIGHT": "0"}
+
+
 def settings_of(served: Served) -> Settings:
-    return Settings(home=served.home)
+    return Settings(home=served.home, search_retrievability_weight=0)
 
 
 def ask(served: Served, operation: str, *args: Any, **kwargs: Any) -> Any:
@@ -91,7 +97,7 @@ def mcp(served: Served, tool: str, arguments: dict[str, Any]) -> Any:
 
 
 def cli_json(served: Served, *args: str) -> Any:
-    done = run_cli(served.home, *args)
+    done = run_cli(served.home, *args, **ALIKE)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)
 

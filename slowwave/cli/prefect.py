@@ -27,7 +27,6 @@ def prefect_env(settings: Settings) -> dict[str, str]:
     env.setdefault("PREFECT_API_URL", f"http://127.0.0.1:{settings.orchestration.prefect_port}/api")
     env["SLOWWAVE_WORKING_DIR"] = str(Path.cwd())
     env["SLOWWAVE_NIGHTLY_TIMEZONE"] = settings.orchestration.nightly_timezone
-    env["SLOWWAVE_SOON_INTERVAL"] = f"PT{settings.orchestration.soon_interval_s}S"  # ISO 8601
     env.setdefault("SLOWWAVE_HOME", str(settings.home))
     return env
 

@@ -85,7 +85,6 @@ BY_NAME: dict[str, tuple[str, str]] = {
     "shard_conversations": ("orchestration", "shard_conversations"),
     "shard_concurrency": ("orchestration", "shard_concurrency"),
     "nightly_timezone": ("orchestration", "nightly_timezone"),
-    "soon_interval_s": ("orchestration", "soon_interval_s"),
     "metrics_port": ("orchestration", "metrics_port"),
     "prefect_port": ("orchestration", "prefect_port"),
     "serve_host": ("serve", "host"),

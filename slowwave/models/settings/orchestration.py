@@ -30,13 +30,6 @@ class OrchestrationSettings(BaseSettings):
         default="UTC",
         description="Time zone of the nightly deployment's cron schedule (`slowwave deploy`).",
     )
-    soon_interval_s: int = Field(
-        default=900,
-        ge=60,
-        description="How often the `soon` deployment runs (`slowwave deploy`): it consolidates "
-        "what is due under the seed's triggers in conversations quiet for "
-        "SLOWWAVE_SEGMENT_GAP_S, beside the nightly run.",
-    )
     metrics_port: int = Field(
         default=9464,
         ge=1,
