@@ -533,7 +533,7 @@ def test_a_source_of_many_conversations_lands_on_two_connections_at_once_as_on_o
         out.write(json.dumps(message("c05", "4", 999, "the same id again")) + "\n")
 
     def run(connections: int) -> tuple[Any, ...]:
-        conn.execute("TRUNCATE episodic_memory, ingested_messages")
+        conn.execute("TRUNCATE episode_windows, episodic_memory, ingested_messages")
         ingest(db, earlier, IngestPolicy.of(with_settings(base, ingest_connections=1)))
         backends.clear()
         policy = IngestPolicy.of(with_settings(base, ingest_connections=connections))
@@ -584,7 +584,7 @@ def test_a_run_stopped_after_a_group_and_run_again_ends_as_a_clean_run(
     assert policy.connections == 2
     ingest(db, source, policy)
     clean = _landed(conn)
-    conn.execute("TRUNCATE episodic_memory, ingested_messages")
+    conn.execute("TRUNCATE episode_windows, episodic_memory, ingested_messages")
 
     class Stopped(Exception):
         pass

@@ -199,7 +199,7 @@ def test_a_run_stopped_after_a_file_and_run_again_ends_as_a_clean_run(
         "SELECT conversation_id, external_key, start_at, end_at, messages FROM episodic_memory "
         "ORDER BY 1, 3"
     ).fetchall()
-    conn.execute("TRUNCATE episodic_memory, ingested_messages")
+    conn.execute("TRUNCATE episode_windows, episodic_memory, ingested_messages")
 
     class Stopped(Exception):
         pass
