@@ -37,7 +37,7 @@ from slowwave.sql.db import Database, migrate
 from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.forget import purge_files
 from slowwave.tasks.ids import IdKind, resolve
-from slowwave.tasks.memories import MemoryPolicy, record_reviews
+from slowwave.tasks.memories import Embed, MemoryPolicy, embed_windows, record_reviews
 from slowwave.tasks.runs import finish_run, start_run
 from slowwave.tasks.search import SearchPolicy, record_retrieval
 
@@ -74,6 +74,47 @@ class Retrievals:
 
     def close(self) -> None:
         self._queue.put(None)
+        self._thread.join(timeout=10)
+
+
+class Windows:
+    """In a server, the episodes' windows of messages embedded by a thread of their own, for
+    the conversations searches asked about (each once, however many searches asked while it
+    waited): a search answers at once with what is embedded so far (full text finds the rest),
+    and the embedding goes through the query batcher, one model call at a time."""
+
+    def __init__(self, db: Database, embed: Embed, window: int) -> None:
+        self._db, self._embed, self._window = db, embed, window
+        self._wanted: dict[str, None] = {}
+        self._lock = threading.Lock()
+        self._ready = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="slowwave-windows", daemon=True)
+        self._thread.start()
+
+    def add(self, conversation: str) -> None:
+        with self._lock:
+            self._wanted[conversation] = None
+        self._ready.set()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._ready.wait()
+            with self._lock:
+                if not self._wanted:
+                    self._ready.clear()
+                    continue
+                conversation = next(iter(self._wanted))
+                del self._wanted[conversation]
+            try:
+                with self._db.connection() as conn:
+                    embed_windows(conn, self._embed, conversation, self._window)
+            except Exception as exc:  # a best effort: the next search asks again
+                logger.warning("could not embed a conversation's episodes: %s", exc)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._ready.set()
         self._thread.join(timeout=10)
 
 
@@ -262,6 +303,7 @@ class ServiceCore:
         self._asked: Asked | None = None
         # runs keys asked for that have no row yet (run id → tenant): answered as queued
         self.queued: dict[UUID, str] = {}
+        self._windows: Windows | None = None
 
     @classmethod
     @contextmanager
@@ -289,11 +331,7 @@ class ServiceCore:
         """A query's vector: batched with concurrent queries in a server, inline otherwise."""
         if not self.background:
             return self.embedder.embed([text])[0]
-        if self._batcher is None:
-            self._batcher = EmbeddingBatcher(
-                self.embedder, max_batch=self.settings.serve.embed_batch
-            )
-        return self._batcher.embed(text)
+        return self.batcher.embed(text)
 
     def served(self, served: Served, conn: psycopg.Connection) -> None:
         """Record what a search served: its facts as retrieved (``SLOWWAVE_MAX_ACTIVE_FACTS``
@@ -340,6 +378,25 @@ class ServiceCore:
         id as the listings print it (``UnknownId``, or ``AmbiguousId`` with the candidates)."""
         return id_ if isinstance(id_, UUID) else resolve(conn, kind, id_)
 
+    def windows_of(self, key: str) -> bool:
+        """Have the conversation's new messages embedded: by the server's thread (False: the
+        search goes on with what is embedded), or by the caller, first (True)."""
+        if not self.background:
+            return True
+        if self._windows is None:
+            self._windows = Windows(self.db, self.batcher.embed_many, self.memory_policy.window)
+        self._windows.add(key)
+        return False
+
+    @property
+    def batcher(self) -> EmbeddingBatcher:
+        """Query embeddings of concurrent requests, computed together (a server)."""
+        if self._batcher is None:
+            self._batcher = EmbeddingBatcher(
+                self.embedder, max_batch=self.settings.serve.embed_batch
+            )
+        return self._batcher
+
     @property
     def asked(self) -> Asked:
         """The server's worker for the runs keys ask for, started on first use."""
@@ -348,6 +405,8 @@ class ServiceCore:
         return self._asked
 
     def close(self) -> None:
+        if self._windows is not None:
+            self._windows.close()
         if self._asked is not None:
             self._asked.close()
         if self.purger is not None:

@@ -104,6 +104,7 @@ class Reads(ServiceCore):
                 as_of=zoned(as_of),
                 policy=self.memory_policy,
                 vector=vector,
+                embed_first=self.windows_of(key) if memories else False,
             )
             if not found and not said:
                 self.require(conn, key, conversation_id)

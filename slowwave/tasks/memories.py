@@ -13,7 +13,7 @@ it (the ``fsrs`` scheduler, rated Good); ``context`` reviews nothing (seed 001's
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -118,8 +118,15 @@ def excerpt(messages: Sequence[dict[str, Any]], query: str, budget: int) -> tupl
     return "\n".join(parts), True
 
 
+Embed = Callable[[list[str]], Any]
+"""Texts in, their vectors out (an embedder's ``embed``, or a server's batcher's)."""
+
+
 def embed_windows(
-    conn: psycopg.Connection, embedder: Embedder, conversation_id: str, window: int
+    conn: psycopg.Connection,
+    embed: Embed,
+    conversation_id: str,
+    window: int,
 ) -> int:
     """Embed the conversation's messages not yet in a window (``episode_windows_missing``):
     new episodes, and what pending ones took since; a forget that comes first leaves nothing
@@ -136,7 +143,7 @@ def embed_windows(
         for row in rows
         for start in range(row["messages_from"], len(row["messages"]), window)
     ]
-    vectors = embedder.embed(["\n".join(lines(m[a:b])) for _, a, b, m in spans])
+    vectors = list(embed(["\n".join(lines(m[a:b])) for _, a, b, m in spans]))
     try:
         with conn.transaction():
             conn.execute(
@@ -165,16 +172,19 @@ def search_memories(
     policy: MemoryPolicy | None = None,
     vector: np.ndarray | None = None,
     now: datetime | None = None,
+    embed_first: bool = True,
 ) -> list[EpisodicHit]:
     """The ``k`` episodes of ``conversation_id`` that best answer ``query`` (``vector``: its
     embedding, when the caller has it), each with its text within ``memory_tokens``; none
-    when ``k`` is 0. The conversation's messages not embedded yet are, first."""
+    when ``k`` is 0. The conversation's messages not embedded yet are, first (``embed_first``;
+    a server has a thread of its own do it, and searches with what is embedded so far)."""
     policy = policy or MemoryPolicy()
     if k < 1:
         return []
     use_vector = policy.vector_weight > 0
     if use_vector:
-        embed_windows(conn, embedder, conversation_id, policy.window)
+        if embed_first:
+            embed_windows(conn, embedder.embed, conversation_id, policy.window)
         if vector is None:
             vector = embedder.embed([query])[0]
     at = as_of or now or datetime.now(UTC)

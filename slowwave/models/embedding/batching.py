@@ -33,6 +33,16 @@ class EmbeddingBatcher:
         self._queue.put((text, future))
         return future.result(timeout=timeout)
 
+    def embed_many(self, texts: list[str], timeout: float | None = 600.0) -> list[np.ndarray]:
+        """Each text's embedding, in batches with whatever else is waiting (queries among
+        them: a long list does not hold a query back by more than a batch)."""
+        futures: list[Future[np.ndarray]] = []
+        for text in texts:
+            future: Future[np.ndarray] = Future()
+            self._queue.put((text, future))
+            futures.append(future)
+        return [f.result(timeout=timeout) for f in futures]
+
     def _loop(self) -> None:
         while True:
             first = self._queue.get()
