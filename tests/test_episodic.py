@@ -226,3 +226,26 @@ def test_the_backlog_per_tenant_is_in_the_metrics_the_db_status_and_the_conversa
     assert shown.returncode == 0, shown.stderr
     backlog = {b["tenant"]: b["episodes_pending"] for b in json.loads(shown.stdout)["backlog"]}
     assert backlog["acme"] >= 1 and "zeta" not in backlog
+
+
+def test_a_server_with_the_vector_channel_off_embeds_no_episode(
+    db: Database, settings: Settings
+) -> None:
+    from slowwave.service import Caller, Service
+
+    conversation = f"plain-{uuid.uuid4().hex[:8]}"
+    off = settings.evolve(search_memory_vector_weight=0)
+    service = Service(off, db, background=True)  # as `slowwave serve` runs it
+    try:
+        caller = Caller.operator()
+        service.record(caller, conversation, morning())
+        found = service.search(caller, "Manchester", conversation)
+        time.sleep(1.0)  # a background embedding would have begun by now
+    finally:
+        service.close()
+    assert MOVE in found.memories[0].text  # by full text
+    with db.connection() as conn:
+        windows = conn.execute(
+            "SELECT count(*) FROM episode_windows WHERE conversation_id = %s", (conversation,)
+        ).fetchone()
+    assert windows == (0,)

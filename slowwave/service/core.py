@@ -380,7 +380,10 @@ class ServiceCore:
 
     def windows_of(self, key: str) -> bool:
         """Have the conversation's new messages embedded: by the server's thread (False: the
-        search goes on with what is embedded), or by the caller, first (True)."""
+        search goes on with what is embedded), or by the caller, first (True); with the vector
+        channel off, by no one (False)."""
+        if self.memory_policy.vector_weight <= 0:
+            return False
         if not self.background:
             return True
         if self._windows is None:
