@@ -151,7 +151,8 @@ def make_key(home: Path) -> str:
     return key
 
 
-def start_server(home: Path, port: int) -> subprocess.Popen[bytes]:
+def start_server(home: Path, port: int, log: Path | None = None) -> subprocess.Popen[bytes]:
+    """`slowwave serve` on ``port``, ready; its output to ``log`` (else discarded)."""
     env = {
         **os.environ,
         "SLOWWAVE_HOME": str(home),
@@ -159,13 +160,14 @@ def start_server(home: Path, port: int) -> subprocess.Popen[bytes]:
         "SLOWWAVE_SERVE_RATE_BURST": "1000000",
     }
     env.pop("SLOWWAVE_DATABASE_URL", None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "slowwave", "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    with open(log or os.devnull, "ab") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "slowwave", "serve", "--port", str(port)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         if process.poll() is not None:

@@ -133,6 +133,7 @@ async def _clients(
     killer = [kill]  # the first client kills a replica, once
     counts = {"searches": 0, "records": 0, "status_5xx": 0, "status_4xx": 0, "resent": 0}
     sent: set[str] = set()
+    failures: list[str] = []  # what the first 5xx answers said, for a reader of a failed soak
     headers = {"Authorization": f"Bearer {key}"}
 
     async with httpx.AsyncClient(headers=headers, timeout=30) as http:
@@ -185,11 +186,20 @@ async def _clients(
                     counts["records"] += 1
                 if answer is None or answer.status_code >= 500:
                     counts["status_5xx"] += 1
+                    if len(failures) < 5:
+                        failures.append(_failure(answer, time.perf_counter() - started))
                 elif answer.status_code >= 400:
                     counts["status_4xx"] += 1
 
         await asyncio.gather(*(client(n) for n in range(clients)))
-    return {**counts, "sent": sent, "replicas_failed": len(dead)}
+    return {**counts, "sent": sent, "replicas_failed": len(dead), "failures": failures}
+
+
+def _failure(answer: httpx.Response | None, at: float) -> str:
+    """One 5xx answer (or none: every replica's connection failed), as a line."""
+    if answer is None:
+        return f"at {at:.1f} s: no replica answered"
+    return f"at {at:.1f} s: {answer.request.method} {answer.status_code} {answer.text[:300]}"
 
 
 def run_soak(
@@ -253,7 +263,8 @@ def _soak_in(
     _load(home, data, {searched, *consolidated}, sessions)
     _consolidate(home, data, [searched])
     key = _key(home, data)
-    replicas = [start_server(home, port) for port in ports]
+    logs = [home / f"replica-{port}.log" for port in ports]
+    replicas = [start_server(home, port, log) for port, log in zip(ports, logs, strict=True)]
     urls = [f"http://127.0.0.1:{port}" for port in ports]
 
     def kill() -> None:
@@ -302,7 +313,19 @@ def _soak_in(
         "facts_expected": len(expected),
         "facts_equal_without_load": got == expected,
         "no_5xx": load["status_5xx"] == 0,
+        "replica_errors": _errors(logs) if load["status_5xx"] else [],
     }
+
+
+def _errors(logs: list[Path]) -> list[str]:
+    """The replicas' logged errors and the last lines of their tracebacks (at most 40 lines)."""
+    kept: list[str] = []
+    for log in logs:
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+        for n, line in enumerate(lines):
+            if "ERROR" in line or line.startswith(("Traceback", "psycopg", "slowwave")):
+                kept.extend(lines[n : n + 3])
+    return kept[-40:]
 
 
 def main() -> None:

@@ -59,6 +59,29 @@ class CountingEmbedder:
         pass
 
 
+def test_a_server_pool_holds_its_connections_before_the_first_request(
+    database: Database, settings: Settings
+) -> None:
+    def backends(conn: psycopg.Connection) -> int:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    with database.raw_connection(autocommit=True) as watcher:
+        before = backends(watcher)
+        held = Database(settings, pool_size=4, pool_wait_s=0.2, hold=True).open()
+        lazy = Database(settings, pool_size=4, pool_wait_s=0.2).open()
+        try:
+            held.fill()  # what `slowwave serve` does before it answers /readyz
+            lazy.fill()
+            assert backends(watcher) - before == 4 + 1  # all four held; the lazy pool one
+        finally:
+            held.close()
+            lazy.close()
+
+
 def test_concurrent_queries_are_embedded_together_and_each_gets_its_own_vector() -> None:
     model = CountingEmbedder()
     batcher = EmbeddingBatcher(model, max_batch=64)  # type: ignore[arg-type]

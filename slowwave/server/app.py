@@ -54,8 +54,14 @@ def create_app(
             pool_size=settings.serve.pool_size,
             pool_wait_s=settings.serve.pool_wait_s,
             statement_timeout_ms=settings.serve.statement_timeout_ms,
+            hold=True,
         )
         db.open()
+        try:
+            db.fill()  # the first requests find their connections made
+        except BaseException:
+            db.close()
+            raise
         service = Service(settings, db, embedder, background=True, launcher=prefect_launcher())
         _ = service.embedder  # loaded before the first request, not during it
         state["service"] = app.state.service = service

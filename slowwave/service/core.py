@@ -37,7 +37,13 @@ from slowwave.sql.db import Database, migrate
 from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.forget import purge_files
 from slowwave.tasks.ids import IdKind, resolve
-from slowwave.tasks.memories import Embed, MemoryPolicy, embed_windows, record_reviews
+from slowwave.tasks.memories import (
+    Embed,
+    MemoryPolicy,
+    missing_windows,
+    record_reviews,
+    write_windows,
+)
 from slowwave.tasks.runs import finish_run, start_run
 from slowwave.tasks.search import SearchPolicy, record_retrieval
 
@@ -106,9 +112,13 @@ class Windows:
                     continue
                 conversation = next(iter(self._wanted))
                 del self._wanted[conversation]
-            try:
+            try:  # no connection is held while the model embeds
                 with self._db.connection() as conn:
-                    embed_windows(conn, self._embed, conversation, self._window)
+                    windows = missing_windows(conn, conversation, self._window)
+                if windows:
+                    vectors = self._embed([w.text for w in windows])
+                    with self._db.connection() as conn:
+                        write_windows(conn, windows, vectors)
             except Exception as exc:  # a best effort: the next search asks again
                 logger.warning("could not embed a conversation's episodes: %s", exc)
 

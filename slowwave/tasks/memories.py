@@ -122,42 +122,61 @@ Embed = Callable[[list[str]], Any]
 """Texts in, their vectors out (an embedder's ``embed``, or a server's batcher's)."""
 
 
-def embed_windows(
-    conn: psycopg.Connection,
-    embed: Embed,
-    conversation_id: str,
-    window: int,
-) -> int:
-    """Embed the conversation's messages not yet in a window (``episode_windows_missing``):
-    new episodes, and what pending ones took since; a forget that comes first leaves nothing
-    to write. How many windows were embedded."""
+@dataclass(frozen=True)
+class Window:
+    """Messages ``[start, stop)`` of an episode, embedded as one text."""
+
+    episode_id: UUID
+    start: int
+    stop: int
+    text: str
+
+
+def missing_windows(conn: psycopg.Connection, conversation_id: str, size: int) -> list[Window]:
+    """The conversation's messages not yet in a window (``episode_windows_missing``): new
+    episodes, and what pending ones took since, in windows of ``size`` messages."""
     with conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(
             sql.statement("episode_windows_missing"),
-            {"conversation_id": conversation_id, "window": window},
+            {"conversation_id": conversation_id, "window": size},
         ).fetchall()
-    if not rows:
+    windows = []
+    for row in rows:
+        messages = row["messages"]
+        for start in range(row["messages_from"], len(messages), size):
+            stop = min(start + size, len(messages))
+            windows.append(Window(row["id"], start, stop, "\n".join(lines(messages[start:stop]))))
+    return windows
+
+
+def write_windows(conn: psycopg.Connection, windows: Sequence[Window], vectors: Any) -> int:
+    """Store the windows' embeddings; a forget that came after ``missing_windows`` leaves
+    nothing to write. How many were written."""
+    if not windows:
         return 0
-    spans = [
-        (row["id"], start, min(start + window, len(row["messages"])), row["messages"])
-        for row in rows
-        for start in range(row["messages_from"], len(row["messages"]), window)
-    ]
-    vectors = list(embed(["\n".join(lines(m[a:b])) for _, a, b, m in spans]))
     try:
         with conn.transaction():
             conn.execute(
                 sql.statement("episode_windows_write"),
                 {
-                    "episodes": [s[0] for s in spans],
-                    "froms": [s[1] for s in spans],
-                    "tos": [s[2] for s in spans],
+                    "episodes": [w.episode_id for w in windows],
+                    "froms": [w.start for w in windows],
+                    "tos": [w.stop for w in windows],
                     "embeddings": list(vectors),
                 },
             )
     except psycopg.errors.ForeignKeyViolation:  # forgotten between the read and the write
         return 0
-    return len(spans)
+    return len(windows)
+
+
+def embed_windows(conn: psycopg.Connection, embed: Embed, conversation_id: str, size: int) -> int:
+    """Embed the conversation's messages not yet in a window, on one connection (a server
+    reads and writes on two and holds neither while it embeds). How many windows."""
+    windows = missing_windows(conn, conversation_id, size)
+    if not windows:
+        return 0
+    return write_windows(conn, windows, embed([w.text for w in windows]))
 
 
 def search_memories(

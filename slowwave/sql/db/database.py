@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import Self
@@ -16,7 +17,7 @@ from typing import Self
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from slowwave.models.errors import DatabaseUnavailable
 from slowwave.models.settings import Settings, get_settings
@@ -78,12 +79,17 @@ class Database:
         pool_size: int | None = None,
         pool_wait_s: float | None = None,
         statement_timeout_ms: int | None = None,
+        hold: bool = False,
     ) -> None:
         """``pool_size``, ``pool_wait_s`` (how long ``connection()`` waits for a free one before
         psycopg_pool's ``PoolTimeout``) and ``statement_timeout_ms`` (on every pooled
-        connection) default to the settings' pool and no timeout: a server sets all three."""
+        connection) default to the settings' pool and no timeout: a server sets all three.
+        ``hold``: the pool keeps all ``pool_size`` connections open (a server's first requests
+        find them made), else it opens them as they are needed."""
         self.settings = settings or get_settings()
         self._pool_size = pool_size or self.settings.database.pool_max_size
+        self._hold = hold
+        self._pool_lock = threading.Lock()  # one pool, however many threads ask first
         self._pool_wait_s = pool_wait_s or self.settings.database.connect_timeout_s * 3
         self._options = (
             {"options": f"-c statement_timeout={int(statement_timeout_ms)}"}
@@ -113,9 +119,7 @@ class Database:
         return self
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
+        self.reset_pool()
         if self._embedded is not None:
             self._embedded.release()
             self._embedded = None
@@ -157,31 +161,48 @@ class Database:
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
         """A pooled autocommit connection; the pool opens on first use."""
-        if self._pool is None:
-            self._pool = ConnectionPool(
-                self.url,
-                min_size=1,
-                max_size=self._pool_size,
-                # autocommit: a unit of work is always an explicit ``conn.transaction()``
-                # block, never a transaction left open by a stray read
-                kwargs={
-                    "connect_timeout": int(self.settings.database.connect_timeout_s),
-                    "autocommit": True,
-                    **self._options,
-                },
-                configure=_configure,
-                timeout=self._pool_wait_s,
-                open=True,
-                name="slowwave",
-            )
-        with self._pool.connection() as conn:
+        with self.pool().connection() as conn:
             yield conn
+
+    def pool(self) -> ConnectionPool:
+        """The connection pool, opened on the first call."""
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = self._new_pool()
+            return self._pool
+
+    def fill(self) -> None:
+        """Wait until the pool holds its connections (``hold``: all of them), or raise
+        ``DatabaseUnavailable`` when they are not made within the pool's wait."""
+        try:
+            self.pool().wait(timeout=max(self._pool_wait_s, 30.0))
+        except PoolTimeout as exc:
+            raise DatabaseUnavailable(f"the pool's connections were not made: {exc}") from exc
+
+    def _new_pool(self) -> ConnectionPool:
+        return ConnectionPool(
+            self.url,
+            min_size=self._pool_size if self._hold else 1,
+            max_size=self._pool_size,
+            # autocommit: a unit of work is always an explicit ``conn.transaction()``
+            # block, never a transaction left open by a stray read
+            kwargs={
+                "connect_timeout": int(self.settings.database.connect_timeout_s),
+                "autocommit": True,
+                **self._options,
+            },
+            configure=_configure,
+            timeout=self._pool_wait_s,
+            open=True,
+            name="slowwave",
+        )
 
     def reset_pool(self) -> None:
         """Close pooled connections, e.g. after a migration created the vector type."""
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
+        with self._pool_lock:
+            if self._pool is not None:
+                self._pool.close()
+                self._pool = None
 
     # ── checks ──────────────────────────────────────────────────────────────
     def _check(self, url: str) -> None:
