@@ -249,3 +249,57 @@ def test_a_server_with_the_vector_channel_off_embeds_no_episode(
             "SELECT count(*) FROM episode_windows WHERE conversation_id = %s", (conversation,)
         ).fetchone()
     assert windows == (0,)
+
+
+def test_weighing_an_episode_by_its_retrievability_never_waits_on_the_clock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """fsrs's Card, given no id, sleeps a millisecond to make one: a search weighs dozens."""
+    import fsrs.card
+
+    from slowwave.tasks.memories import retrievability
+
+    def refuse(seconds: float) -> None:
+        raise AssertionError(f"slept {seconds} s")
+
+    monkeypatch.setattr(fsrs.card.time, "sleep", refuse)
+    end = datetime(2026, 1, 1, tzinfo=UTC)
+    never = {"end_at": end, "reviewed_at": None}
+    reviewed = {
+        "end_at": end,
+        "reviewed_at": end + timedelta(days=1),
+        "review_state": 2,
+        "review_step": None,
+        "review_stability": 3.0,
+        "review_difficulty": 5.0,
+    }
+    later = end + timedelta(days=10)
+    assert 0 < retrievability(never, later) < retrievability(reviewed, later) < 1
+
+
+def test_the_episodic_search_is_planned_for_its_parameters_every_time(
+    db: Database, settings: Settings
+) -> None:
+    """Prepared (psycopg does so from a statement's sixth run on a connection), Postgres plans
+    the episodic search once for any parameters, and that plan ran 7x slower on LoCoMo."""
+    from slowwave.models.embedding import load_embedder
+    from slowwave.tasks.memories import search_memories
+
+    conversation = f"dana-{uuid.uuid4().hex[:8]}"
+    with slowwave.Memory(settings) as memory:
+        memory.record(conversation, morning())
+    embedder = load_embedder(settings)
+    try:
+        with db.connection() as conn:
+            for _ in range(8):
+                found = search_memories(
+                    conn, embedder, "Manchester", conversation, k=1, memory_tokens=100
+                )
+                assert [MOVE in m.text for m in found] == [True]
+            prepared = conn.execute(
+                "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+                ["%episode_windows w%"],
+            ).fetchone()
+    finally:
+        embedder.close()
+    assert prepared == (0,)
