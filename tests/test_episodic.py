@@ -303,3 +303,35 @@ def test_the_episodic_search_is_planned_for_its_parameters_every_time(
     finally:
         embedder.close()
     assert prepared == (0,)
+
+
+def test_a_message_not_embedded_yet_is_found_first_by_its_own_words(
+    db: Database, settings: Settings
+) -> None:
+    """A server embeds new messages in the background: until then the vector channel cannot
+    judge them, and an older episode it can judge must not come first for that alone."""
+    from slowwave.models.embedding import load_embedder
+    from slowwave.tasks.memories import embed_windows, search_memories
+
+    conversation = f"dana-{uuid.uuid4().hex[:8]}"
+    yesterday = NOW - timedelta(days=1)
+    with slowwave.Memory(settings) as memory:
+        memory.record(conversation, [said(1, "The parcel came, a lamp for the flat.", yesterday)])
+    embedder = load_embedder(settings)
+    try:
+        with db.connection() as conn:
+            assert embed_windows(conn, embedder.embed, conversation, 8) == 1
+            with slowwave.Memory(settings) as memory:
+                memory.record(conversation, [said(2, "The parcel code is zq7 for the locker.")])
+            (found,) = search_memories(
+                conn,
+                embedder,
+                "parcel code zq7",
+                conversation,
+                k=1,
+                memory_tokens=100,
+                embed_first=False,
+            )
+    finally:
+        embedder.close()
+    assert "zq7" in found.text and found.ranks == {"fulltext": 1, "vector": None}

@@ -93,3 +93,68 @@ def test_concurrent_queries_are_embedded_together_and_each_gets_its_own_vector()
         batcher.close()
     assert [int(v[0]) for v in vectors] == list(range(1, 33))
     assert sum(model.calls) == 32 and len(model.calls) <= 4  # not 32 calls: batches
+
+
+class GatedEmbedder:
+    """Embeds a text as its length; each call waits for the test to let it through, and the
+    texts of every call are kept in order."""
+
+    dim = 1
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+        self.gate = threading.Semaphore(0)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.gate.acquire()
+        self.batches.append(list(texts))
+        return np.array([[float(len(t))] for t in texts], dtype=np.float32)
+
+
+def wait_for(batcher: EmbeddingBatcher, queued: int) -> None:
+    deadline = time.monotonic() + 10
+    while batcher._queue.qsize() != queued:
+        assert time.monotonic() < deadline, batcher._queue.qsize()
+        time.sleep(0.01)
+
+
+def test_a_query_waits_behind_one_batch_of_a_long_list_at_most() -> None:
+    model = GatedEmbedder()
+    batcher = EmbeddingBatcher(model, max_batch=4)  # type: ignore[arg-type]
+    try:
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            first = pool.submit(batcher.embed, "first")
+            wait_for(batcher, 0)  # the worker holds it, at the gate
+            episodes = pool.submit(batcher.embed_many, [f"window {n:02d}" for n in range(20)])
+            wait_for(batcher, 20)
+            query = pool.submit(batcher.embed, "the query")
+            wait_for(batcher, 21)
+            for _ in range(7):
+                model.gate.release()
+            assert first.result(timeout=10)[0] == len("first")
+            assert query.result(timeout=10)[0] == len("the query")
+            assert len(episodes.result(timeout=10)) == 20
+    finally:
+        batcher.close()
+    assert model.batches[1][0] == "the query"  # before the windows queued ahead of it
+    assert [t for b in model.batches[1:] for t in b if t != "the query"] == [
+        f"window {n:02d}" for n in range(20)
+    ]
+
+
+def test_a_closed_batcher_refuses_what_still_waits() -> None:
+    model = GatedEmbedder()
+    batcher = EmbeddingBatcher(model, max_batch=2)  # type: ignore[arg-type]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        first = pool.submit(batcher.embed, "first")
+        wait_for(batcher, 0)  # the worker holds it, at the gate
+        waiting = pool.submit(batcher.embed_many, ["a", "b", "c", "d"])
+        wait_for(batcher, 4)
+        closing = pool.submit(batcher.close)
+        wait_for(batcher, 5)  # the stop is queued
+        model.gate.release()
+        closing.result(timeout=10)
+        assert first.result(timeout=10)[0] == len("first")
+        with pytest.raises(RuntimeError, match="closed"):
+            waiting.result(timeout=10)
+    assert model.batches == [["first"]]

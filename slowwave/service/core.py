@@ -85,9 +85,9 @@ class Retrievals:
 
 class Windows:
     """In a server, the episodes' windows of messages embedded by a thread of their own, for
-    the conversations searches asked about (each once, however many searches asked while it
+    the conversations recorded to or searched (each once, however many asked while it
     waited): a search answers at once with what is embedded so far (full text finds the rest),
-    and the embedding goes through the query batcher, one model call at a time."""
+    and the embedding goes through the query batcher."""
 
     def __init__(self, db: Database, embed: Embed, window: int) -> None:
         self._db, self._embed, self._window = db, embed, window
@@ -107,20 +107,26 @@ class Windows:
         while not self._stop.is_set():
             self._ready.wait()
             with self._lock:
-                if not self._wanted:
-                    self._ready.clear()
-                    continue
-                conversation = next(iter(self._wanted))
-                del self._wanted[conversation]
-            try:  # no connection is held while the model embeds
+                wanted = list(self._wanted)
+                self._wanted.clear()
+                self._ready.clear()
+            if wanted:
+                self._embed_all(wanted)
+
+    def _embed_all(self, conversations: list[str]) -> None:
+        """Every waiting conversation's new windows, in one model call (a burst of records
+        waits one call, not one per conversation); no connection is held while it embeds."""
+        try:
+            with self._db.connection() as conn:
+                windows = [w for c in conversations for w in missing_windows(conn, c, self._window)]
+            if windows:
+                vectors = self._embed([w.text for w in windows])
                 with self._db.connection() as conn:
-                    windows = missing_windows(conn, conversation, self._window)
-                if windows:
-                    vectors = self._embed([w.text for w in windows])
-                    with self._db.connection() as conn:
-                        write_windows(conn, windows, vectors)
-            except Exception as exc:  # a best effort: the next search asks again
-                logger.warning("could not embed a conversation's episodes: %s", exc)
+                    write_windows(conn, windows, vectors)
+        except Exception as exc:  # a best effort: the next record or search asks again
+            logger.warning(
+                "could not embed the episodes of %d conversations: %s", len(conversations), exc
+            )
 
     def close(self) -> None:
         self._stop.set()

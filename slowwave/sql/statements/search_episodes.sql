@@ -7,12 +7,15 @@
 --              consolidated episode's words are stored (search_tsv, apply_mark_consolidated),
 --              a pending one's parsed here, so a message is found the moment it is recorded;
 --   vector:    the cosine distance of the episode's nearest window of messages
---              (episode_windows, embedded before the search by tasks.memories), weighted by
---              %(vector_weight)s (0: off): what the query means without its words.
+--              (episode_windows, embedded before the search by tasks.memories, or soon after
+--              by a server's thread), weighted by %(vector_weight)s (0: off): what the query
+--              means without its words. An episode whose messages are not all embedded yet
+--              counts in it as high as its full-text rank (it cannot be judged there yet, and
+--              is not pushed down for that while the server embeds it).
 -- Up to %(candidates)s from each channel; the best %(candidates)s fused, each with its FSRS
 -- card, weighed by the caller.
 WITH scope AS MATERIALIZED (
-    SELECT e.id,
+    SELECT e.id, jsonb_array_length(e.messages) AS messages,
            coalesce(e.search_tsv, to_tsvector('english'::regconfig,
                                               jsonb_path_query_array(e.messages, '$[*].text')))
                AS tsv
@@ -50,7 +53,8 @@ WITH scope AS MATERIALIZED (
     ORDER BY r
     LIMIT %(candidates)s
 ), nearest AS (
-    SELECT w.episode_id AS id, min(cosine_distance(w.embedding, %(vector)s::vector)) AS d
+    SELECT w.episode_id AS id, min(cosine_distance(w.embedding, %(vector)s::vector)) AS d,
+           max(w.messages_to) AS covered
     FROM episode_windows w
     JOIN scope s ON s.id = w.episode_id
     WHERE %(vector_weight)s::float8 > 0 AND w.conversation_id = %(conversation_id)s
@@ -63,9 +67,14 @@ WITH scope AS MATERIALIZED (
 ), fused AS (
     SELECT id, f.r AS fulltext_rank, v.r AS vector_rank,
            coalesce(1.0 / (%(rrf_k)s + f.r), 0)
-           + coalesce(%(vector_weight)s::float8 / (%(rrf_k)s + v.r), 0) AS fused
+           + %(vector_weight)s::float8 * greatest(
+               coalesce(1.0 / (%(rrf_k)s + v.r), 0),
+               CASE WHEN coalesce(n.covered, 0) < s.messages
+                    THEN coalesce(1.0 / (%(rrf_k)s + f.r), 0) ELSE 0 END) AS fused
     FROM fulltext f
     FULL JOIN semantic v USING (id)
+    JOIN scope s USING (id)
+    LEFT JOIN nearest n USING (id)
     ORDER BY fused DESC, id
     LIMIT %(candidates)s
 )
