@@ -85,36 +85,34 @@ class Retrievals:
 
 class Windows:
     """In a server, the episodes' windows of messages embedded by a thread of their own, for
-    the conversations recorded to or searched (each once, however many asked while it
+    the conversations searches asked about (each once, however many searches asked while it
     waited): a search answers at once with what is embedded so far (full text finds the rest),
     and the embedding goes through the query batcher."""
 
     def __init__(self, db: Database, embed: Embed, window: int) -> None:
         self._db, self._embed, self._window = db, embed, window
-        self._wanted: dict[str, None] = {}
-        self._lock = threading.Lock()
-        self._ready = threading.Event()
-        self._stop = threading.Event()
+        self._queue: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._loop, name="slowwave-windows", daemon=True)
         self._thread.start()
 
     def add(self, conversation: str) -> None:
-        with self._lock:
-            self._wanted[conversation] = None
-        self._ready.set()
+        self._queue.put(conversation)
 
     def _loop(self) -> None:
-        while not self._stop.is_set():
-            self._ready.wait()
-            with self._lock:
-                wanted = list(self._wanted)
-                self._wanted.clear()
-                self._ready.clear()
-            if wanted:
-                self._embed_all(wanted)
+        while True:
+            conversation = self._queue.get()
+            if conversation is None:
+                return
+            wanted = {conversation: None}
+            while not self._queue.empty():  # whatever came meanwhile, in one call
+                more = self._queue.get()
+                if more is None:
+                    return
+                wanted[more] = None
+            self._embed_all(list(wanted))
 
     def _embed_all(self, conversations: list[str]) -> None:
-        """Every waiting conversation's new windows, in one model call (a burst of records
+        """Every waiting conversation's new windows, in one model call (a burst of searches
         waits one call, not one per conversation); no connection is held while it embeds."""
         try:
             with self._db.connection() as conn:
@@ -123,14 +121,13 @@ class Windows:
                 vectors = self._embed([w.text for w in windows])
                 with self._db.connection() as conn:
                     write_windows(conn, windows, vectors)
-        except Exception as exc:  # a best effort: the next record or search asks again
+        except Exception as exc:  # a best effort: the next search asks again
             logger.warning(
                 "could not embed the episodes of %d conversations: %s", len(conversations), exc
             )
 
     def close(self) -> None:
-        self._stop.set()
-        self._ready.set()
+        self._queue.put(None)
         self._thread.join(timeout=10)
 
 
