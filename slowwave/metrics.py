@@ -94,6 +94,13 @@ def families(m: DecisionMetrics) -> Iterator[Metric]:
     )
     cut.add_metric([], m.counters.get("answers_cut_off", 0.0))
     yield cut
+    ungrounded = CounterMetricFamily(
+        "slowwave_actions_ungrounded",
+        "Facts refused as ungrounded: a name, number, date, email address or URL in no message "
+        "they cite and no fact shown (counted among the rejected actions too).",
+    )
+    ungrounded.add_metric([], m.counters.get("actions_ungrounded", 0.0))
+    yield ungrounded
     stages = CounterMetricFamily(
         "slowwave_stage_seconds",
         "Seconds spent in each stage, summed over shards.",

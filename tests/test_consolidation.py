@@ -241,7 +241,12 @@ def test_new_facts_that_duplicate_each_other_in_one_answer_merge(
     add(
         conn,
         *[
-            make_episode("c", f"n{i}", f"Episode {i}: I adore hiking in the Alps.", at(2025, 1, i))
+            make_episode(
+                "c",
+                f"n{i}",
+                f"Episode {i}: I adore hiking in the Alps with Rex, my dog.",
+                at(2025, 1, i),
+            )
             for i in range(1, 4)
         ],
     )
@@ -268,7 +273,12 @@ def test_unknown_ids_turn_reinforce_and_update_into_new_and_drop_invalidate(
     add(
         conn,
         *[
-            make_episode("c", f"u{i}", f"Talking about my hobbies, round {i}.", at(2025, 1, i))
+            make_episode(
+                "c",
+                f"u{i}",
+                f"Talking about stamps, Japanese and my bicycle, round {i}.",
+                at(2025, 1, i),
+            )
             for i in range(1, 4)
         ],
     )
@@ -384,7 +394,7 @@ def test_a_fact_of_another_conversation_can_never_be_touched(
     add(
         conn,
         *[
-            make_episode("b", f"y{i}", f"I live in Paris too, part {i}.", at(2025, 2, i))
+            make_episode("b", f"y{i}", f"I live in Paris too, Lyon next, part {i}.", at(2025, 2, i))
             for i in (1, 2, 3)
         ],
     )
@@ -563,7 +573,10 @@ def test_an_answer_cut_off_at_max_tokens_applies_its_whole_items_and_the_run_say
         conn,
         *[
             make_episode(
-                "cut", f"cut{i}", f"A long talk about chemistry, part {i}.", at(2025, 1, i)
+                "cut",
+                f"cut{i}",
+                f"A long talk about chemistry in Leeds, Mia and Japan, part {i}.",
+                at(2025, 1, i),
             )
             for i in (1, 2, 3)
         ],
@@ -598,7 +611,7 @@ def test_an_episode_without_surprise_is_scored_by_novelty_and_the_gate_skips_the
         conn,
         *[
             make_episode(
-                "n", f"n{i}", f"A long first talk about my work, part {i}.", at(2025, 1, i)
+                "n", f"n{i}", f"A long first talk about my work in Leeds, part {i}.", at(2025, 1, i)
             )
             for i in (1, 2, 3)
         ],

@@ -12,12 +12,14 @@ import numpy as np
 
 from slowwave.models.category import Category
 from slowwave.models.consolidation import ConsolidationOutput, FactAction
+from slowwave.models.episode import Episode
 from slowwave.models.fact import Fact
 from slowwave.models.ids import new_id
-from slowwave.models.plan import Decision, Plan, PlannedAction
+from slowwave.models.plan import Decision, Plan, PlannedAction, Rejection
 from slowwave.tasks.decide import Known, decide
 from slowwave.tasks.evidence import attribute_evidence
-from slowwave.tasks.guard import guard
+from slowwave.tasks.grounding import Grounding
+from slowwave.tasks.guard import guard as guard_plan
 from tests.fix_episodes import at, make_episode
 from tests.fix_models import fact
 
@@ -153,6 +155,13 @@ def test_a_fact_asserted_again_after_the_plan_ended_it_is_new_history_not_a_cont
     writes = decide(plan_of(left, back), np.stack([unit(1)]), known, {}, THRESHOLD)
     (row,) = writes.inserts
     assert row.valid_at == at(2025, 9, 1) and row.invalid_at is None
+
+
+def guard(
+    output: ConsolidationOutput, shown: list[Fact], episodes: list[Episode]
+) -> tuple[list[PlannedAction], list[Rejection]]:
+    """The guard on ids, evidence and conflicts; its grounding is tests.test_grounding's."""
+    return guard_plan(output, shown, episodes, Grounding.off)
 
 
 def _episodes() -> list:  # type: ignore[type-arg]

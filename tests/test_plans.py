@@ -282,6 +282,7 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
             {
                 "vectors": [VECTOR, VECTOR],
                 "conversations": ["conv-3", "conv-4"],
+                "said": ["user 3 did thing number 7", "user 4 likes tea"],
                 "excluded": [],
                 "candidates": 5,
                 "threshold": 0.95,

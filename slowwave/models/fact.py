@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from uuid import UUID
 
 from pydantic import AwareDatetime, BaseModel, Field
@@ -27,6 +28,13 @@ class Fact(BaseModel):
     @property
     def embedding_text(self) -> str:
         return embedding_text(self.category, self.fact, self.keywords)
+
+
+def said(fact: str) -> str:
+    """What a fact says, for telling two facts that say the same sentence apart from their
+    category and keywords: lowercased, its words joined by one space (the SQL of
+    ``apply_dedupe`` makes the same of a stored fact)."""
+    return re.sub(r"[\W_]+", " ", fact.lower()).strip()
 
 
 def embedding_text(category: str, fact: str, keywords: list[str]) -> str:

@@ -84,6 +84,9 @@ class Rejection(BaseModel):
     fact: str | None = None
     target_id: UUID | None = None
     reason: str
+    ungrounded: str | None = Field(
+        default=None, description="The span of the fact its sources do not give, if that is why."
+    )
 
 
 class Plan(BaseModel):

@@ -109,6 +109,11 @@ class RunSummary(BaseModel):
     facts_invalidated: int = 0
     dedupe_merges: int = 0
     actions_rejected: int = 0
+    actions_ungrounded: int = Field(
+        default=0,
+        description="Of the actions rejected, facts whose name, number, date, email address "
+        "or URL is in no message they cite and no fact shown (SLOWWAVE_GROUNDING).",
+    )
     gray_zone_pairs: int = Field(
         default=0, description="New facts near a known one, not duplicates: asked the model."
     )
@@ -207,7 +212,10 @@ class RunSummary(BaseModel):
             ("facts reinforced", self.facts_reinforced),
             ("facts updated", self.facts_updated),
             ("facts invalidated", self.facts_invalidated),
-            ("actions rejected by the guard", self.actions_rejected),
+            (
+                "actions rejected by the guard (of them ungrounded)",
+                f"{self.actions_rejected} ({self.actions_ungrounded})",
+            ),
             ("facts evicted over the cap", self.facts_evicted),
             ("answers cut off at max_tokens (whole items kept)", self.answers_cut_off),
             ("tokens in / out", f"{self.prompt_tokens} / {self.completion_tokens}"),

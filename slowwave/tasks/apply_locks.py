@@ -14,6 +14,7 @@ import psycopg
 
 from slowwave import sql
 from slowwave.models.chunk import ChunkToApply
+from slowwave.models.fact import said
 from slowwave.models.plan import Plan
 from slowwave.tasks.decide import Known, ended_targets
 
@@ -161,18 +162,21 @@ def nearest_duplicates(
     known: dict[UUID, Known],
 ) -> list[dict[int, tuple[UUID, float]]]:
     """Per chunk: action index → the nearest active duplicate (same conversation, among the
-    ``candidates`` nearest, at least ``threshold`` similar) of the fact it writes, if any; each
+    ``candidates`` nearest, at least ``threshold`` similar, or saying the same sentence under
+    another category or keywords: similarity 1) of the fact it writes, if any; each
     duplicate is added to ``known`` (a later action may act on the
     fact a new one merged into)."""
     nearest: list[dict[int, tuple[UUID, float]]] = [{} for _ in chunks]
     origin: list[tuple[int, int]] = []  # vector row → (chunk, action index)
     vectors: list[np.ndarray] = []
     conversations: list[str] = []
+    sentences: list[str] = []
     for i, chunk in enumerate(chunks):
         for row, action in enumerate(chunk.plan.writing):
             origin.append((i, action))
             vectors.append(chunk.vectors[row])
             conversations.append(chunk.plan.conversation_id)
+            sentences.append(said(chunk.plan.actions[action].fact or ""))
     if not vectors:
         return nearest
     rows = conn.execute(
@@ -180,6 +184,7 @@ def nearest_duplicates(
         {
             "vectors": vectors,
             "conversations": conversations,
+            "said": sentences,
             "excluded": sorted({t for c in chunks for t in ended_targets(c.plan)}),
             "candidates": candidates,
             "threshold": threshold,

@@ -8,8 +8,9 @@ Rules, in answer order:
 
 - ``new`` / ``update`` write a fact, deduplicated against every fact the plan has written so
   far that is still active (new versions included) and then against the conversation's active
-  facts: a duplicate (cosine at or above the threshold) is reinforced with the evidence
-  instead of a second row being written.
+  facts: a duplicate (cosine at or above the threshold, or the same sentence under another
+  category or other keywords: ``models.fact.said``) is reinforced with the evidence instead
+  of a second row being written. The fact written first keeps its category and keywords.
 - ``update`` ends its target at the event time and links the new version to it
   (``supersedes_id``); an update whose sentence restates its target (a duplicate of it) is a
   reinforcement. When the new version is a duplicate of a fact the plan wrote, that fact takes
@@ -39,6 +40,7 @@ import numpy as np
 
 from slowwave.models.consolidation import FactAction
 from slowwave.models.embedding.base import Vectors
+from slowwave.models.fact import said
 from slowwave.models.ids import new_id
 from slowwave.models.plan import Decision, Plan, PlannedAction
 
@@ -309,10 +311,13 @@ class _Decider:
         """The plan's own active fact this one duplicates, else the conversation's."""
         best: tuple[UUID, float] | None = None
         pairs = self.similarities[self.position[index]]
+        sentence = said(self.plan.actions[index].fact or "")
         for row in self.rows.values():
             if row.invalid_at is not None:
                 continue
             similarity = float(pairs[self.position[self.row_of[row.id]]])
+            if said(row.fact) == sentence:
+                similarity = 1.0  # the same sentence under another category or keywords
             if similarity >= self.threshold and (best is None or similarity > best[1]):
                 best = (row.id, similarity)
         return best if best is not None else self.nearest.get(index)

@@ -10,6 +10,13 @@
   fact becomes ``new`` (it is another fact the model tied to the wrong id).
 - Facts that would be written are checked: category one of the 8, a real sentence (not empty,
   not a bare name, no runs of a repeated token), bounded length; keywords cleaned and capped.
+- One sentence, self-contained: of an item of several sentences the first is written (the
+  reason says so); one that starts with a pronoun ("She", "It", "This") or leans on one it
+  never resolves ("Dana loves it.") is refused: read alone, as search returns it, it says
+  little. Of LoCoMo's 1,755 gold observations this refuses 2 and cuts 2.
+- Grounded: names, numbers, dates, email addresses and URLs of a fact to be written must occur
+  in the chunk's messages or the facts shown (``tasks.grounding``, ``SLOWWAVE_GROUNDING``);
+  an item that fails is refused with the span, counted apart in the run's summary.
 """
 
 from __future__ import annotations
@@ -40,6 +47,13 @@ from slowwave.models.episode import Episode
 from slowwave.models.fact import Fact
 from slowwave.models.plan import Plan, PlannedAction, Rejection
 from slowwave.models.settings import Settings
+from slowwave.tasks.grounding import (
+    Grounding,
+    Sources,
+    episode_sources,
+    fact_sources,
+    ungrounded_span,
+)
 
 PRIORITY = {FactAction.update: 3, FactAction.invalidate: 2, FactAction.reinforce: 1}
 _SHORT_ID = re.compile(r"^\[?\s*([FEN])?\s*(\d+)\s*\]?$", re.I)
@@ -47,6 +61,14 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 MIN_FACT_WORDS = 3
 MAX_TOKEN_REPEATS = 3
 MIN_LETTER_SHARE = 0.6
+# a sentence ends at . ! or ? before a capital, unless the word before is an initial or a
+# title ("J. R. R. Tolkien", "Dr. Ruiz", "U.S. Army")
+_SENTENCE_BREAK = re.compile(r"(?<![A-Z])(?<!\b[A-Z][a-z])(?<!\bMrs)(?<!\bSt)[.!?]\s+(?=[A-Z\"'])")
+_PRONOUN_START = re.compile(
+    r"^(he|she|they|it|this|that|these|those|there|his|her|their|its|him|them)\b", re.I
+)
+_BARE_PRONOUN = re.compile(r"\b(it|this|that|there|them|these|those)\b", re.I)
+MAX_WORDS_LEANING = 4  # "Dana loves it." / "Dana is good at that.": nothing for "it" to mean
 
 
 def normalize_short_id(value: str | None, prefix: str) -> str | None:
@@ -115,12 +137,36 @@ def _answer_ref(value: str | None, position: int) -> int | None:
     return number if 1 <= number <= position else None
 
 
+def sentences_of(fact: str) -> list[str]:
+    """The sentences of ``fact`` (an initial or a title does not end one)."""
+    parts, start = [], 0
+    for match in _SENTENCE_BREAK.finditer(fact):
+        parts.append(fact[start : match.start() + 1])  # with its full stop
+        start = match.end()
+    parts.append(fact[start:])
+    return [part.strip() for part in parts if part.strip()]
+
+
+def not_self_contained(fact: str) -> str | None:
+    """Why ``fact`` (one sentence), read alone, does not say a whole thing, or None."""
+    start = _PRONOUN_START.match(fact.strip())
+    if start is not None:
+        return f"not self-contained: starts with {start.group(0)!r}"
+    words = _WORD.findall(fact)
+    leaning = _BARE_PRONOUN.search(fact)
+    if leaning is not None and len(words) <= MAX_WORDS_LEANING + 1:
+        return f"not self-contained: {leaning.group(0)!r} refers to nothing in the sentence"
+    return None
+
+
 def guard(
     output: ConsolidationOutput,
     shown: Sequence[Fact],
     episodes: Sequence[Episode],
+    grounding: Grounding = Grounding.names,
 ) -> tuple[list[PlannedAction], list[Rejection]]:
     """The plan apply may execute, and what was refused."""
+    sources = _Sources(shown, episodes, grounding)
     known: dict[str, UUID] = {fact_short_id(i): f.id for i, f in enumerate(shown)}
     actions: list[PlannedAction] = []
     rejections: list[Rejection] = []
@@ -158,6 +204,13 @@ def guard(
             action = FactAction.new
 
         evidence, cited = _evidence(item, episodes)
+        said = sentences_of(" ".join(item.fact.split())) or [""]
+        if len(said) > 1 and planned_writes(action):
+            # one fact says one thing: the first sentence is the item's statement; what
+            # follows is, from the small default model, a quote turned third person
+            # ("It was so enriching!") or a second claim it did not cite apart
+            cut = f"kept the first of its {len(said)} sentences"
+            reason = f"{reason}; {cut}" if reason else cut
         planned = PlannedAction(
             action=action,
             proposed=proposed,
@@ -167,13 +220,22 @@ def guard(
             cited=cited,
             event_time=max(e.end_at for e in evidence),
             reason=reason,
-            fact=" ".join(item.fact.split()) or None,
+            fact=said[0] if planned_writes(action) else " ".join(item.fact.split()) or None,
         )
         if planned.writes_fact:
-            problem = _fact_problem(item)
+            problem = _fact_problem(item, planned.fact or "")
+            span = None if problem else sources.ungrounded(planned.fact or "")
+            if span is not None:
+                problem = f"ungrounded: {span!r} is in no message and no fact shown"
             if problem is not None:
                 rejections.append(
-                    Rejection(proposed=proposed, fact=item.fact, target_id=target, reason=problem)
+                    Rejection(
+                        proposed=proposed,
+                        fact=item.fact,
+                        target_id=target,
+                        reason=problem,
+                        ungrounded=span,
+                    )
                 )
                 continue
             planned.category = Category(item.category)
@@ -185,12 +247,36 @@ def guard(
     return _resolve_conflicts(actions, rejections)
 
 
-def _fact_problem(item: ConsolidatedFact) -> str | None:
+class _Sources:
+    """What the items of one answer may draw from: the episodes of the chunk and the facts
+    shown, made once for the answer. Not only the episodes an item cites: the small default
+    model often cites the wrong one of two (on LoCoMo's first two sessions, 3 of its 4 items
+    refused as ungrounded against their cited episode named a dog the other one introduced),
+    and what it was shown is what it can have read."""
+
+    def __init__(self, shown: Sequence[Fact], episodes: Sequence[Episode], level: Grounding):
+        self.level = level
+        self.sources = Sources()
+        if level is not Grounding.off:
+            self.sources.add(fact_sources(shown))
+            for episode in episodes:
+                self.sources.add(episode_sources(episode))
+
+    def ungrounded(self, fact: str) -> str | None:
+        return ungrounded_span(fact, self.sources, self.level)
+
+
+def planned_writes(action: FactAction) -> bool:
+    return action in (FactAction.new, FactAction.update)
+
+
+def _fact_problem(item: ConsolidatedFact, fact: str) -> str | None:
+    """Why ``fact`` (the item's first sentence) cannot be written, or None."""
     if item.category not in Category.__members__:
         return f"unknown category {item.category!r}"
     if copied_from_example(item.fact):
         return "copied from the prompt's example answer"
-    return degenerate_reason(" ".join(item.fact.split()))
+    return degenerate_reason(fact) or not_self_contained(fact)
 
 
 def _resolve_conflicts(

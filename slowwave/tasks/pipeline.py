@@ -44,6 +44,7 @@ from slowwave.tasks.evidence import attribute_evidence
 from slowwave.tasks.forget import forgotten_among
 from slowwave.tasks.gate import GatePolicy
 from slowwave.tasks.gray_zone import GrayZonePolicy, judge_gray_zone
+from slowwave.tasks.grounding import Grounding
 from slowwave.tasks.guard import HoldPolicy, guard, hold_reason, latest_end
 from slowwave.tasks.predict import episode_vectors, nearest_facts, related_facts
 from slowwave.tasks.profile import ProfilePolicy
@@ -61,6 +62,7 @@ class RunPolicy:
     apply: ApplyPolicy
     budget: ChunkBudget
     hold: HoldPolicy
+    grounding: Grounding
     gray_zone: GrayZonePolicy
     profile: ProfilePolicy
     related_facts_limit: int
@@ -76,6 +78,7 @@ class RunPolicy:
             apply=ApplyPolicy.of(settings),
             budget=run_budget(model, settings),
             hold=HoldPolicy.of(settings),
+            grounding=Grounding(settings.consolidation.grounding),
             gray_zone=GrayZonePolicy.of(settings),
             profile=ProfilePolicy.of(settings),
             related_facts_limit=settings.consolidation.related_facts_limit,
@@ -154,6 +157,7 @@ def finish_chunks(
     embedder: Embedder,
     summary: RunSummary,
     hold: HoldPolicy,
+    grounding: Grounding = Grounding.names,
 ) -> list[PreparedChunk]:
     """Parse each answer (calibrate) → guard (a plan that would end too much of what was
     shown is held for review) → embed what will be written, as one batch → attribute uncited
@@ -177,7 +181,7 @@ def finish_chunks(
                 summary.answers_cut_off += 1
                 logger.warning("chunk %s: answer cut off at max_tokens", item.plan.chunk_id)
             item.plan.actions, item.plan.rejections = guard(
-                calibration.output, item.facts, item.visible
+                calibration.output, item.facts, item.visible, grounding
             )
             reason = hold_reason(item.plan, len(item.facts), hold)
             if reason is not None:
@@ -340,6 +344,7 @@ def count(summary: RunSummary, plan: Plan, result: ApplyResult) -> None:
     summary.facts_invalidated += result.invalidated
     summary.dedupe_merges += result.merged
     summary.actions_rejected += result.rejected
+    summary.actions_ungrounded += sum(r.ungrounded is not None for r in plan.rejections)
     summary.facts_evicted += result.evicted
 
 
@@ -357,7 +362,7 @@ def stages_for(
             db,
             model,
             embedder,
-            finish_chunks(answered, embedder, summary, policy.hold),
+            finish_chunks(answered, embedder, summary, policy.hold, policy.grounding),
             policy.gray_zone,
             summary,
         ),

@@ -80,6 +80,7 @@ BY_NAME: dict[str, tuple[str, str]] = {
     "profile_max_tokens": ("consolidation", "profile_max_tokens"),
     "profile_input_tokens": ("consolidation", "profile_input_tokens"),
     "max_attempts": ("consolidation", "max_attempts"),
+    "grounding": ("consolidation", "grounding"),
     "hold_ending_share": ("consolidation", "hold_ending_share"),
     "hold_ending_min": ("consolidation", "hold_ending_min"),
     "shard_conversations": ("orchestration", "shard_conversations"),

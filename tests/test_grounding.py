@@ -1,0 +1,276 @@
+"""Facts a small model can be trusted for: grounded in what they cite, self-contained, and
+never stored twice for one sentence (issue: facts you can trust)."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+from slowwave.tasks.consolidate import consolidate
+from slowwave.tasks.grounding import Grounding, sources_of, ungrounded_span
+from tests.fix_episodes import active, add, at, decisions, make_episode, with_settings
+from tests.fix_models import ScriptedModel, fact
+from tests.test_consolidation import answer
+
+MEETING = (
+    "Marcus here. The Q2 project review is on Thursday with a budget of $150,000; sign up "
+    "for the newsletter at news@acme.example and read acme-labs.dev/roadmap first."
+)
+
+
+@pytest.mark.parametrize(
+    ("invented", "span"),
+    [
+        ("Marcus Chen is a software engineer at Google.", "Chen"),
+        ("Marcus has a Q2 project review with a budget of $250,000.", "$250,000"),
+        ("Marcus gets the newsletter at marcus@acme.example.", "marcus@acme.example"),
+        ("Marcus reads the roadmap at acme-labs.dev/plans.", "acme-labs.dev/plans"),
+        ("Marcus has been at the company for three years.", "three"),
+    ],
+)
+def test_an_invented_name_number_email_or_url_is_the_span_refused(invented: str, span: str) -> None:
+    sources = sources_of([MEETING, "user"])
+    assert ungrounded_span(invented, sources, Grounding.names) == span
+
+
+@pytest.mark.parametrize(
+    "grounded",
+    [
+        "Marcus has a Q2 project review with a budget of 150k dollars.",
+        "Marcus has a Q2 project review with a budget of $150,000.",
+        "Marcus gets the newsletter at news@acme.example.",
+        "Marcus reads the roadmap at https://www.acme-labs.dev/roadmap.",
+        "Marcus's project review is on Thursday.",
+    ],
+)
+def test_the_same_name_number_email_or_url_in_another_form_is_grounded(grounded: str) -> None:
+    assert ungrounded_span(grounded, sources_of([MEETING]), Grounding.names) is None
+
+
+def test_a_date_worked_out_from_the_episodes_time_is_grounded_and_a_far_one_is_not() -> None:
+    sources = sources_of(["I went hiking yesterday, and we move next year."], [(_d(8), _d(8))])
+    assert ungrounded_span("Dana went hiking on 7 May 2023.", sources, Grounding.literals) is None
+    assert ungrounded_span("Dana moves in 2024.", sources, Grounding.literals) is None
+    assert ungrounded_span("Dana moves in 2031.", sources, Grounding.literals) == "2031"
+    assert ungrounded_span("Dana went hiking in November.", sources, Grounding.literals) == (
+        "November"
+    )
+
+
+def test_names_are_checked_only_at_the_names_level() -> None:
+    sources = sources_of([MEETING])
+    invented = "Marcus Chen is a software engineer at Google."
+    assert ungrounded_span(invented, sources, Grounding.literals) is None
+    assert ungrounded_span(invented, sources, Grounding.off) is None
+
+
+def _d(day: int):  # type: ignore[no-untyped-def]
+    from datetime import date
+
+    return date(2023, 5, day)
+
+
+def test_invented_names_numbers_emails_and_urls_are_refused_and_logged_with_the_span(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    add(
+        conn,
+        make_episode("c", "m1", MEETING, at(2025, 3, 3), speaker="Marcus"),
+        make_episode("c", "m2", "Marcus again: I lead the platform team.", at(2025, 3, 4)),
+        make_episode("c", "m3", "Marcus once more: I cycle to work.", at(2025, 3, 5)),
+    )
+    model = ScriptedModel(
+        {
+            "m1": lambda r: answer(
+                fact("Marcus Chen is a software engineer at Google.", "identity", episodes=["E1"]),
+                fact("Marcus has a project review with a $250,000 budget.", "goal"),
+                fact("Marcus gets the newsletter at marcus@acme.example.", "preference"),
+                fact("Marcus reads the roadmap at acme-labs.dev/plans.", "interest"),
+                fact("Marcus has a Q2 project review with a budget of $150,000.", "goal"),
+                fact("Marcus gets the newsletter at news@acme.example.", "preference"),
+            )
+        }
+    )
+    summary = consolidate(db, model, embedder, settings)
+
+    assert set(active(conn, "c")) == {
+        "Marcus has a Q2 project review with a budget of $150,000.",
+        "Marcus gets the newsletter at news@acme.example.",
+    }
+    refused = {
+        d["proposed_fact"]: d["reason"] for d in decisions(conn) if d["action"] == "rejected"
+    }
+    assert refused == {
+        "Marcus Chen is a software engineer at Google.": "ungrounded: 'Chen' is in no message "
+        "and no fact shown",
+        "Marcus has a project review with a $250,000 budget.": "ungrounded: '$250,000' is in "
+        "no message and no fact shown",
+        "Marcus gets the newsletter at marcus@acme.example.": "ungrounded: "
+        "'marcus@acme.example' is in no message and no fact shown",
+        "Marcus reads the roadmap at acme-labs.dev/plans.": "ungrounded: "
+        "'acme-labs.dev/plans' is in no message and no fact shown",
+    }
+    assert summary.actions_rejected == 4 and summary.actions_ungrounded == 4
+    assert ("actions rejected by the guard (of them ungrounded)", "4 (4)") in summary.counter_rows()
+
+
+def test_a_name_from_a_fact_shown_or_the_chunks_other_episode_is_grounded_one_unsaid_is_not(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    one = with_settings(settings, chunk_size=3, episode_threshold=1)
+    add(conn, make_episode("c", "s1", "My sister Mia climbs.", at(2025, 3, 1), speaker="Dana"))
+    consolidate(
+        db,
+        ScriptedModel({"s1": lambda r: answer(fact("Dana's sister is Mia.", "relationship"))}),
+        embedder,
+        one,
+    )
+    add(
+        conn,
+        make_episode("c", "s2", "She beat me at bouldering.", at(2025, 3, 2), speaker="Dana"),
+        make_episode("c", "s3", "Lunch with Priya was fun.", at(2025, 3, 3), speaker="Dana"),
+    )
+    model = ScriptedModel(
+        {
+            "s2": lambda r: answer(
+                fact("Dana lost to Mia at bouldering.", "interest", episodes=["E1"]),
+                # Priya is in E2: a small model cites the wrong one of two
+                fact("Dana had lunch with Priya.", "relationship", episodes=["E1"]),
+                fact("Dana lost to Jess at bouldering.", "interest", episodes=["E1"]),
+            )
+        }
+    )
+    consolidate(db, model, embedder, one)
+    assert set(active(conn, "c")) == {
+        "Dana's sister is Mia.",
+        "Dana lost to Mia at bouldering.",
+        "Dana had lunch with Priya.",
+    }
+
+
+def test_grounding_off_writes_what_the_model_says(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    add(
+        conn,
+        *[make_episode("c", f"o{i}", f"I code, day {i}.", at(2025, 3, i)) for i in range(1, 4)],
+    )
+    model = ScriptedModel({"o1": lambda r: answer(fact("User works at Google.", "identity"))})
+    summary = consolidate(db, model, embedder, with_settings(settings, grounding="off"))
+    assert set(active(conn, "c")) == {"User works at Google."}
+    assert summary.actions_ungrounded == 0
+
+
+def test_a_fact_that_leans_on_it_is_refused_and_of_two_sentences_the_first_is_written(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    add(
+        conn,
+        make_episode(
+            "c",
+            "p1",
+            "The new job? I love it. The lab is old, I fix burners. Mia climbs overhangs, "
+            "two years now; she is much better at it than I am.",
+            at(2025, 3, 1),
+            speaker="Dana",
+        ),
+        make_episode("c", "p2", "I teach chemistry now.", at(2025, 3, 2), speaker="Dana"),
+        make_episode("c", "p3", "Weekdays: short answers please.", at(2025, 3, 3), speaker="Dana"),
+    )
+    model = ScriptedModel(
+        {
+            "p1": lambda r: answer(
+                fact("Dana loves it.", "preference"),
+                fact("Dana loves it. The lab is old, and she keeps fixing burners.", "experience"),
+                fact("She keeps fixing burners in the old lab.", "experience"),
+                fact(CLIMB + " Dana is much better at it than she is.", "interest"),
+            )
+        }
+    )
+    summary = consolidate(db, model, embedder, settings)
+    assert set(active(conn, "c")) == {CLIMB}  # the inverted second sentence is not written
+    log = decisions(conn)
+    reasons = sorted(d["reason"] for d in log if d["action"] == "rejected")
+    assert reasons == [
+        "not self-contained: 'it' refers to nothing in the sentence",
+        "not self-contained: 'it' refers to nothing in the sentence",
+        "not self-contained: starts with 'She'",
+    ]
+    (written,) = [d for d in log if d["action"] == "new"]
+    assert written["reason"].startswith("kept the first of its 2 sentences")
+    assert summary.actions_ungrounded == 0
+
+
+CLIMB = "Mia has been climbing overhangs for about two years."
+
+
+def test_one_sentence_under_two_categories_in_one_answer_is_one_fact_with_both_sources(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    e1, e2, _ = add(
+        conn,
+        make_episode("c", "k1", "Mia climbs overhangs, two years now.", at(2025, 3, 1)),
+        make_episode("c", "k2", "Two years of overhangs for Mia!", at(2025, 3, 2)),
+        make_episode("c", "k3", "Rain all day here.", at(2025, 3, 3)),
+    )
+    model = ScriptedModel(
+        {
+            "k1": lambda r: answer(
+                fact(CLIMB, "preference", keywords=["climbing"], episodes=["E1"]),
+                fact(CLIMB.lower().rstrip("."), "interest", keywords=["Mia"], episodes=["E2"]),
+            )
+        }
+    )
+    summary = consolidate(db, model, embedder, with_settings(settings, chunk_size=3))
+    rows = active(conn, "c")
+    assert list(rows) == [CLIMB]
+    assert rows[CLIMB]["category"] == "preference"  # the first item's
+    assert rows[CLIMB]["source_episodic_ids"] == [e1.id, e2.id]
+    assert summary.dedupe_merges == 1
+
+
+def test_one_sentence_under_another_category_a_night_later_reinforces_the_first(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    one = with_settings(settings, chunk_size=1, episode_threshold=1)
+    e1, e2 = add(
+        conn,
+        make_episode("c", "t1", "Mia climbs overhangs, two years now.", at(2025, 3, 1)),
+        make_episode("c", "t2", "Still two years of overhangs for Mia.", at(2025, 3, 9)),
+    )
+    model = ScriptedModel(
+        {
+            "t1": lambda r: answer(fact(CLIMB, "preference", keywords=["climbing", "overhangs"])),
+            "t2": lambda r: answer(fact(CLIMB, "interest", keywords=["Mia", "sport", "years"])),
+        }
+    )
+    consolidate(db, model, embedder, one)
+    rows = active(conn, "c")
+    assert list(rows) == [CLIMB]
+    assert rows[CLIMB]["category"] == "preference"
+    assert rows[CLIMB]["source_episodic_ids"] == [e1.id, e2.id]
+    merged = [d for d in decisions(conn) if d["action"] == "merge"]
+    assert len(merged) == 1 and merged[0]["similarity"] == 1.0
+
+
+def test_two_sentences_a_night_apart_that_say_different_things_stay_two_facts(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    one = with_settings(settings, chunk_size=1, episode_threshold=1)
+    add(
+        conn,
+        make_episode("c", "d1", "Mia climbs overhangs, two years now.", at(2025, 3, 1)),
+        make_episode("c", "d2", "Mia also paints on Sundays.", at(2025, 3, 9)),
+    )
+    model = ScriptedModel(
+        {
+            "d1": lambda r: answer(fact(CLIMB, "interest")),
+            "d2": lambda r: answer(fact("Mia paints on Sundays.", "interest")),
+        }
+    )
+    summary = consolidate(db, model, embedder, one)
+    assert set(active(conn, "c")) == {CLIMB, "Mia paints on Sundays."}
+    assert summary.dedupe_merges == 0
