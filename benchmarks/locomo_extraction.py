@@ -19,7 +19,11 @@ comes, into a fresh embedded Postgres, and consolidated by ``--model`` on ``--en
 - cost: the model's prompt and completion tokens (summaries included) per token of raw
   transcript (``speaker: text`` lines, counted with the runtime's tokenizer where it has
   one), seconds per episode (summaries and consolidation), and the guard's rejections by
-  reason (the decision log's ``reason``, its quoted text and times left out).
+  reason (the decision log's ``reason``, its quoted text and times left out), each printed
+  with its item (``rejected: reason | fact``);
+- refusals: the facts the guard refused for what they say (ungrounded, not self-contained)
+  and the share of them that match a gold observation (``refused_precision``: right facts
+  thrown away).
 
 With the replay engine the extracted facts are the gold observations: recall and precision
 near 1 and the end-to-end ratio near 1 check the harness. At the default of
@@ -136,6 +140,7 @@ class ModelRun:
     raw_tokens: int
     gated_raw_tokens: int  # of the episodes the gate consolidated without the model
     facts: list[ExtractedFact]
+    refused: list[ExtractedFact]  # refused by the guard for what they say
     rejections: dict[str, int]
     recall: dict[int, float]
 
@@ -177,6 +182,7 @@ def main() -> None:
         **cost(run, len(subset.episodes)),
         "gold_observations": len(subset.gold),
         "facts_extracted": len(run.facts),
+        **refusal_quality(run.refused, subset.gold, embedder),
         "rejections_by_reason": run.rejections,
         "seconds": round(time.perf_counter() - started, 1),
     }
@@ -326,6 +332,13 @@ def measure_model(
         with db.connection() as conn:
             facts = extracted_facts(conn, summary.run_id)
             rejections = rejections_by_reason(conn, summary.run_id)
+            refused = refused_facts(conn, summary.run_id)
+            for reason, text in conn.execute(
+                "SELECT reason, proposed_fact FROM decision_log "
+                "WHERE run_id = %s AND action = 'rejected' ORDER BY id",
+                (summary.run_id,),
+            ):
+                print(f"rejected: {reason} | {text}")
             recall = end_to_end_recall(conn, embedder, SearchPolicy.of(settings), subset.questions)[
                 "facts"
             ]
@@ -341,6 +354,7 @@ def measure_model(
             [e for e in subset.episodes if e.external_key in gated], counter
         ),
         facts=facts,
+        refused=refused,
         rejections=rejections,
         recall=recall,
     )
@@ -381,6 +395,40 @@ def extracted_facts(
         ExtractedFact(conversation, text, frozenset(session_number(k) for k in keys))
         for conversation, text, keys in rows
     ]
+
+
+# the guard's refusals of what a fact says (tasks.guard): ungrounded, not self-contained
+REFUSED_SAYING = ("ungrounded:", "not self-contained:", "says more than one thing:")
+
+
+def refused_facts(
+    conn: Any, run_id: UUID, conversations: Sequence[str] | None = None
+) -> list[ExtractedFact]:
+    """The facts the guard refused for what they say (``REFUSED_SAYING``), with the sessions
+    of their chunk: measured against the gold observations like the facts written, they show
+    what the refusals cost (a refused fact that matches one was right)."""
+    rows = conn.execute(
+        "SELECT d.conversation_id, d.proposed_fact, array_agg(e.external_key) "
+        "FROM decision_log d JOIN episodic_memory e ON e.id = ANY(d.episode_ids) "
+        "WHERE d.run_id = %s AND d.action = 'rejected' AND d.reason LIKE ANY(%s::text[]) "
+        "AND (%s::text[] IS NULL OR d.conversation_id = ANY(%s::text[])) "
+        "GROUP BY d.id, d.conversation_id, d.proposed_fact",
+        (run_id, [f"{p}%" for p in REFUSED_SAYING], conversations, conversations),
+    ).fetchall()
+    return [
+        ExtractedFact(conversation, text, frozenset(session_number(k) for k in keys))
+        for conversation, text, keys in rows
+        if text
+    ]
+
+
+def refusal_quality(
+    refused: Sequence[ExtractedFact], gold: Sequence[Observation], embedder: Embedder
+) -> dict[str, float]:
+    """How many facts were refused for what they say, and the share of them that match a
+    gold observation (at the match threshold): right facts the guard threw away."""
+    matched = fact_quality(refused, gold, embedder, DEFAULT_MATCH, DEFAULT_MATCH)["fact_precision"]
+    return {"facts_refused": len(refused), "refused_precision": matched}
 
 
 def rejections_by_reason(conn: Any, run_id: UUID) -> dict[str, int]:

@@ -70,6 +70,8 @@ from benchmarks.locomo_extraction import (
     questions_of,
     raw_transcript_tokens,
     read_records,
+    refusal_quality,
+    refused_facts,
     session_number,
 )
 from benchmarks.locomo_recall import DEFAULT_DATA, KS, add_set_option
@@ -327,6 +329,7 @@ def measure_tonight(
     seconds = time.perf_counter() - started
     with db.connection() as conn:
         facts = extracted_facts(conn, summary.run_id, night.conversations)
+        refused = refused_facts(conn, summary.run_id, night.conversations)
         recall = end_to_end_recall(
             conn,
             embedder,
@@ -365,6 +368,7 @@ def measure_tonight(
         "questions": len(night.questions),
         "gold_observations": len(night.gold),
         "facts_written": len(facts),
+        **refusal_quality(refused, night.gold, embedder),
         "chunks": summary.chunks,
         "chunks_failed": summary.chunks_failed,
         "chunk_failures_by_reason": failures_by_reason(summary),
@@ -387,6 +391,7 @@ ADDED = (
     "questions",
     "gold_observations",
     "facts_written",
+    "facts_refused",
     "chunks",
     "chunks_failed",
     "episodes_gated",
@@ -398,6 +403,7 @@ SHARES = {
     "fact_recall_strict": "gold_observations",
     "fact_precision": "facts_written",
     "fact_precision_strict": "facts_written",
+    "refused_precision": "facts_refused",
     **{f"end_to_end_recall_at_{k}": "questions" for k in KS},
     **{f"end_to_end_recall_fused_at_{k}": "questions" for k in KS},
 }

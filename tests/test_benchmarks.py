@@ -72,6 +72,9 @@ TINY: dict[str, Tiny] = {
     ),
     "gray_zone": Tiny(("--data", "{data}", "--engine", "replay", "--sessions", "1")),
     "ingest": Tiny(("--sizes", "300", "--conversations", "10", "--paths", "parquet")),
+    "inversion_check": Tiny(
+        ("--data", "{data}", "--engine", "openai", "--pairs", "2"), model=True, slow=False
+    ),
     "llm_batching": Tiny(("--data", "{data}", "--engine", "replay", "--prompts", "2"), slow=False),
     # three sessions: a conversation is due at three pending episodes (a nightly run's claim)
     "locomo_consolidate": Tiny(
