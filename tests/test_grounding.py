@@ -11,6 +11,7 @@ from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.grounding import Grounding, sources_of, ungrounded_span
+from slowwave.tasks.guard import not_self_contained
 from tests.fix_episodes import active, add, at, decisions, make_episode, with_settings
 from tests.fix_models import ScriptedModel, fact
 from tests.test_consolidation import answer
@@ -274,3 +275,30 @@ def test_two_sentences_a_night_apart_that_say_different_things_stay_two_facts(
     summary = consolidate(db, model, embedder, one)
     assert set(active(conn, "c")) == {CLIMB, "Mia paints on Sundays."}
     assert summary.dedupe_merges == 0
+
+
+@pytest.mark.parametrize(
+    ("item", "reason"),
+    [
+        ("Big news: I'm moving to Manchester in July.", "starts with 'Big news'"),
+        ("Yes, chemistry and a bit of physics.", "starts with 'Yes'"),
+        ("Dana says my lab is old.", "says 'my', a message not a fact about someone"),
+        ("She teaches chemistry.", "starts with 'She'"),
+        ("Dana loves it.", "'it' refers to nothing in the sentence"),
+    ],
+)
+def test_a_message_copied_as_a_fact_is_not_self_contained(item: str, reason: str) -> None:
+    assert not_self_contained(item) == f"not self-contained: {reason}"
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        "Dana teaches chemistry and a bit of physics in Manchester.",
+        'Dana is reading "I Am Malala" for her book club.',
+        "Audrey believes pets bring joy to our lives.",
+        "Melanie carves out me-time each day for running.",
+    ],
+)
+def test_a_statement_about_someone_is_self_contained(item: str) -> None:
+    assert not_self_contained(item) is None

@@ -67,7 +67,17 @@ _SENTENCE_BREAK = re.compile(r"(?<![A-Z])(?<!\b[A-Z][a-z])(?<!\bMrs)(?<!\bSt)[.!
 _PRONOUN_START = re.compile(
     r"^(he|she|they|it|this|that|these|those|there|his|her|their|its|him|them)\b", re.I
 )
+# a reply or a quote, not a statement about someone: "Yes, chemistry and a bit of physics.",
+# "Big news: I'm moving to Manchester ..."
+_REPLY_START = re.compile(
+    r"^(yes|yeah|yep|no|nope|well|oh|wow|thanks|thank you|hey|hi|hello|okay|ok|sure|"
+    r"big news)\b",
+    re.I,
+)
+# the speaker's own words ("we", "our" also say things of people at large, and stay)
+_FIRST_PERSON = re.compile(r"\b(I|I'm|I've|I'd|I'll|my|mine|myself)\b|\bme\b(?!-)")
 _BARE_PRONOUN = re.compile(r"\b(it|this|that|there|them|these|those)\b", re.I)
+_QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”")  # a title or a quote may say "I"
 MAX_WORDS_LEANING = 4  # "Dana loves it." / "Dana is good at that.": nothing for "it" to mean
 
 
@@ -149,9 +159,12 @@ def sentences_of(fact: str) -> list[str]:
 
 def not_self_contained(fact: str) -> str | None:
     """Why ``fact`` (one sentence), read alone, does not say a whole thing, or None."""
-    start = _PRONOUN_START.match(fact.strip())
+    start = _PRONOUN_START.match(fact.strip()) or _REPLY_START.match(fact.strip())
     if start is not None:
         return f"not self-contained: starts with {start.group(0)!r}"
+    first = _FIRST_PERSON.search(_QUOTED.sub(" ", fact))
+    if first is not None:
+        return f"not self-contained: says {first.group(0)!r}, a message not a fact about someone"
     words = _WORD.findall(fact)
     leaning = _BARE_PRONOUN.search(fact)
     if leaning is not None and len(words) <= MAX_WORDS_LEANING + 1:
