@@ -63,6 +63,7 @@ from slowwave.models.chunk import ChunkToApply
 from slowwave.models.consolidation import FactAction
 from slowwave.models.embedding.base import Vectors
 from slowwave.models.episode import Episode
+from slowwave.models.fact import said
 from slowwave.models.ids import chunk_id, new_id
 from slowwave.models.llm.replay import categorize, keywords_of
 from slowwave.models.locomo import locomo_key
@@ -439,6 +440,7 @@ def dedupe_params(plan: Plan, vectors: Vectors, policy: ApplyPolicy) -> dict[str
     return {
         "vectors": list(vectors),
         "conversations": [plan.conversation_id] * len(vectors),
+        "said": [said(plan.actions[i].fact or "") for i in plan.writing],
         "excluded": [],
         "candidates": policy.dedupe_candidates,
         "threshold": policy.dedupe_threshold,

@@ -36,9 +36,15 @@ def wait_gone(pid: int, timeout: float = 10.0) -> bool:
 def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     home = tmp_path_factory.mktemp("slowwave-home")
     # chunk_size pinned, and short episodes not packed beyond it: the tests describe chunking
-    # by their own numbers, not the defaults'
+    # by their own numbers, not the defaults'. Grounding off: a scripted answer says what its
+    # test describes, not what its episodes say; tests.test_grounding turns it on
     return Settings(  # type: ignore[call-arg]
-        home=home, database_url=None, chunk_size=8, chunk_min_tokens=0, _env_file=None
+        home=home,
+        database_url=None,
+        chunk_size=8,
+        chunk_min_tokens=0,
+        grounding="off",
+        _env_file=None,
     )
 
 

@@ -95,7 +95,7 @@ def test_invented_names_numbers_emails_and_urls_are_refused_and_logged_with_the_
             )
         }
     )
-    summary = consolidate(db, model, embedder, settings)
+    summary = consolidate(db, model, embedder, with_settings(settings, grounding="names"))
 
     assert set(active(conn, "c")) == {
         "Marcus has a Q2 project review with a budget of $150,000.",
@@ -121,7 +121,7 @@ def test_invented_names_numbers_emails_and_urls_are_refused_and_logged_with_the_
 def test_a_name_from_a_fact_shown_or_the_chunks_other_episode_is_grounded_one_unsaid_is_not(
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
 ) -> None:
-    one = with_settings(settings, chunk_size=3, episode_threshold=1)
+    one = with_settings(settings, chunk_size=3, episode_threshold=1, grounding="names")
     add(conn, make_episode("c", "s1", "My sister Mia climbs.", at(2025, 3, 1), speaker="Dana"))
     consolidate(
         db,

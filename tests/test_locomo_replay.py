@@ -11,11 +11,12 @@ import pytest
 from slowwave.models.embedding import EmbeddingDimensionMismatch, check_dimension
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.llm.replay import LoCoMoReplayModel, categorize, keywords_of
-from slowwave.models.settings import Settings
+from slowwave.models.settings import Settings, setting_default
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.ingest.load import load_episodes
 from slowwave.tasks.ingest.locomo import read_locomo
+from tests.fix_episodes import with_settings
 
 # refused, of them ungrounded: 6 name what only another session says (a game, a book, a
 # breed), 2 are not self-contained ("This experience ...", "There is a chance ...")
@@ -30,7 +31,8 @@ def test_the_replay_model_turns_locomo_sessions_into_facts_in_their_own_event_ti
     locomo_path: Path,
 ) -> None:
     assert load_episodes(conn, read_locomo(locomo_path, surprise=0.5)) == 187
-    summary = consolidate(db, LoCoMoReplayModel(locomo_path), embedder, settings)
+    guarded = with_settings(settings, grounding=setting_default("grounding"))
+    summary = consolidate(db, LoCoMoReplayModel(locomo_path), embedder, guarded)
 
     assert summary.status == "completed"
     assert summary.conversations == 7 and summary.episodes_consolidated == 187
@@ -55,7 +57,7 @@ def test_the_replay_model_turns_locomo_sessions_into_facts_in_their_own_event_ti
     assert sources >= 2, "dedupe merged some repeated observations"
     assert logged == (1755,)
 
-    again = consolidate(db, LoCoMoReplayModel(locomo_path), embedder, settings)
+    again = consolidate(db, LoCoMoReplayModel(locomo_path), embedder, guarded)
     assert again.episodes_consolidated == 0
 
 
