@@ -84,7 +84,11 @@ def test_a_backfill_through_the_api_ends_with_the_facts_the_cli_ends_with(
     assert summary.status == "completed" and summary.facts_inserted > 0
     with slowwave.Memory(mine) as memory:
         facts = sorted(f.fact for f in memory.facts("conv-30"))
-    env = {"SLOWWAVE_LLM_RUNTIME": "replay", "SLOWWAVE_REPLAY_DATA": str(locomo_path)}
+    env = {
+        "SLOWWAVE_LLM_RUNTIME": "replay",
+        "SLOWWAVE_REPLAY_DATA": str(locomo_path),
+        "SLOWWAVE_GROUNDING": mine.consolidation.grounding,  # the same guard on both sides
+    }
     cli = tmp_path / "cli"
     assert run_cli(cli, "backfill", str(locomo_path), "-c", "conv-30", **env).returncode == 0
     shown = run_cli(cli, "facts", "-c", "conv-30", "--json", **env)
