@@ -49,7 +49,7 @@ class FakeModel:
         fact = {
             "action": "new",
             "category": "experience",
-            "fact": f"The user said: {first or 'something'}",
+            "fact": f'The user said: "{first or "something"}"',  # quoted: their own words
             "keywords": ["said"],
             "episodes": ["E1"],
         }

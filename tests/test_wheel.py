@@ -98,6 +98,7 @@ def test_the_wheel_installs_beside_a_models_package_and_runs_and_deploys_from_an
         "PYTHONPATH": str(neighbour),
         "SLOWWAVE_LLM_RUNTIME": "replay",
         "SLOWWAVE_REPLAY_DATA": str(locomo_path),
+        "SLOWWAVE_GROUNDING": settings.consolidation.grounding,  # the checkout's guard too
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_HOME": str(tmp_path / "prefect-home"),
     }

@@ -150,7 +150,10 @@ def _answer_ref(value: str | None, position: int) -> int | None:
 def sentences_of(fact: str) -> list[str]:
     """The sentences of ``fact`` (an initial or a title does not end one)."""
     parts, start = [], 0
+    quoted = [m.span() for m in _QUOTED.finditer(fact)]  # a quote is one sentence of the fact
     for match in _SENTENCE_BREAK.finditer(fact):
+        if any(low <= match.start() < high for low, high in quoted):
+            continue
         parts.append(fact[start : match.start() + 1])  # with its full stop
         start = match.end()
     parts.append(fact[start:])
