@@ -27,6 +27,9 @@ class Decision(StrEnum):
     rejected = "rejected"
 
 
+WRITING = (FactAction.new, FactAction.update)  # the actions that write a fact
+
+
 class PlannedAction(BaseModel):
     """One action apply takes."""
 
@@ -69,7 +72,7 @@ class PlannedAction(BaseModel):
 
     @property
     def writes_fact(self) -> bool:
-        return self.action in (FactAction.new, FactAction.update)
+        return self.action in WRITING
 
     @property
     def target_key(self) -> UUID | int | None:

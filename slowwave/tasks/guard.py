@@ -45,7 +45,7 @@ from slowwave.models.consolidation import (
 )
 from slowwave.models.episode import Episode
 from slowwave.models.fact import Fact
-from slowwave.models.plan import Plan, PlannedAction, Rejection
+from slowwave.models.plan import WRITING, Plan, PlannedAction, Rejection
 from slowwave.models.settings import Settings
 from slowwave.tasks.grounding import (
     Grounding,
@@ -221,7 +221,8 @@ def guard(
 
         evidence, cited = _evidence(item, episodes)
         said = sentences_of(" ".join(item.fact.split())) or [""]
-        if len(said) > 1 and planned_writes(action):
+        writes = action in WRITING
+        if len(said) > 1 and writes:
             # one fact says one thing: the first sentence is the item's statement; what
             # follows is, from the small default model, a quote turned third person
             # ("It was so enriching!") or a second claim it did not cite apart
@@ -236,7 +237,7 @@ def guard(
             cited=cited,
             event_time=max(e.end_at for e in evidence),
             reason=reason,
-            fact=said[0] if planned_writes(action) else " ".join(item.fact.split()) or None,
+            fact=said[0] if writes else " ".join(item.fact.split()) or None,
         )
         if planned.writes_fact:
             problem = _fact_problem(item, planned.fact or "")
@@ -280,10 +281,6 @@ class _Sources:
 
     def ungrounded(self, fact: str) -> str | None:
         return ungrounded_span(fact, self.sources, self.level)
-
-
-def planned_writes(action: FactAction) -> bool:
-    return action in (FactAction.new, FactAction.update)
 
 
 def _fact_problem(item: ConsolidatedFact, fact: str) -> str | None:
