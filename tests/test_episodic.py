@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -133,6 +134,30 @@ def _found_within(search: Any, text: str, seconds: float = 1.0) -> float:
             return time.monotonic() - started
         assert time.monotonic() - started < seconds, f"not found within {seconds} s"
         time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_a_message_recorded_is_found_by_its_meaning_by_the_first_search_a_second_later(
+    tmp_path: Path,
+) -> None:
+    """No word of the query is in the message: only the vector channel finds it, so the
+    record call itself must have the server embed it, not the first search that asks."""
+    key = make_key(tmp_path, "acme", "write")
+    server = start_server(tmp_path)
+    try:
+        with server.client(key) as http:
+            recorded = http.post("/v1/conversations/dana/messages", json={"messages": morning()})
+            assert recorded.status_code == 200, recorded.text
+
+            time.sleep(1.0)  # no search meanwhile: nothing but the record asked for its vectors
+            answer = http.get(
+                "/v1/conversations/dana/search", params={"query": "where does she live"}
+            )
+            assert answer.status_code == 200, answer.text
+            assert [MOVE in m["text"] for m in answer.json()["memories"]] == [True]
+    finally:
+        server.stop()
+        run_cli(tmp_path, "db", "stop")
 
 
 def test_a_message_recorded_over_rest_is_found_within_a_second_by_its_tenant_only(

@@ -63,7 +63,9 @@ def create_app(
             db.close()
             raise
         service = Service(settings, db, embedder, background=True, launcher=prefect_launcher())
-        _ = service.embedder  # loaded before the first request, not during it
+        # loaded, and its first forward pass made, before the first request: a fresh server
+        # finds what its first record call wrote within the second, as a warm one does
+        service.embedder.embed(["warm up"])
         state["service"] = app.state.service = service
         state["auth"] = app.state.auth = Authenticator(service, enabled=auth)
         registry.register(DecisionCollector(db))
