@@ -3,32 +3,27 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from slowwave.cli.render import console
 from slowwave.models.settings import get_settings, variables
-from slowwave.settings_doc import settings_markdown, sync_readme
+from slowwave.models.settings.table import settings_markdown
 
 
 def show_settings(
     markdown: Annotated[
-        bool, typer.Option("--markdown", help="The documented table of every setting.")
+        bool,
+        typer.Option(
+            "--markdown",
+            help="The documented table of every setting (the site's settings reference).",
+        ),
     ] = False,
-    sync_readme_path: Annotated[
-        Path | None,
-        typer.Option("--sync-readme", help="Rewrite the settings table in this README."),
-    ] = None,
 ) -> None:
     """Show the effective settings (secrets hidden), or document them all.
 
     Example: SLOWWAVE_CHUNK_SIZE=4 slowwave settings"""
-    if sync_readme_path is not None:
-        changed = sync_readme(sync_readme_path)
-        console.print(f"{sync_readme_path}: {'updated' if changed else 'already current'}")
-        return
     if markdown:
         typer.echo(settings_markdown())
         return
