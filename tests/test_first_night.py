@@ -1,7 +1,7 @@
-"""The README's operator section, followed as written in a fresh folder: its three terminals'
-commands, in order, each terminal a pseudo-terminal of its own; the long-running ones stopped
-with Ctrl-C as a person stops them. Only the environment is the test's: a free port, a
-test double for the model, Prefect's home in the test's folder."""
+"""The first-night tutorial (docs/tutorials/first-night.md), followed as written in a fresh
+folder: its three terminals' commands, in order, each terminal a pseudo-terminal of its own;
+the long-running ones stopped with Ctrl-C as a person stops them. Only the environment is the
+test's: a free port, a test double for the model, Prefect's home in the test's folder."""
 
 from __future__ import annotations
 
@@ -23,9 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def operator_blocks() -> list[str]:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### The operator's first hour", 1)[1].split("\n#", 1)[0]
-    return re.findall(r"```bash\n(.*?)```", section, re.S)
+    page = (ROOT / "docs" / "tutorials" / "first-night.md").read_text(encoding="utf-8")
+    return re.findall(r"```bash\n(.*?)```", page, re.S)
 
 
 def _fresh_shell(folder: Path, **extra: str) -> dict[str, str]:
@@ -55,7 +54,7 @@ def _stop_with_ctrl_c(terminal: Terminal, name: str) -> None:
     assert left == [], f"{name} left: {[p.cmdline() for p in left]}"
 
 
-def test_the_readme_operator_section_works_as_written_in_a_fresh_folder(tmp_path: Path) -> None:
+def test_the_first_night_tutorial_works_as_written_in_a_fresh_folder(tmp_path: Path) -> None:
     server_block, worker_block, ask_block = operator_blocks()
     folder = tmp_path / "memory"
     folder.mkdir()

@@ -16,24 +16,13 @@ import pytest
 
 from slowwave.models.ids import conversation_ref
 from slowwave.models.processes import LocalServer, free_port
+from tests.fix_browser import CHROMIUM, QUIET
 from tests.fix_model_server import fake_model
 from tests.fix_processes import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 playwright = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine")
-# what Chromium must not try on a machine without a network
-QUIET = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 @pytest.fixture
