@@ -96,6 +96,7 @@ def test_a_backfill_through_the_api_ends_with_the_facts_the_cli_ends_with(
     run_cli(cli, "db", "stop")
 
 
+@pytest.mark.slow
 def test_an_agent_records_messages_through_the_path_ingest_takes(
     db: Database, settings: slowwave.Settings
 ) -> None:

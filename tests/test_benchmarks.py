@@ -205,6 +205,7 @@ def _stop_leftovers(root: Path, timeout_s: float = 30.0) -> dict[int, str]:
 
 
 @pytest.mark.parametrize("name", [_case(n) for n in benchmark_names()])
+@pytest.mark.slow
 def test_every_benchmark_runs_at_a_tiny_size_and_ends_with_a_json_object(
     name: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import psycopg
+import pytest
 
 from slowwave.memory import Memory
 from slowwave.models.consolidation import ConsolidationOutput
@@ -36,6 +37,7 @@ def _active(conn: psycopg.Connection) -> set[str]:
     return {r[0] for r in rows}
 
 
+@pytest.mark.slow
 def test_a_conversation_over_its_cap_retires_its_unused_facts_and_keeps_what_was_retrieved(
     db: Database, conn: psycopg.Connection, settings: Settings, embedder: Embedder
 ) -> None:

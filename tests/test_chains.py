@@ -108,6 +108,7 @@ def _two_conversations(conn: psycopg.Connection) -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_conversation_waiting_on_the_model_does_not_hold_back_the_others(
     db: Database,
     conn: psycopg.Connection,

@@ -184,6 +184,7 @@ def _bees() -> ScriptedModel:
     )
 
 
+@pytest.mark.slow
 def test_a_backfill_takes_every_pending_episode_of_a_small_conversation(
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
 ) -> None:
@@ -354,6 +355,7 @@ def test_three_overlapping_runs_never_quarantine_healthy_episodes(
     assert all(s["attempts"] == 0 and s["quarantined_at"] is None for s in state.values())
 
 
+@pytest.mark.slow
 def test_a_run_renews_its_lease_while_the_model_works(
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
 ) -> None:

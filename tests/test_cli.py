@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from slowwave.models.settings import variables
 from slowwave.models.settings.table import settings_markdown
 from slowwave.sql.db.embedded import postmaster_pid
 from tests.fix_processes import run_cli
 
 
+@pytest.mark.slow
 def test_migrate_then_status_prints_an_empty_migrated_database(tmp_path: Path) -> None:
     migrated = run_cli(tmp_path, "db", "migrate")
     assert migrated.returncode == 0, migrated.stderr
@@ -26,6 +29,7 @@ def test_migrate_then_status_prints_an_empty_migrated_database(tmp_path: Path) -
     assert postmaster_pid(tmp_path / "pgdata") is None
 
 
+@pytest.mark.slow
 def test_an_unreachable_database_url_is_one_clear_line_without_the_password(
     tmp_path: Path,
 ) -> None:
@@ -51,6 +55,7 @@ def test_the_settings_reference_documents_every_setting() -> None:
     assert "Undefined" not in table  # defaults from a factory are shown too
 
 
+@pytest.mark.slow
 def test_ingest_prints_its_table_and_where_the_rejects_are(tmp_path: Path) -> None:
     source = tmp_path / "chat.jsonl"
     good = (
@@ -65,6 +70,7 @@ def test_ingest_prints_its_table_and_where_the_rejects_are(tmp_path: Path) -> No
     assert (tmp_path / "chat.jsonl.rejects.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_backfill_ingests_then_consolidates_in_event_time(
     tmp_path: Path, locomo_path: Path
 ) -> None:
@@ -119,6 +125,7 @@ def test_redaction_reads_every_dsn_form_with_libpqs_own_parser() -> None:
     assert redact("host=db password='unterminated") == "(a connection string libpq cannot parse)"
 
 
+@pytest.mark.slow
 def test_an_invalid_setting_is_one_line_naming_the_variable_for_every_command(
     tmp_path: Path,
 ) -> None:
@@ -133,6 +140,7 @@ def test_an_invalid_setting_is_one_line_naming_the_variable_for_every_command(
         assert line.startswith(f"error: invalid setting {name}={value!r}: "), line
 
 
+@pytest.mark.slow
 def test_search_mistakes_are_one_line_with_exit_code_1(tmp_path: Path) -> None:
     bad_k = run_cli(tmp_path, "search", "tea", "-c", "nobody", "-k", "-1")
     assert bad_k.returncode == 1
@@ -146,6 +154,7 @@ def test_search_mistakes_are_one_line_with_exit_code_1(tmp_path: Path) -> None:
     assert unknown.stdout == ""
 
 
+@pytest.mark.slow
 def test_a_search_of_a_conversation_with_no_facts_yet_answers_its_episodes_with_a_note(
     tmp_path: Path,
 ) -> None:
@@ -168,6 +177,7 @@ def test_a_search_of_a_conversation_with_no_facts_yet_answers_its_episodes_with_
     assert shown.stdout.startswith("## Semantic Memory\n\n## Episodic Memories\n## Memory 1 [")
 
 
+@pytest.mark.slow
 def test_a_query_that_is_not_utf8_is_refused_in_one_line(tmp_path: Path) -> None:
     import subprocess
     import sys
@@ -187,6 +197,7 @@ def test_a_query_that_is_not_utf8_is_refused_in_one_line(tmp_path: Path) -> None
     ]
 
 
+@pytest.mark.slow
 def test_consolidate_and_backfill_say_what_is_missing_in_one_line_before_any_work(
     tmp_path: Path,
 ) -> None:
@@ -215,6 +226,7 @@ def test_consolidate_and_backfill_say_what_is_missing_in_one_line_before_any_wor
     assert "Traceback" not in no_model.stdout + no_model.stderr
 
 
+@pytest.mark.slow
 def test_status_of_a_database_of_another_dimension_says_so_in_one_line(tmp_path: Path) -> None:
     assert run_cli(tmp_path, "db", "migrate", SLOWWAVE_EMBEDDING_DIM="8").returncode == 0
     try:

@@ -18,6 +18,7 @@ from tests.fix_episodes import consolidated_once
 from tests.fix_prefect import completed_tasks
 
 
+@pytest.mark.slow
 def test_the_nightly_flow_on_a_two_node_ray_cluster_runs_shards_and_actors_on_both_nodes(
     prefect_api: None,
     ray_cluster: str,

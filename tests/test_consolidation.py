@@ -97,6 +97,7 @@ def test_scenario_b_additive_preferences_coexist(
     assert set(active(conn, "c")) == {"User likes Rust", "User likes TypeScript"}
 
 
+@pytest.mark.slow
 def test_scenario_c_a_residence_change_updates_in_event_time_with_lineage(
     db: Database, conn: psycopg.Connection, embedder: Embedder, one_per_chunk: Settings
 ) -> None:
@@ -135,6 +136,7 @@ def test_scenario_c_a_residence_change_updates_in_event_time_with_lineage(
     assert update["recorded_at"] > moved
 
 
+@pytest.mark.slow
 def test_scenario_d_a_name_correction_replaces_the_wrong_name(
     db: Database, conn: psycopg.Connection, embedder: Embedder, one_per_chunk: Settings
 ) -> None:
@@ -198,6 +200,7 @@ def test_invalidate_ends_a_fact_at_event_time_and_keeps_its_row(
     assert active(conn, "c") == {}
 
 
+@pytest.mark.slow
 def test_reinforce_unions_episode_ids_and_is_idempotent(
     db: Database, conn: psycopg.Connection, embedder: Embedder, one_per_chunk: Settings
 ) -> None:
@@ -299,6 +302,7 @@ def test_unknown_ids_turn_reinforce_and_update_into_new_and_drop_invalidate(
     assert "invalidate of unknown fact id 'F2' dropped" in log[("invalidate", "rejected")]["reason"]
 
 
+@pytest.mark.slow
 def test_conflicting_actions_on_one_fact_resolve_update_over_invalidate_over_reinforce(
     db: Database, conn: psycopg.Connection, embedder: Embedder, one_per_chunk: Settings
 ) -> None:
@@ -334,6 +338,7 @@ def test_conflicting_actions_on_one_fact_resolve_update_over_invalidate_over_rei
     assert texts == {"User's favourite colour is blue"}
 
 
+@pytest.mark.slow
 def test_bad_categories_and_degenerate_facts_are_rejected_with_a_reason(
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
 ) -> None:
@@ -373,6 +378,7 @@ def test_bad_categories_and_degenerate_facts_are_rejected_with_a_reason(
     assert summary.actions_rejected == 4
 
 
+@pytest.mark.slow
 def test_a_fact_of_another_conversation_can_never_be_touched(
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
 ) -> None:
@@ -752,6 +758,7 @@ def faulty_decision_log(conn: psycopg.Connection) -> object:
     conn.commit()
 
 
+@pytest.mark.slow
 def test_a_fault_inside_the_transaction_applies_nothing_and_quarantines_after_k_attempts(
     db: Database,
     conn: psycopg.Connection,
@@ -847,6 +854,7 @@ def test_a_fact_that_cites_no_episode_is_dated_by_its_most_similar_episode_not_t
 # ── actions checked against each other (review case 4) ──────────────────────────────────
 
 
+@pytest.mark.slow
 def test_an_update_and_a_new_fact_of_the_same_sentence_leave_one_active_fact(
     db: Database, conn: psycopg.Connection, embedder: Embedder, one_per_chunk: Settings
 ) -> None:
@@ -1008,6 +1016,7 @@ def _long(key: str, when: object, messages: int, words: int = 60) -> Episode:
     return episode
 
 
+@pytest.mark.slow
 def test_the_parts_of_a_long_episode_share_the_surprise_its_first_part_was_given(
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
 ) -> None:
@@ -1025,6 +1034,7 @@ def test_the_parts_of_a_long_episode_share_the_surprise_its_first_part_was_given
     assert episodes_state(conn)["S"]["novelty"] == 1.0
 
 
+@pytest.mark.slow
 def test_long_episodes_are_cut_by_tokens_and_split_by_messages_never_over_the_context(
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
 ) -> None:
@@ -1060,6 +1070,7 @@ def test_long_episodes_are_cut_by_tokens_and_split_by_messages_never_over_the_co
     assert essay["source_episodic_ids"] == [huge.id] and essay["valid_at"] == huge.end_at
 
 
+@pytest.mark.slow
 def test_a_long_episode_interrupted_between_parts_resumes_at_its_first_pending_message(
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
 ) -> None:
@@ -1092,6 +1103,7 @@ def test_a_long_episode_interrupted_between_parts_resumes_at_its_first_pending_m
     assert {f["fact"] for f in facts(conn, "c")} >= {"User wrote essay part 1"}
 
 
+@pytest.mark.slow
 def test_a_message_too_long_for_one_prompt_goes_in_pieces_each_applied_once(
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
 ) -> None:

@@ -126,6 +126,7 @@ def _wait_triggered(client: SyncPrefectClient, deployment: UUID, timeout: float 
     pytest.fail(f"no run of the export deployment within {timeout} s of the backfill's end")
 
 
+@pytest.mark.slow
 def test_the_deployed_backfill_runs_on_a_worker_to_completed_and_consolidates(
     prefect_stack: PrefectStack, conn: psycopg.Connection, locomo_path: Path
 ) -> None:

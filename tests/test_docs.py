@@ -64,6 +64,7 @@ def test_the_page_runs_as_written_in_a_fresh_folder(page: Path, tmp_path: Path) 
                 run.run(block)
 
 
+@pytest.mark.slow
 def test_a_broken_example_fails_the_page(tmp_path: Path) -> None:
     page = tmp_path / "broken.md"
     page.write_text(

@@ -48,6 +48,7 @@ def holder(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], int]]:
         assert wait_gone(pid)
 
 
+@pytest.mark.slow
 def test_a_holder_killed_with_sigkill_does_not_leave_the_server_running_forever(
     tmp_path: Path, holder: tuple[subprocess.Popen[str], int]
 ) -> None:
@@ -61,6 +62,7 @@ def test_a_holder_killed_with_sigkill_does_not_leave_the_server_running_forever(
     assert wait_gone(pid)
 
 
+@pytest.mark.slow
 def test_db_stop_stops_a_server_left_behind_by_a_killed_process(
     tmp_path: Path, holder: tuple[subprocess.Popen[str], int]
 ) -> None:
@@ -73,6 +75,7 @@ def test_db_stop_stops_a_server_left_behind_by_a_killed_process(
     assert wait_gone(pid)
 
 
+@pytest.mark.slow
 def test_db_stop_refuses_while_a_live_process_holds_the_server(
     tmp_path: Path, holder: tuple[subprocess.Popen[str], int]
 ) -> None:

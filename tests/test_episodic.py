@@ -63,6 +63,7 @@ def test_a_message_recorded_through_memory_is_the_next_searchs_episodic_memory(
     assert found.start_at == found.end_at == NOW
 
 
+@pytest.mark.slow
 def test_a_search_reviews_the_episodes_it_returns_and_a_context_reviews_none(
     db: Database, settings: Settings
 ) -> None:
@@ -89,6 +90,7 @@ def test_a_search_reviews_the_episodes_it_returns_and_a_context_reviews_none(
     assert stability > 0 and reviewed_at > NOW - timedelta(minutes=5)
 
 
+@pytest.mark.slow
 def test_an_episodic_memory_is_cut_to_its_budget_around_what_the_query_names_and_as_of_holds(
     db: Database, settings: Settings
 ) -> None:
@@ -160,6 +162,7 @@ def test_a_message_recorded_is_found_by_its_meaning_by_the_first_search_a_second
         run_cli(tmp_path, "db", "stop")
 
 
+@pytest.mark.slow
 def test_a_message_recorded_over_rest_is_found_within_a_second_by_its_tenant_only(
     served: Served,
 ) -> None:
@@ -193,6 +196,7 @@ def test_a_message_recorded_over_rest_is_found_within_a_second_by_its_tenant_onl
         assert after.status_code in (404, 410) and MOVE not in after.text
 
 
+@pytest.mark.slow
 def test_a_message_recorded_over_mcp_is_found_within_a_second_by_search_memory(
     served: Served,
 ) -> None:
@@ -225,6 +229,7 @@ def test_a_message_recorded_over_mcp_is_found_within_a_second_by_search_memory(
     assert anyio.run(session) < 1.0
 
 
+@pytest.mark.slow
 def test_the_backlog_per_tenant_is_in_the_metrics_the_db_status_and_the_conversation(
     served: Served,
 ) -> None:
@@ -302,6 +307,7 @@ def test_weighing_an_episode_by_its_retrievability_never_waits_on_the_clock(
     assert 0 < retrievability(never, later) < retrievability(reviewed, later) < 1
 
 
+@pytest.mark.slow
 def test_the_episodic_search_is_planned_for_its_parameters_every_time(
     db: Database, settings: Settings
 ) -> None:
@@ -330,6 +336,7 @@ def test_the_episodic_search_is_planned_for_its_parameters_every_time(
     assert prepared == (0,)
 
 
+@pytest.mark.slow
 def test_a_message_not_embedded_yet_is_found_first_by_its_own_words(
     db: Database, settings: Settings
 ) -> None:

@@ -290,6 +290,7 @@ def test_an_export_that_stopped_half_way_leaves_whole_files_and_the_next_writes_
     assert export(db, lake, what="versions").files_changed == 0
 
 
+@pytest.mark.slow
 def test_an_export_to_an_object_store_is_read_back_and_reached_by_a_forget(
     db: Database, conn: psycopg.Connection, settings: Settings, object_store: Any
 ) -> None:
@@ -318,6 +319,7 @@ def test_an_export_to_an_object_store_is_read_back_and_reached_by_a_forget(
     assert target == url
 
 
+@pytest.mark.slow
 def test_an_export_url_never_holds_a_secret_and_a_mistake_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ExportError, match="holds no credentials"):
         Target.of("s3://AKIA:secret@bucket/x")
@@ -339,6 +341,7 @@ def test_an_export_url_never_holds_a_secret_and_a_mistake_is_one_line(tmp_path: 
     )
 
 
+@pytest.mark.slow
 def test_polars_reads_back_what_facts_all_json_prints_and_a_forget_reaches_the_export(
     tmp_path: Path, locomo_path: Path
 ) -> None:

@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.fix_external_postgres import ExternalPostgres
 from tests.fix_processes import run_cli
 
 
+@pytest.mark.slow
 def test_migrate_backfill_and_search_run_on_an_external_postgres_as_a_role_that_is_no_superuser(
     external_postgres: ExternalPostgres, tmp_path: Path, locomo_path: Path
 ) -> None:
@@ -46,6 +49,7 @@ def test_migrate_backfill_and_search_run_on_an_external_postgres_as_a_role_that_
     assert not (tmp_path / "pgdata").exists(), "no embedded server was started"
 
 
+@pytest.mark.slow
 def test_a_role_that_may_not_create_the_vector_extension_is_told_what_to_ask_for(
     external_postgres: ExternalPostgres, tmp_path: Path
 ) -> None:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from slowwave.models.processes import answers, free_port
 from tests.fix_model_server import fake_model
@@ -54,6 +55,7 @@ def _stop_with_ctrl_c(terminal: Terminal, name: str) -> None:
     assert left == [], f"{name} left: {[p.cmdline() for p in left]}"
 
 
+@pytest.mark.slow
 def test_the_first_night_tutorial_works_as_written_in_a_fresh_folder(tmp_path: Path) -> None:
     server_block, worker_block, ask_block = operator_blocks()
     folder = tmp_path / "memory"

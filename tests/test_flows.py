@@ -40,6 +40,7 @@ def _artifact(key: str) -> object:
     return json.loads(data) if isinstance(data, str) else data
 
 
+@pytest.mark.slow
 def test_the_nightly_flow_consolidates_locomo_in_shards_and_publishes_its_summary(
     prefect_api: None,
     db: Database,
@@ -87,6 +88,7 @@ def test_the_backfill_flow_ingests_then_consolidates_and_fails_only_when_nothing
     assert ingest_table[0]["ingested"] == 26  # type: ignore[index]
 
 
+@pytest.mark.slow
 def test_a_run_with_a_quarantined_conversation_is_red_in_prefect_and_warns_naming_it_by_ref(
     prefect_api: None,
     db: Database,
@@ -140,6 +142,7 @@ def test_a_run_with_a_quarantined_conversation_is_red_in_prefect_and_warns_namin
     assert quarantined == summary["episodes_quarantined"]
 
 
+@pytest.mark.slow
 def test_a_shard_hit_by_a_dropped_connection_is_retried_and_goes_on_where_it_stopped(
     prefect_api: None,
     db: Database,
@@ -180,6 +183,7 @@ def test_a_shard_hit_by_a_dropped_connection_is_retried_and_goes_on_where_it_sto
     assert any(r.run_count == 2 for r in shard), [(r.name, r.run_count) for r in shard]
 
 
+@pytest.mark.slow
 def test_the_revert_and_forget_flows_run_like_the_rest_with_their_summaries(
     prefect_api: None,
     db: Database,
@@ -218,6 +222,7 @@ def test_the_revert_and_forget_flows_run_like_the_rest_with_their_summaries(
     assert left == 0 and _artifact("slowwave-forget")
 
 
+@pytest.mark.slow
 def test_the_nightly_flow_runs_its_shards_at_once_each_claiming_its_own_conversations(
     prefect_api: None,
     db: Database,
@@ -243,6 +248,7 @@ def test_the_nightly_flow_runs_its_shards_at_once_each_claiming_its_own_conversa
     assert _artifact("slowwave-progress") == 100.0
 
 
+@pytest.mark.slow
 def test_the_nightly_flow_writes_profiles_as_a_task_of_its_own_after_the_shards(
     prefect_api: None,
     db: Database,
@@ -268,6 +274,7 @@ def test_the_nightly_flow_writes_profiles_as_a_task_of_its_own_after_the_shards(
     assert rows == [("conv-30", True)]
 
 
+@pytest.mark.slow
 def test_the_soon_flow_consolidates_a_quiet_conversation_and_leaves_a_talking_one_alone(
     prefect_api: None,
     db: Database,

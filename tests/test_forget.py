@@ -32,6 +32,7 @@ from tests.reliability.fix_commands import CommandModel, HashEmbedder
 T0 = datetime(2024, 3, 1, 9, tzinfo=UTC)
 
 
+@pytest.mark.slow
 def test_forgetting_a_conversation_leaves_no_byte_of_it_and_a_tombstone_without_content(
     db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path
 ) -> None:

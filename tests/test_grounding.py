@@ -118,6 +118,7 @@ def test_invented_names_numbers_emails_and_urls_are_refused_and_logged_with_the_
     assert ("actions rejected by the guard (of them ungrounded)", "4 (4)") in summary.counter_rows()
 
 
+@pytest.mark.slow
 def test_a_name_from_a_fact_shown_or_the_chunks_other_episode_is_grounded_one_unsaid_is_not(
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
 ) -> None:

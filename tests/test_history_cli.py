@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.fix_processes import run_cli
 
 
+@pytest.mark.slow
 def test_a_user_reads_reverts_and_forgets_from_the_command_line(
     tmp_path: Path, locomo_path: Path
 ) -> None:

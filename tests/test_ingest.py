@@ -11,6 +11,7 @@ from typing import Any
 import psycopg
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
@@ -78,6 +79,7 @@ def test_locomo_ingests_into_187_episodes_at_their_own_2023_times_and_once_only(
     assert count_2023 == 122
 
 
+@pytest.mark.slow
 def test_a_locomo_backfill_yields_facts_valid_in_their_own_time_not_today(
     db: Database,
     conn: psycopg.Connection,
@@ -94,6 +96,7 @@ def test_a_locomo_backfill_yields_facts_valid_in_their_own_time_not_today(
     assert latest < datetime.now(UTC) - timedelta(days=365)
 
 
+@pytest.mark.slow
 def test_an_episodes_words_for_search_are_parsed_when_it_is_consolidated_not_at_ingest(
     db: Database,
     conn: psycopg.Connection,
@@ -446,6 +449,7 @@ def test_a_nul_character_or_a_lone_surrogate_rejects_its_line_and_the_rest_lands
     assert stored == (2,)
 
 
+@pytest.mark.slow
 def test_a_file_with_more_conversations_than_the_server_can_lock_at_once_lands_whole(
     db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path
 ) -> None:

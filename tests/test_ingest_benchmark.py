@@ -10,6 +10,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from benchmarks.ingest import ENGINES, FIRST_SIZE_KEYS, PATHS, read_parquet_pyarrow
 from tests.fix_processes import slowwave_env
 
@@ -32,6 +34,7 @@ def _benchmark(tmp_path: Path, *args: str) -> dict[str, Any]:
     return figures
 
 
+@pytest.mark.slow
 def test_the_ingest_benchmark_runs_every_path_on_the_same_messages_at_two_sizes(
     tmp_path: Path,
 ) -> None:
@@ -82,6 +85,7 @@ def test_the_pyarrow_engine_measured_against_polars_checks_what_the_shipped_path
     assert polars[0] == [1] and len(polars[1]) == 7
 
 
+@pytest.mark.slow
 def test_the_ingest_benchmark_runs_another_checkouts_own_ingest_side_by_side(
     tmp_path: Path,
 ) -> None:

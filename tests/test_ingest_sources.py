@@ -277,6 +277,7 @@ def test_a_mapping_that_names_no_column_of_the_source_stops_it_before_a_row(
     assert _stored(conn) == []
 
 
+@pytest.mark.slow
 def test_slowwave_ingest_takes_a_glob_and_a_mapping_and_names_each_rejects_file(
     tmp_path: Path,
 ) -> None:

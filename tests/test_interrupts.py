@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from slowwave.sql.db import Database
 from tests.fix_db import home_settings
@@ -36,6 +37,7 @@ def _state(home: Path) -> tuple[list[tuple[str, str]], int, list[str]]:
     return [(c, f) for c, f in facts], int(claimed[0]), [r[0] for r in runs]
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_a_backfill_consolidation_exits_130_within_10_s_and_a_rerun_ends_clean(
     tmp_path: Path,
 ) -> None:

@@ -23,6 +23,7 @@ from tests.fix_episodes import with_settings
 REFUSED_GOLD = (8, 6)
 
 
+@pytest.mark.slow
 def test_the_replay_model_turns_locomo_sessions_into_facts_in_their_own_event_time(
     db: Database,
     conn: psycopg.Connection,

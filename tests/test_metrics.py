@@ -6,6 +6,7 @@ from pathlib import Path
 
 import httpx
 import psycopg
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from slowwave.metrics import metrics_text, serve_metrics
@@ -38,6 +39,7 @@ def _ageless(text: str) -> str:
     )
 
 
+@pytest.mark.slow
 def test_a_scraper_reads_the_runs_decisions_tokens_and_similarities_as_the_database_has_them(
     db: Database,
     conn: psycopg.Connection,
@@ -85,6 +87,7 @@ def test_a_scraper_reads_the_runs_decisions_tokens_and_similarities_as_the_datab
         assert samples[("slowwave_decision_similarity_bucket", bucket)] == at_most_half
 
 
+@pytest.mark.slow
 def test_slowwave_metrics_prints_the_prometheus_text_format(tmp_path: Path) -> None:
     result = run_cli(tmp_path, "metrics")
     assert result.returncode == 0, result.stderr
@@ -93,6 +96,7 @@ def test_slowwave_metrics_prints_the_prometheus_text_format(tmp_path: Path) -> N
     assert "# TYPE slowwave_decision_similarity histogram" in result.stdout
 
 
+@pytest.mark.slow
 def test_prompt_tokens_the_engines_prefix_cache_served_are_counted_apart_from_billed_ones(
     db: Database,
     conn: psycopg.Connection,
@@ -125,6 +129,7 @@ def test_prompt_tokens_the_engines_prefix_cache_served_are_counted_apart_from_bi
     assert shown in run.counter_rows()
 
 
+@pytest.mark.slow
 def test_a_backfill_counts_the_summaries_it_asked_for_in_its_runs_calls_and_tokens(
     tmp_path: Path,
 ) -> None:

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.fix_model_server import fake_model
 from tests.fix_processes import slowwave_env
 
@@ -54,6 +56,7 @@ def _night(
     return figures
 
 
+@pytest.mark.slow
 def test_the_nightly_mix_measures_tonight_only_and_the_gold_model_scores_one(
     tmp_path: Path, locomo_path: Path
 ) -> None:
@@ -79,6 +82,7 @@ def test_the_nightly_mix_measures_tonight_only_and_the_gold_model_scores_one(
     assert sum(proposed.values()) >= figures["facts_written"] > 0
 
 
+@pytest.mark.slow
 def test_billed_and_computed_tokens_of_a_model_with_a_prefix_cache_are_told_apart(
     tmp_path: Path, locomo_path: Path
 ) -> None:

@@ -100,6 +100,7 @@ def _request(chunk: str) -> GenerationRequest:
     )
 
 
+@pytest.mark.slow
 def test_the_batch_is_answered_after_backoff_on_429_and_503_with_tokens_counted(
     endpoint: str,
 ) -> None:
@@ -120,6 +121,7 @@ def test_the_batch_is_answered_after_backoff_on_429_and_503_with_tokens_counted(
     assert model.name == "openai:m"  # what the chunk records say wrote a fact
 
 
+@pytest.mark.slow
 def test_a_chunk_that_keeps_failing_is_an_answer_with_an_error_not_an_exception(
     endpoint: str,
 ) -> None:
@@ -132,6 +134,7 @@ def test_a_chunk_that_keeps_failing_is_an_answer_with_an_error_not_an_exception(
     assert "sk-secret" not in bad.error
 
 
+@pytest.mark.slow
 def test_an_endpoint_that_stays_unavailable_is_transient_not_a_failed_chunk(
     endpoint: str,
 ) -> None:
@@ -144,6 +147,7 @@ def test_an_endpoint_that_stays_unavailable_is_transient_not_a_failed_chunk(
     assert is_transient(raised.value) and "sk-secret" not in str(raised.value)
 
 
+@pytest.mark.slow
 def test_two_shards_first_calls_at_the_same_moment_share_one_client_loop(
     endpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -195,6 +199,7 @@ def test_cached_prompt_tokens_are_read_from_either_usage_shape(
     assert cached_prompt_tokens(payload, 1000) == cached
 
 
+@pytest.mark.slow
 def test_the_grammar_dialect_sends_the_schemas_grammar_instead_of_a_response_format(
     endpoint: str,
 ) -> None:

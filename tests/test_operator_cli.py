@@ -60,6 +60,7 @@ def _whole(ids: list[str], table: str) -> None:
     assert "…" not in table
 
 
+@pytest.mark.slow
 def test_every_table_command_at_80_columns_keeps_every_id_whole(home: Path) -> None:
     runs = _json(home, "runs", "list")
     assert isinstance(runs, list)
@@ -86,6 +87,7 @@ def test_every_table_command_at_80_columns_keeps_every_id_whole(home: Path) -> N
     assert max(len(line) for line in status.splitlines()) <= 80, status
 
 
+@pytest.mark.slow
 def test_a_short_id_as_printed_is_taken_as_input(home: Path) -> None:
     listed = _narrow(home, "facts", "-c", "dana", "--ids")
     facts = _json(home, "facts", "-c", "dana")
@@ -124,6 +126,7 @@ def test_a_mistyped_setting_is_named_with_the_closest_one(tmp_path: Path) -> Non
     )
 
 
+@pytest.mark.slow
 def test_an_unknown_conversation_is_an_error_not_an_empty_table(home: Path) -> None:
     for args in (
         ["facts", "-c", "danna"],
@@ -138,6 +141,7 @@ def test_an_unknown_conversation_is_an_error_not_an_empty_table(home: Path) -> N
         assert shown.stdout == ""
 
 
+@pytest.mark.slow
 def test_mistakes_in_a_source_are_told_before_anything_starts(tmp_path: Path) -> None:
     missing = run_cli(tmp_path, "backfill", str(tmp_path / "nope.jsonl"))
     assert missing.returncode == 1
@@ -150,6 +154,7 @@ def test_mistakes_in_a_source_are_told_before_anything_starts(tmp_path: Path) ->
     assert not (tmp_path / "pgdata").exists()  # refused before the database was started
 
 
+@pytest.mark.slow
 def test_version_and_help_with_an_example(tmp_path: Path) -> None:
     from importlib.metadata import version
 

@@ -7,10 +7,13 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 BARE = ("flows", "tasks", "models", "sql")
 
 
+@pytest.mark.slow
 def test_every_module_of_the_checkout_loads_under_slowwave_and_no_bare_name_is_loaded() -> None:
     """In a process of its own (this one refuses bare names at import): every module of every
     subpackage, then sys.modules."""

@@ -652,6 +652,7 @@ NOT_PLANNED = {
 }
 
 
+@pytest.mark.slow
 def test_every_statement_uses_the_index_it_relies_on_at_realistic_size(
     big: psycopg.Connection,
 ) -> None:

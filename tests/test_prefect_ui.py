@@ -48,6 +48,7 @@ def prefect_ui(tmp_path: Path) -> Iterator[str]:
         yield base
 
 
+@pytest.mark.slow
 def test_the_prefect_ui_shows_a_run_with_a_quarantined_conversation_as_failed(
     prefect_ui: str, tmp_path: Path
 ) -> None:

@@ -192,6 +192,7 @@ def test_a_profile_refreshed_on_demand_is_written_from_the_active_facts_or_refus
         service.close()
 
 
+@pytest.mark.slow
 def test_the_command_line_prints_the_stored_profile_or_says_how_to_get_one(
     tmp_path: Path, embedder: Embedder
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from slowwave.models.consolidation import ConsolidationOutput
 from slowwave.models.embedding.base import Embedder
@@ -78,6 +79,7 @@ def test_a_release_returns_them_to_pending_is_logged_and_the_next_run_takes_them
     assert "User restores old clocks" in {f["fact"] for f in facts(conn, "q")}
 
 
+@pytest.mark.slow
 def test_the_cli_lists_releases_and_refuses_a_release_without_a_target(tmp_path: Path) -> None:
     empty = run_cli(tmp_path, "quarantine", "list")
     assert empty.returncode == 0 and "no quarantined episodes" in empty.stdout

@@ -48,6 +48,7 @@ def facts(conn: psycopg.Connection) -> list[tuple[Any, ...]]:
     )
 
 
+@pytest.mark.slow
 def test_reverting_a_locomo_backfill_restores_every_table_and_a_rerun_makes_the_same_facts(
     db: Database,
     conn: psycopg.Connection,

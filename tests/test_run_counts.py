@@ -304,6 +304,7 @@ def _listed(night: Night) -> dict[uuid.UUID, dict[str, Any]]:
     return {uuid.UUID(r["id"]): r for r in night.json("runs", "list")}
 
 
+@pytest.mark.slow
 def test_a_run_killed_with_sigkill_reports_what_it_committed(night: Night) -> None:
     run_id = night.runs["killed"]
     assert night.exits["killed"] == -signal.SIGKILL
@@ -331,6 +332,7 @@ def test_a_run_killed_with_sigkill_reports_what_it_committed(night: Night) -> No
     assert counts(shown) == now
 
 
+@pytest.mark.slow
 def test_a_run_stopped_by_sigterm_reports_what_it_committed(night: Night) -> None:
     run_id = night.runs["stopped"]
     assert night.exits["stopped"] != 0
@@ -352,6 +354,7 @@ def test_a_run_stopped_by_sigterm_reports_what_it_committed(night: Night) -> Non
     assert {k: stored["summary"][k] for k in COUNTS} == now  # the metrics read the summary
 
 
+@pytest.mark.slow
 def test_a_finished_run_reports_what_it_committed_and_its_artifact_agrees(night: Night) -> None:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import (
@@ -391,6 +394,7 @@ def test_a_finished_run_reports_what_it_committed_and_its_artifact_agrees(night:
     assert table["tokens in / out"] == f"{now['prompt_tokens']} / {now['completion_tokens']}"
 
 
+@pytest.mark.slow
 def test_every_run_of_the_night_is_listed_with_the_counts_it_committed(night: Night) -> None:
     listed = _listed(night)
     assert set(listed) == set(night.runs.values())

@@ -131,6 +131,7 @@ def test_tenant_names_and_conversation_ids_that_could_be_confused_are_refused() 
             conversation_key(conversation, "acme")
 
 
+@pytest.mark.slow
 def test_the_cli_takes_a_tenant_wherever_it_names_a_conversation(tmp_path: Path) -> None:
     source = tmp_path / "chats.jsonl"
     lines = [{**said(1, T0), "conversation_id": "dana"}, {**said(2, T0), "conversation_id": "dana"}]

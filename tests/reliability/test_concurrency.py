@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
 from slowwave.models import faultpoints
 from slowwave.sql.db import Database
@@ -33,6 +34,7 @@ def clean_outcome(db: Database, home: Path, conversations: int) -> Any:
     return seen
 
 
+@pytest.mark.slow
 def test_four_runs_at_once_consolidate_every_episode_exactly_once(
     db: Database, conn: psycopg.Connection, tmp_path: Path
 ) -> None:

@@ -83,6 +83,7 @@ def shard_runs(flow_run_id: Any) -> list[int]:
         ("commit.after", "lost confirmation", False),
     ],
 )
+@pytest.mark.slow
 def test_a_connection_lost_while_applying_ends_as_a_clean_run(
     prefect_api: None,
     db: Database,

@@ -194,6 +194,7 @@ def test_a_forgotten_conversation_is_refused_at_ingest_unless_the_operator_overr
     assert (allowed.ingested, allowed.rejected) == (3, 0)
 
 
+@pytest.mark.slow
 def test_a_failed_conversation_reaches_prefect_by_reference_never_by_id(
     prefect_api: None, db: Database, conn: psycopg.Connection, tmp_path: Path
 ) -> None:

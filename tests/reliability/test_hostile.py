@@ -166,6 +166,7 @@ def storable(value: str) -> bool:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(lines=st.lists(LINE, min_size=1, max_size=30))
+@pytest.mark.slow
 def test_the_reader_lands_every_storable_message_exactly_and_rejects_the_rest_by_line(
     db: Database, settings: Settings, tmp_path_factory: pytest.TempPathFactory, lines: list[Any]
 ) -> None:
