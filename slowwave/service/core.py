@@ -40,6 +40,7 @@ from slowwave.tasks.ids import IdKind, resolve
 from slowwave.tasks.memories import (
     Embed,
     MemoryPolicy,
+    embed_windows,
     missing_windows,
     record_reviews,
     write_windows,
@@ -48,6 +49,11 @@ from slowwave.tasks.runs import finish_run, start_run
 from slowwave.tasks.search import SearchPolicy, record_retrieval
 
 logger = logging.getLogger(__name__)
+
+# A server's search embeds a conversation's new messages itself when they make at most this
+# many windows (an agent's latest turns: one call of the model, tens of milliseconds); more (a
+# bulk record) go to its embedding thread, so that no search waits on a backlog.
+INLINE_WINDOWS = 8
 
 
 class Retrievals:
@@ -391,18 +397,23 @@ class ServiceCore:
         id as the listings print it (``UnknownId``, or ``AmbiguousId`` with the candidates)."""
         return id_ if isinstance(id_, UUID) else resolve(conn, kind, id_)
 
-    def windows_of(self, key: str) -> bool:
-        """Have the conversation's new messages embedded: by the server's thread (False: the
-        search goes on with what is embedded), or by the caller, first (True); with the vector
-        channel off, by no one (False)."""
-        if self.memory_policy.vector_weight <= 0:
-            return False
+    def embed_new_windows(self, conn: psycopg.Connection, key: str) -> None:
+        """Have the conversation's messages not embedded yet embedded before a search reads
+        them, so that what was said a moment ago is found by its meaning by the first search,
+        on any replica: here, inline (a server through its query batcher) when they make at
+        most ``INLINE_WINDOWS`` windows, as an agent's latest turns do; a larger backlog (a
+        bulk record) by the server's thread, while the search goes on with what is embedded
+        and its full-text channel. With the vector channel off, by no one."""
+        policy = self.memory_policy
+        if policy.vector_weight <= 0:
+            return
         if not self.background:
-            return True
-        if self._windows is None:
-            self._windows = Windows(self.db, self.batcher.embed_many, self.memory_policy.window)
-        self._windows.add(key)
-        return False
+            embed_windows(conn, self.embedder.embed, key, policy.window)
+            return
+        if embed_windows(conn, self.batcher.embed_many, key, policy.window, INLINE_WINDOWS) is None:
+            if self._windows is None:
+                self._windows = Windows(self.db, self.batcher.embed_many, policy.window)
+            self._windows.add(key)
 
     @property
     def batcher(self) -> EmbeddingBatcher:

@@ -94,6 +94,8 @@ class Reads(ServiceCore):
                 policy=self.search_policy,
                 vector=vector,
             )
+            if memories:
+                self.embed_new_windows(conn, key)
             said = search_memories(
                 conn,
                 self.embedder,
@@ -104,7 +106,7 @@ class Reads(ServiceCore):
                 as_of=zoned(as_of),
                 policy=self.memory_policy,
                 vector=vector,
-                embed_first=self.windows_of(key) if memories else False,
+                embed_first=False,  # embed_new_windows, above
             )
             if not found and not said:
                 self.require(conn, key, conversation_id)

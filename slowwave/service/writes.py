@@ -42,7 +42,7 @@ class Writes(ServiceCore):
         episodes in event time, in one transaction; a forgotten conversation is refused unless
         ``allow_forgotten``. Every message refused is in the answer, with its reason."""
         caller.needs(Scope.write)
-        key = caller.key(conversation_id)  # refused before anything is read
+        caller.key(conversation_id)  # refused before anything is read
         limit = self.settings.serve.max_messages
         if len(messages) > limit:
             raise TooLarge(
@@ -55,12 +55,7 @@ class Writes(ServiceCore):
         )
         with self.reaching():
             report = record(self.db, conversation_id, messages, policy)
-        answer = recorded(conversation_id, messages, report)
-        if answer.recorded:
-            # a server embeds what was said now, on its thread: the first search, on any
-            # replica, finds it by its meaning as well as by its words
-            self.windows_of(key)
-        return answer
+        return recorded(conversation_id, messages, report)
 
     @staticmethod
     def check_source(source: str | Path, format: Format | None = None) -> dict[SourceFile, Format]:

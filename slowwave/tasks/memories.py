@@ -175,12 +175,22 @@ def write_windows(conn: psycopg.Connection, windows: Sequence[Window], vectors: 
     return len(windows)
 
 
-def embed_windows(conn: psycopg.Connection, embed: Embed, conversation_id: str, size: int) -> int:
-    """Embed the conversation's messages not yet in a window, on one connection (a server
-    reads and writes on two and holds neither while it embeds). How many windows."""
+def embed_windows(
+    conn: psycopg.Connection,
+    embed: Embed,
+    conversation_id: str,
+    size: int,
+    limit: int | None = None,
+) -> int | None:
+    """Embed the conversation's messages not yet in a window, on one connection. How many
+    windows; None, and nothing embedded, when more than ``limit`` are missing (a server's
+    search embeds the few a conversation's latest messages make, and leaves a backlog to its
+    thread, which reads and writes on two connections and holds neither while it embeds)."""
     windows = missing_windows(conn, conversation_id, size)
     if not windows:
         return 0
+    if limit is not None and len(windows) > limit:
+        return None
     return write_windows(conn, windows, embed([w.text for w in windows]))
 
 
