@@ -7,8 +7,6 @@ Chromium (Debian's package) and Playwright the test is skipped."""
 from __future__ import annotations
 
 import functools
-import os
-import shutil
 import threading
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -16,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fix_browser import CHROMIUM, QUIET
+from tests.fix_browser import CHROMIUM, browser_page, keep_screenshots
 from tests.fix_docs import build_site
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,30 +59,21 @@ def test_the_front_page_the_mcp_tutorial_and_the_settings_render_with_their_navi
 ) -> None:
     shots = tmp_path / "shots"
     shots.mkdir()
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=QUIET)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            for name, (path, text) in PAGES.items():
-                page.goto(f"{site}/{path}")
-                page.locator(".md-content").get_by_text(text).first.wait_for(timeout=30_000)
-                # every page carries the whole navigation: the four kinds of page
-                for section in ("Tutorials", "How-to guides", "Concepts", "Reference"):
-                    assert page.get_by_text(section, exact=True).count() >= 1, (name, section)
-                if name == "site-front-page.png":  # Mermaid, served with the site, drew it
-                    # (Material draws it in a closed shadow root: its source text is gone)
-                    page.wait_for_function(
-                        "() => !document.body.innerText.includes('flowchart TD')", timeout=30_000
-                    )
-                if name == "site-settings-reference.png":
-                    page.locator(".md-content").get_by_text(
-                        "SLOWWAVE_GROUNDING"
-                    ).first.scroll_into_view_if_needed()
-                page.screenshot(path=shots / name)
-        finally:
-            browser.close()
-    for shot in shots.iterdir():
-        assert shot.stat().st_size > 10_000
-        if os.environ.get("SLOWWAVE_WRITE_SCREENSHOTS") == "1":
-            (ROOT / "docs" / "images").mkdir(exist_ok=True)
-            shutil.copy(shot, ROOT / "docs" / "images" / shot.name)
+    with browser_page() as page:
+        for name, (path, text) in PAGES.items():
+            page.goto(f"{site}/{path}")
+            page.locator(".md-content").get_by_text(text).first.wait_for(timeout=30_000)
+            # every page carries the whole navigation: the four kinds of page
+            for section in ("Tutorials", "How-to guides", "Concepts", "Reference"):
+                assert page.get_by_text(section, exact=True).count() >= 1, (name, section)
+            if name == "site-front-page.png":  # Mermaid, served with the site, drew it
+                # (Material draws it in a closed shadow root: its source text is gone)
+                page.wait_for_function(
+                    "() => !document.body.innerText.includes('flowchart TD')", timeout=30_000
+                )
+            if name == "site-settings-reference.png":
+                page.locator(".md-content").get_by_text(
+                    "SLOWWAVE_GROUNDING"
+                ).first.scroll_into_view_if_needed()
+            page.screenshot(path=shots / name)
+    keep_screenshots(shots, ROOT / "docs" / "images")

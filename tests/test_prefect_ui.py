@@ -7,7 +7,6 @@ Playwright the test is skipped."""
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +15,7 @@ import pytest
 
 from slowwave.models.ids import conversation_ref
 from slowwave.models.processes import LocalServer, free_port
-from tests.fix_browser import CHROMIUM, QUIET
+from tests.fix_browser import CHROMIUM, browser_page, keep_screenshots
 from tests.fix_model_server import fake_model
 from tests.fix_processes import run_cli
 
@@ -70,23 +69,15 @@ def test_the_prefect_ui_shows_a_run_with_a_quarantined_conversation_as_failed(
 
     shots = tmp_path / "shots"
     shots.mkdir()
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=QUIET)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.goto(f"{prefect_ui}/runs/flow-run/{run.id}")
-            page.get_by_text(conversation_ref("kenji")).first.wait_for(timeout=60_000)
-            page.get_by_text("CompletedWithFailures").first.wait_for(timeout=60_000)
-            page.screenshot(path=shots / "prefect-run-with-failures.png")
-            warning = page.get_by_text(f"conversation {conversation_ref('kenji')}").first
-            warning.scroll_into_view_if_needed()
-            page.screenshot(path=shots / "prefect-run-warning.png")
-            page.goto(f"{prefect_ui}/runs")
-            page.get_by_text("backfill sample-chats.jsonl").first.wait_for(timeout=60_000)
-            page.screenshot(path=shots / "prefect-runs-list.png")
-        finally:
-            browser.close()
-    for shot in shots.iterdir():
-        assert shot.stat().st_size > 10_000
-        if os.environ.get("SLOWWAVE_WRITE_SCREENSHOTS") == "1":
-            shutil.copy(shot, ROOT / "docs" / shot.name)
+    with browser_page() as page:
+        page.goto(f"{prefect_ui}/runs/flow-run/{run.id}")
+        page.get_by_text(conversation_ref("kenji")).first.wait_for(timeout=60_000)
+        page.get_by_text("CompletedWithFailures").first.wait_for(timeout=60_000)
+        page.screenshot(path=shots / "prefect-run-with-failures.png")
+        warning = page.get_by_text(f"conversation {conversation_ref('kenji')}").first
+        warning.scroll_into_view_if_needed()
+        page.screenshot(path=shots / "prefect-run-warning.png")
+        page.goto(f"{prefect_ui}/runs")
+        page.get_by_text("backfill sample-chats.jsonl").first.wait_for(timeout=60_000)
+        page.screenshot(path=shots / "prefect-runs-list.png")
+    keep_screenshots(shots, ROOT / "docs")

@@ -63,8 +63,8 @@ def create_app(
             db.close()
             raise
         service = Service(settings, db, embedder, background=True, launcher=prefect_launcher())
-        # loaded, and its first forward pass made, before the first request: a fresh server
-        # finds what its first record call wrote within the second, as a warm one does
+        # loaded, and its first forward pass made, before the first request: the first search
+        # of a fresh server does not pay for it
         service.embedder.embed(["warm up"])
         state["service"] = app.state.service = service
         state["auth"] = app.state.auth = Authenticator(service, enabled=auth)
