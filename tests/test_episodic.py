@@ -211,7 +211,7 @@ def test_a_message_recorded_over_mcp_is_found_within_a_second_by_search_memory(
             Client(streamable_http_client(f"{served.url}/mcp", http_client=web)) as client,
         ):
             recorded = await client.call_tool(
-                "record_messages", {"conversation_id": conversation, "messages": morning()}
+                "add_memory", {"conversation_id": conversation, "messages": morning()}
             )
             assert not recorded.is_error
             started = time.monotonic()

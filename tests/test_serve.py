@@ -253,7 +253,7 @@ def test_every_mcp_tool_keeps_to_its_tenant_and_an_sdk_client_gets_search_result
                         arguments["query"] = "What does she do for work?"
                     if tool == "fact_history":
                         arguments = {"fact_id": fact if conversation == THEIRS else uuid_like()}
-                    if tool == "record_messages":
+                    if tool == "add_memory":
                         arguments["messages"] = [said(901, "an mcp probe")]
                     if tool == "forget_conversation":
                         arguments["reason"] = "a test"
@@ -270,7 +270,7 @@ def test_every_mcp_tool_keeps_to_its_tenant_and_an_sdk_client_gets_search_result
     assert acme["tools"] == sorted(TOOLS)
     for tool in TOOLS:
         theirs, nobody = acme[f"{tool} {THEIRS}"], acme[f"{tool} nobody-at-all"]
-        if tool == "record_messages":  # into acme's own conversation of that id
+        if tool == "add_memory":  # into acme's own conversation of that id
             assert theirs[0] is False and nobody[0] is False
             continue
         assert theirs == nobody or not any(f in theirs[1] for f in secrets), tool

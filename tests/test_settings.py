@@ -122,6 +122,7 @@ ADDED = [
     "SEARCH_RETRIEVABILITY_WEIGHT",
     "SEARCH_MEMORY_WINDOW",
     "SEARCH_MEMORY_VECTOR_WEIGHT",
+    "SERVE_DEFAULT_CONVERSATION",
 ]
 
 
@@ -130,7 +131,7 @@ def test_every_variable_keeps_its_name_and_lands_in_its_group(
 ) -> None:
     read = {names[0]: place for place, names, _ in variables()}
     assert sorted(read) == sorted(f"SLOWWAVE_{n}" for n in BEFORE + ADDED)
-    assert {read[f"SLOWWAVE_{n}"].split(".")[0] for n in ADDED} == {"search"}
+    assert {read[f"SLOWWAVE_{n}"].split(".")[0] for n in ADDED} == {"search", "serve"}
     monkeypatch.chdir(tmp_path)  # no .env of the checkout's
     monkeypatch.setenv("SLOWWAVE_SERVE_PORT", "9123")
     monkeypatch.setenv("SLOWWAVE_CHUNK_SIZE", "7")

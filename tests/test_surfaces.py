@@ -141,9 +141,7 @@ def record_via(surface: str, served: Served, conversation: str) -> dict[str, Any
             json={"messages": MESSAGES},
         )
     if surface == "mcp":
-        return mcp(
-            served, "record_messages", {"conversation_id": conversation, "messages": MESSAGES}
-        )
+        return mcp(served, "add_memory", {"conversation_id": conversation, "messages": MESSAGES})
     lines = served.home / f"{conversation}.jsonl"
     lines.write_text(
         "".join(json.dumps({**m, "conversation_id": conversation}) + "\n" for m in MESSAGES)

@@ -31,6 +31,14 @@ def keys_create(
         Scope, typer.Option("--scope", help="read; write (and read); admin (and write).")
     ] = Scope.read,
     name: Annotated[str, typer.Option("--name", help="A note to tell keys apart.")] = "",
+    conversation: Annotated[
+        str | None,
+        typer.Option(
+            "--conversation",
+            "-c",
+            help="The conversation its calls that name none are about (an agent's MCP tools).",
+        ),
+    ] = None,
     by: ByOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -39,7 +47,9 @@ def keys_create(
     Example: slowwave keys create --tenant acme --scope write --name "support bot"
     """
     with Service.open() as service:
-        key, record = service.create_key(Caller.operator(tenant, by=operator(by)), scope, name=name)
+        key, record = service.create_key(
+            Caller.operator(tenant, by=operator(by)), scope, name=name, conversation_id=conversation
+        )
     if as_json:
         emit({"key": key, **record.model_dump(mode="json")}, True, lambda: None)
         return
@@ -77,6 +87,7 @@ def print_keys(keys: list[ApiKey]) -> None:
         Column("tenant", overflow="fold"),
         Column("scope", no_wrap=True),
         Column("name", overflow="fold"),
+        Column("conversation", overflow="fold"),
         Column("created (UTC)", no_wrap=True),
         Column("state", no_wrap=True),
     )
@@ -86,7 +97,15 @@ def print_keys(keys: list[ApiKey]) -> None:
             if k.revoked_at
             else ("used " + _when(k.last_used_at) if k.last_used_at else "unused")
         )
-        shown.add_row(k.prefix + "…", k.tenant, k.scope.value, k.name, _when(k.created_at), state)
+        shown.add_row(
+            k.prefix + "…",
+            k.tenant,
+            k.scope.value,
+            k.name,
+            k.conversation_id or "",
+            _when(k.created_at),
+            state,
+        )
     console.print(shown)
 
 

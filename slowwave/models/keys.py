@@ -39,6 +39,10 @@ class ApiKey(BaseModel):
     scope: Scope
     prefix: str = Field(description="The key's first characters, to tell keys apart.")
     name: str = ""
+    conversation_id: str | None = Field(
+        default=None,
+        description="The conversation a call with no conversation of its own is about.",
+    )
     created_at: datetime
     created_by: str
     revoked_at: datetime | None = None

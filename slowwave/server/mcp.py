@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from slowwave import __version__
 from slowwave.models.category import Category
-from slowwave.models.errors import SlowwaveError, Unauthorized
+from slowwave.models.errors import InvalidRequest, SlowwaveError, Unauthorized
 from slowwave.models.settings import Settings
 from slowwave.server.auth import Authenticator
 from slowwave.server.errors import error_response
@@ -36,10 +36,12 @@ from slowwave.service.reads import profile_json
 T = TypeVar("T")
 
 INSTRUCTIONS = (
-    "slowwave is this agent's long-term memory. Record what is said with record_messages; "
-    "the nightly consolidation turns it into facts. Before answering about the user, call "
+    "slowwave is this agent's long-term memory. Record what is said with add_memory (chat "
+    "messages as {role, content}; no id or time needed); the nightly consolidation turns it "
+    "into facts, and what was said is found at once. Before answering about the user, call "
     "search_memory (or get_context for a system prompt). A conversation_id names one "
-    "conversation (one user, one thread): use the same one every time."
+    "conversation (one user, one thread): use the same one every time, or none where the key "
+    "or the server names it."
 )
 
 # The tools, in the order an agent meets them; tests enumerate them from here.
@@ -50,7 +52,7 @@ TOOLS = (
     "fact_history",
     "get_profile",
     "conversation_status",
-    "record_messages",
+    "add_memory",
     "consolidate_conversation",
     "run_state",
     "forget_conversation",
@@ -77,9 +79,9 @@ def build_server(service: Callable[[], Service], caller: Callable[[Context], Cal
         "yet) that best answer a query, with scores and ranks."
     )
     async def search_memory(
-        conversation_id: str,
         query: str,
         ctx: Context,
+        conversation_id: str | None = None,
         k: int = 10,
         category: Category | None = None,
         as_of: datetime | None = None,
@@ -91,7 +93,7 @@ def build_server(service: Callable[[], Service], caller: Callable[[Context], Cal
             lambda s, c: s.search(
                 c,
                 query,
-                conversation_id,
+                s.conversation(c, conversation_id),
                 k,
                 category=category,
                 as_of=as_of,
@@ -107,8 +109,8 @@ def build_server(service: Callable[[], Service], caller: Callable[[Context], Cal
         "also the latest episodes' last messages)."
     )
     async def get_context(
-        conversation_id: str,
         ctx: Context,
+        conversation_id: str | None = None,
         budget_tokens: int = 500,
         as_of: datetime | None = None,
         memories: int = 0,
@@ -116,20 +118,27 @@ def build_server(service: Callable[[], Service], caller: Callable[[Context], Cal
         answer = await call(
             ctx,
             lambda s, c: s.context(
-                c, conversation_id, budget_tokens, as_of=as_of, memories=memories
+                c,
+                s.conversation(c, conversation_id),
+                budget_tokens,
+                as_of=as_of,
+                memories=memories,
             ),
         )
         return answer.context
 
     @server.tool(description="A conversation's active facts, those valid at as_of, or all.")
     async def list_facts(
-        conversation_id: str,
         ctx: Context,
+        conversation_id: str | None = None,
         as_of: datetime | None = None,
         all: bool = False,
     ) -> list[dict[str, Any]]:
         facts = await call(
-            ctx, lambda s, c: s.facts(c, conversation_id, as_of=as_of, everything=all)
+            ctx,
+            lambda s, c: s.facts(
+                c, s.conversation(c, conversation_id), as_of=as_of, everything=all
+            ),
         )
         return [f.model_dump(mode="json") for f in facts]
 
@@ -139,23 +148,40 @@ def build_server(service: Callable[[], Service], caller: Callable[[Context], Cal
         return [v.model_dump(mode="json") for v in versions]
 
     @server.tool(description="The model-written profile of a conversation's facts.")
-    async def get_profile(conversation_id: str, ctx: Context) -> dict[str, Any]:
-        profile = await call(ctx, lambda s, c: s.profile(c, conversation_id))
-        return profile_json(profile, conversation_id)
+    async def get_profile(ctx: Context, conversation_id: str | None = None) -> dict[str, Any]:
+        def read(s: Service, c: Caller) -> dict[str, Any]:
+            chosen = s.conversation(c, conversation_id)
+            return profile_json(s.profile(c, chosen), chosen)
+
+        return await call(ctx, read)
 
     @server.tool(description="Episodes pending, consolidated and quarantined; facts; last run.")
-    async def conversation_status(conversation_id: str, ctx: Context) -> dict[str, Any]:
-        status = await call(ctx, lambda s, c: s.status(c, conversation_id))
+    async def conversation_status(
+        ctx: Context, conversation_id: str | None = None
+    ) -> dict[str, Any]:
+        status = await call(ctx, lambda s, c: s.status(c, s.conversation(c, conversation_id)))
         return status.model_dump(mode="json")
 
     @server.tool(
-        description="Record messages of a conversation (message_id, timestamp with a zone, "
-        "speaker, text; optionally session_id, surprise). Idempotent by message_id."
+        description="Remember what was said: chat messages as {role, content} (OpenAI's or "
+        "Anthropic's shape; slowwave's {speaker, text, message_id, timestamp} too), or one "
+        "text. No id or time needed: a retry of the same call adds nothing. Found by "
+        "search_memory at once; consolidated into facts later."
     )
-    async def record_messages(
-        conversation_id: str, messages: list[dict[str, Any]], ctx: Context
+    async def add_memory(
+        ctx: Context,
+        messages: list[dict[str, Any]] | None = None,
+        text: str | None = None,
+        conversation_id: str | None = None,
     ) -> dict[str, Any]:
-        recorded = await call(ctx, lambda s, c: s.record(c, conversation_id, messages))
+        said = [*(messages or []), *([{"role": "user", "content": text}] if text else [])]
+
+        def add(s: Service, c: Caller) -> Any:
+            if not said:
+                raise InvalidRequest("give messages or a text to remember", code="nothing_to_add")
+            return s.record(c, s.conversation(c, conversation_id), said)
+
+        recorded = await call(ctx, add)
         return recorded.model_dump(mode="json")
 
     @server.tool(
@@ -163,8 +189,12 @@ def build_server(service: Callable[[], Service], caller: Callable[[Context], Cal
         "nightly triggers say (write keys): answers with the run's id at once; run_state "
         "follows it."
     )
-    async def consolidate_conversation(conversation_id: str, ctx: Context) -> dict[str, Any]:
-        started = await call(ctx, lambda s, c: s.consolidate_now(c, conversation_id))
+    async def consolidate_conversation(
+        ctx: Context, conversation_id: str | None = None
+    ) -> dict[str, Any]:
+        started = await call(
+            ctx, lambda s, c: s.consolidate_now(c, s.conversation(c, conversation_id))
+        )
         return started.model_dump(mode="json")
 
     @server.tool(description="A run this tenant asked for: queued, running or how it ended.")

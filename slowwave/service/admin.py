@@ -241,11 +241,21 @@ class Admin(ServiceCore):
         with self.connection() as conn:
             return list_keys(conn, None if every_tenant else caller.tenant)
 
-    def create_key(self, caller: Caller, scope: Scope, name: str = "") -> tuple[str, ApiKey]:
-        """A new key of the caller's tenant: the key (shown once) and its record."""
+    def create_key(
+        self, caller: Caller, scope: Scope, name: str = "", conversation_id: str | None = None
+    ) -> tuple[str, ApiKey]:
+        """A new key of the caller's tenant: the key (shown once) and its record;
+        ``conversation_id``, the conversation its calls that name none are about."""
         caller.needs(Scope.admin)
         with self.connection() as conn:
-            return create_key(conn, caller.tenant, scope, by=caller.name, name=name)
+            return create_key(
+                conn,
+                caller.tenant,
+                scope,
+                by=caller.name,
+                name=name,
+                conversation_id=conversation_id,
+            )
 
     def revoke_key(self, caller: Caller, name: str, *, any_tenant: bool = False) -> ApiKey:
         """Revoke the tenant's key that ``name`` (its id, or its first characters) names

@@ -17,10 +17,11 @@ class Caller:
     tenant: str
     scope: Scope
     name: str
+    conversation_id: str | None = None  # the key's own, for calls that name none
 
     @classmethod
     def of(cls, key: ApiKey) -> Caller:
-        return cls(key.tenant, key.scope, f"key {key.prefix}… ({key.tenant})")
+        return cls(key.tenant, key.scope, f"key {key.prefix}… ({key.tenant})", key.conversation_id)
 
     @classmethod
     def operator(cls, tenant: str = DEFAULT_TENANT, by: str | None = None) -> Caller:

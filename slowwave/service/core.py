@@ -29,10 +29,11 @@ from slowwave import sql
 from slowwave.models.embedding import load_embedder
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.embedding.batching import EmbeddingBatcher
-from slowwave.models.errors import Busy, DatabaseUnavailable, NotFound
+from slowwave.models.errors import Busy, DatabaseUnavailable, InvalidRequest, NotFound
 from slowwave.models.llm import load_model
 from slowwave.models.run import RunRequest
 from slowwave.models.settings import Settings, get_settings
+from slowwave.service.caller import Caller
 from slowwave.sql.db import Database, migrate
 from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.forget import purge_files
@@ -382,6 +383,21 @@ class ServiceCore:
             raise DatabaseUnavailable(
                 f"the database does not answer: {' '.join(str(exc).split())[:300]}"
             ) from None
+
+    def conversation(self, caller: Caller, conversation_id: str | None) -> str:
+        """The conversation a call is about: the one it names, else its key's, else the
+        server's default (``SLOWWAVE_SERVE_DEFAULT_CONVERSATION``); none of the three is
+        ``InvalidRequest`` saying how to name one."""
+        chosen = (
+            conversation_id or caller.conversation_id or self.settings.serve.default_conversation
+        )
+        if not chosen:
+            raise InvalidRequest(
+                "conversation_id: required (name it, make the key with `slowwave keys create "
+                "--conversation`, or set SLOWWAVE_SERVE_DEFAULT_CONVERSATION)",
+                code="conversation_required",
+            )
+        return chosen
 
     def require(self, conn: psycopg.Connection, key: str, conversation_id: str) -> None:
         """A conversation the caller's tenant has (an episode or a fact), or ``NotFound``."""

@@ -4,9 +4,11 @@ consolidate them (here, in this process: the Prefect flows drive the same run)."
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from slowwave.models.chat import as_transcript
 from slowwave.models.errors import Conflict, MalformedAnswer, TooLarge
 from slowwave.models.ids import new_id
 from slowwave.models.keys import Scope
@@ -40,7 +42,11 @@ class Writes(ServiceCore):
         ``speaker``, ``text``, optionally ``session_id``) through the path ``slowwave ingest``
         takes: validated, idempotent (a message id recorded before is skipped), segmented into
         episodes in event time, in one transaction; a forgotten conversation is refused unless
-        ``allow_forgotten``. Every message refused is in the answer, with its reason."""
+        ``allow_forgotten``. Every message refused is in the answer, with its reason.
+
+        Messages may come as chat APIs send them (``{"role", "content"}``), with no id and no
+        time: ``models.chat`` fills in what is absent (an id derived from the message and its
+        position, so a retry adds nothing; the server's clock)."""
         caller.needs(Scope.write)
         caller.key(conversation_id)  # refused before anything is read
         limit = self.settings.serve.max_messages
@@ -53,9 +59,10 @@ class Writes(ServiceCore):
         policy = IngestPolicy.of(
             self.settings, allow_forgotten=allow_forgotten, tenant=caller.tenant
         )
+        lines = as_transcript(conversation_id, messages, datetime.now(UTC))
         with self.reaching():
-            report = record(self.db, conversation_id, messages, policy)
-        return recorded(conversation_id, messages, report)
+            report = record(self.db, conversation_id, lines, policy)
+        return recorded(conversation_id, lines, report)
 
     @staticmethod
     def check_source(source: str | Path, format: Format | None = None) -> dict[SourceFile, Format]:

@@ -11,13 +11,22 @@ from slowwave import sql
 from slowwave.models.errors import UnknownKey
 from slowwave.models.ids import new_id
 from slowwave.models.keys import SHOWN_CHARS, ApiKey, Scope, key_digest, looks_like_key, new_key
-from slowwave.models.tenant import check_tenant
+from slowwave.models.tenant import check_tenant, conversation_key
 
 
 def create_key(
-    conn: psycopg.Connection, tenant: str, scope: Scope, *, by: str, name: str = ""
+    conn: psycopg.Connection,
+    tenant: str,
+    scope: Scope,
+    *,
+    by: str,
+    name: str = "",
+    conversation_id: str | None = None,
 ) -> tuple[str, ApiKey]:
-    """A new key of ``tenant`` with ``scope``: (the key, shown this once; what is kept)."""
+    """A new key of ``tenant`` with ``scope``: (the key, shown this once; what is kept).
+    ``conversation_id``: the conversation its calls that name none are about."""
+    if conversation_id is not None:
+        conversation_key(conversation_id, tenant)  # an id that cannot be stored is refused
     key = new_key()
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
         row = cur.execute(
@@ -29,6 +38,7 @@ def create_key(
                 "prefix": key[:SHOWN_CHARS],
                 "digest": key_digest(key),
                 "name": name,
+                "conversation_id": conversation_id,
                 "by": by,
             },
         ).fetchone()

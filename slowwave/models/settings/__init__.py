@@ -94,6 +94,7 @@ BY_NAME: dict[str, tuple[str, str]] = {
     "serve_pool_wait_s": ("serve", "pool_wait_s"),
     "serve_statement_timeout_ms": ("serve", "statement_timeout_ms"),
     "serve_max_body_bytes": ("serve", "max_body_bytes"),
+    "serve_default_conversation": ("serve", "default_conversation"),
     "serve_max_messages": ("serve", "max_messages"),
     "serve_max_query_chars": ("serve", "max_query_chars"),
     "serve_max_k": ("serve", "max_k"),
@@ -286,8 +287,9 @@ def describe_invalid(exc: ValidationError) -> str:
 
 # ``SLOWWAVE_*`` variables that are not settings: what ``slowwave deploy`` hands its flow runs,
 # and the test suite's own switches.
-# SLOWWAVE_API_KEY: the key `slowwave mcp` presents (a secret, never a setting that is shown)
-NOT_SETTINGS = frozenset({"SLOWWAVE_WORKING_DIR", "SLOWWAVE_API_KEY"})
+# SLOWWAVE_API_KEY: the key `slowwave mcp` and the clients present (a secret, never a setting
+# that is shown); SLOWWAVE_BASE_URL: where the clients (slowwave_client) find a server
+NOT_SETTINGS = frozenset({"SLOWWAVE_WORKING_DIR", "SLOWWAVE_API_KEY", "SLOWWAVE_BASE_URL"})
 NOT_SETTINGS_PREFIXES = ("SLOWWAVE_REQUIRE_", "SLOWWAVE_TEST_")
 
 

@@ -41,6 +41,13 @@ class ServeSettings(BaseSettings):
     max_body_bytes: int = Field(
         default=1_048_576, ge=1024, description="Largest request body the server reads."
     )
+    default_conversation: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The conversation a call that names none is about (an MCP client that "
+        "knows what was said, not where to file it), when its key names none "
+        "(`slowwave keys create --conversation`). Unset: such a call is refused.",
+    )
     max_messages: int = Field(
         default=1000, ge=1, description="Most messages one record request carries."
     )

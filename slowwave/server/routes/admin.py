@@ -36,6 +36,14 @@ class KeyRequest(BaseModel):
     name: str = Field(
         default="", max_length=200, pattern=NO_NUL_PATTERN, description="A label, for people."
     )
+    conversation_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        pattern=NO_NUL_PATTERN,
+        description="The conversation the key's calls that name none are about (an MCP "
+        "client's add_memory and search_memory).",
+    )
 
 
 @router.get(
@@ -51,7 +59,6 @@ def list_runs(
 
 @router.get(
     "/runs/{run_id}",
-    operation_id="run_state",
     summary="A run the key's tenant asked for: queued, running or how it ended.",
     responses=errors(401, 403, 404, 422, 429, 503),
 )
@@ -83,7 +90,7 @@ def list_keys(service: ServiceDep, who: Who) -> list[ApiKey]:
     responses={200: {"links": _revokes("/record/id")}, **errors(401, 403, 413, 422, 429, 503)},
 )
 def create_key(body: KeyRequest, service: ServiceDep, who: Who) -> NewKey:
-    key, record = service.create_key(who, body.scope, body.name)
+    key, record = service.create_key(who, body.scope, body.name, body.conversation_id)
     return NewKey(key=key, record=record)
 
 

@@ -26,9 +26,12 @@ class RecordRequest(BaseModel):
     messages: list[dict[str, Any]] = Field(
         min_length=1,
         description="Each with message_id, timestamp (ISO 8601 with a zone), speaker, text; "
-        "optionally session_id and surprise (0 to 1). At most SLOWWAVE_SERVE_MAX_MESSAGES a "
-        "request (413 beyond). A message that cannot be recorded is in the answer's `rejected`, "
-        "with its reason; the others are recorded.",
+        "optionally session_id and surprise (0 to 1). Or as chat APIs send them: role and "
+        "content (a string, or text parts), with no id and no time — the id is then derived "
+        "from the message and its position in the request (a retry adds nothing), the time is "
+        "the server's. At most SLOWWAVE_SERVE_MAX_MESSAGES a request (413 beyond). A message "
+        "that cannot be recorded is in the answer's `rejected`, with its reason; the others "
+        "are recorded.",
     )
 
 
