@@ -12,6 +12,9 @@ Ray worker or a child process that imports one stage.
         memory.record("conv-26", messages)
         hits = memory.search("where does Caroline live?", "conv-26")
     summary = slowwave.consolidate()
+
+    with slowwave.Client("sw_…", "http://127.0.0.1:8765") as memory:  # the same, over HTTP
+        hits = memory.search("where does Caroline live?", "conv-26")
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncClient",
+    "Client",
     "Memory",
     "Settings",
     "SlowwaveError",
@@ -36,6 +41,8 @@ __all__ = [
 
 # export → the module that defines it, imported on first use
 _LAZY = {
+    "AsyncClient": "slowwave_client",
+    "Client": "slowwave_client",
     "Memory": "slowwave.memory",
     "Settings": "slowwave.models.settings",
     "SlowwaveError": "slowwave.errors",
@@ -52,6 +59,7 @@ if TYPE_CHECKING:
     from slowwave.errors import SlowwaveError
     from slowwave.memory import Memory
     from slowwave.models.settings import Settings
+    from slowwave_client import AsyncClient, Client
 
 
 def __getattr__(name: str) -> Any:

@@ -12,88 +12,14 @@
 
 The server answers an error as ``{"error": {"status", "code", "message"}}`` with that status
 (and ``Retry-After`` where ``retry_after_s`` is set); the CLI prints ``error [code]: message``
-and exits 1; an MCP tool call fails with ``code: message``. The classes are defined in
-``slowwave.models.errors``, below every layer that raises them; this module is their public
-name.
+and exits 1; an MCP tool call fails with ``code: message``; the clients (``slowwave.Client``,
+the TypeScript one) raise the class of the code they are answered with. The classes are defined
+in ``slowwave_client.errors`` (the client installs without the server, and shares them), read
+by every layer through ``slowwave.models.errors``; this module is their public name.
 """
 
 from __future__ import annotations
 
-from slowwave.models.errors import (
-    AmbiguousId,
-    Busy,
-    Conflict,
-    DatabaseUnavailable,
-    EmbeddedPostgresError,
-    EmbeddingDimensionMismatch,
-    EmptySource,
-    ExportError,
-    Forbidden,
-    Gone,
-    HistoryError,
-    InvalidConversationId,
-    InvalidRequest,
-    InvalidTenant,
-    MalformedAnswer,
-    MappingError,
-    MigrationError,
-    ModelNotPrepared,
-    NotFound,
-    RateLimited,
-    RuntimeNotAvailable,
-    RuntimeUnreachable,
-    SearchError,
-    ServerError,
-    SlowwaveError,
-    SourceError,
-    TooLarge,
-    Unauthorized,
-    UnknownConversation,
-    UnknownFact,
-    UnknownId,
-    UnknownKey,
-)
-
-__all__ = [
-    "AmbiguousId",
-    "Busy",
-    "Conflict",
-    "DatabaseUnavailable",
-    "EmbeddedPostgresError",
-    "EmbeddingDimensionMismatch",
-    "EmptySource",
-    "ExportError",
-    "Forbidden",
-    "Gone",
-    "HistoryError",
-    "InvalidConversationId",
-    "InvalidRequest",
-    "InvalidTenant",
-    "MalformedAnswer",
-    "MappingError",
-    "MigrationError",
-    "ModelNotPrepared",
-    "NotFound",
-    "RateLimited",
-    "RuntimeNotAvailable",
-    "RuntimeUnreachable",
-    "SearchError",
-    "ServerError",
-    "SlowwaveError",
-    "SourceError",
-    "TooLarge",
-    "Unauthorized",
-    "UnknownConversation",
-    "UnknownFact",
-    "UnknownId",
-    "UnknownKey",
-]
-
-
-def by_code() -> dict[str, type[SlowwaveError]]:
-    """The most specific public class for each code (what a client raises for an answer)."""
-    table: dict[str, type[SlowwaveError]] = {}
-    for name in __all__:
-        cls = globals()[name]
-        table.setdefault(cls.code, cls)
-    return table
+from slowwave_client.errors import *  # noqa: F403  (every class, as its __all__ names them)
+from slowwave_client.errors import __all__ as __all__
+from slowwave_client.errors import by_code, from_answer  # noqa: F401  (public, not in __all__)

@@ -34,7 +34,7 @@ def test_importing_slowwave_or_one_stage_loads_no_prefect_torch_or_ray() -> None
 def test_every_export_resolves_and_every_error_a_user_can_act_on_is_a_slowwave_error() -> None:
     operations = ["backfill", "consolidate", "export", "forget", "ingest", "revert"]
     assert sorted(slowwave.__all__) == sorted(
-        ["Memory", "Settings", "SlowwaveError", "__version__", *operations]
+        ["AsyncClient", "Client", "Memory", "Settings", "SlowwaveError", "__version__", *operations]
     )
     for name in slowwave.__all__:
         assert getattr(slowwave, name) is not None

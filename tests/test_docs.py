@@ -88,8 +88,9 @@ def test_a_broken_example_fails_the_page(tmp_path: Path) -> None:
             run.run(unexplained)
 
 
-# variables slowwave reads that are no setting: the stdio MCP server's key, a test's switch
-NOT_SETTINGS = {"SLOWWAVE_API_KEY", "SLOWWAVE_WRITE_SCREENSHOTS"}
+# variables slowwave reads that are no setting: the key (stdio MCP, the clients), the clients'
+# server address, a test's switch
+NOT_SETTINGS = {"SLOWWAVE_API_KEY", "SLOWWAVE_BASE_URL", "SLOWWAVE_WRITE_SCREENSHOTS"}
 
 
 def test_every_variable_the_documentation_names_is_one_slowwave_reads() -> None:

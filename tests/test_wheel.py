@@ -29,21 +29,22 @@ ROOT = Path(__file__).resolve().parents[1]
 CONVERSATION = "conv-30"
 
 
-def build_wheel(out: Path) -> Path:
+def build_wheel(out: Path, project: Path = ROOT, name: str = "slowwave") -> Path:
     pip = [sys.executable, "-m", "pip"]
     subprocess.run(
-        [*pip, "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)],
+        [*pip, "wheel", str(project), "--no-deps", "--no-build-isolation", "-q", "-w", str(out)],
         check=True,
         capture_output=True,
         timeout=300,
     )
-    (wheel,) = out.glob("slowwave-*.whl")
+    (wheel,) = out.glob(f"{name}-*.whl")
     return wheel
 
 
-def fresh_env(root: Path, wheel: Path) -> Path:
-    """A virtualenv with the wheel installed and this environment's packages as its
-    dependencies (a .pth line, read after its own site-packages: the wheel's slowwave wins)."""
+def fresh_env(root: Path, wheel: Path, *wheels: Path) -> Path:
+    """A virtualenv with the wheels installed and this environment's packages as its
+    dependencies (a .pth line, read after its own site-packages: the wheels' modules win; an
+    editable install here is not seen there, so the client's wheel is installed beside)."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
     python = root / "bin" / "python"
     purelib = subprocess.run(
@@ -55,7 +56,7 @@ def fresh_env(root: Path, wheel: Path) -> Path:
     Path(purelib, "zz-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     pip = [sys.executable, "-m", "pip", "--python", str(python)]
     subprocess.run(
-        [*pip, "install", "--no-deps", "--no-index", "-q", str(wheel)],
+        [*pip, "install", "--no-deps", "--no-index", "-q", str(wheel), *map(str, wheels)],
         check=True,
         capture_output=True,
         timeout=300,
@@ -83,7 +84,8 @@ def test_the_wheel_installs_beside_a_models_package_and_runs_and_deploys_from_an
     wheel = build_wheel(tmp_path / "dist")
     tops = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
     assert tops == {"slowwave", f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.dist-info"}
-    bin_dir = fresh_env(tmp_path / "venv", wheel)
+    client = build_wheel(tmp_path / "dist", ROOT / "clients" / "python", "slowwave_client")
+    bin_dir = fresh_env(tmp_path / "venv", wheel, client)
     neighbour = tmp_path / "app"
     (neighbour / "models").mkdir(parents=True)
     (neighbour / "models" / "__init__.py").write_text("WHOSE = 'the application'\n")
@@ -108,7 +110,7 @@ def test_the_wheel_installs_beside_a_models_package_and_runs_and_deploys_from_an
             str(bin_dir / "python"),
             "-c",
             "import models, slowwave.models.settings, slowwave; "
-            "print(models.WHOSE, slowwave.__file__)",
+            "print(models.WHOSE, slowwave.__file__, slowwave.Client.__module__)",
         ],
         cwd=work,
         env=env,

@@ -84,6 +84,9 @@ def create_app(
         version=__version__,
         summary="Memory for conversational agents: record what was said, read what was learned.",
         lifespan=lifespan,
+        # each operation named as its function is (search_memory, record_messages): the names
+        # the typed clients' methods and a generated client's functions take
+        generate_unique_id_function=lambda route: route.name,
     )
     app.state.registry = registry
     errors.install(app)
