@@ -25,14 +25,15 @@ QUIET = [
 
 
 @contextmanager
-def browser_page() -> Iterator[Any]:
-    """A page of a headless Chromium at 1400×900, closed with its browser after."""
+def browser_page(width: int = 1400, height: int = 900) -> Iterator[Any]:
+    """A page of a headless Chromium at ``width``×``height`` (1400×900), closed with its
+    browser after."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=QUIET)
         try:
-            yield browser.new_page(viewport={"width": 1400, "height": 900})
+            yield browser.new_page(viewport={"width": width, "height": height})
         finally:
             browser.close()
 

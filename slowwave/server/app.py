@@ -19,7 +19,7 @@ from slowwave import __version__
 from slowwave.metrics import DecisionCollector
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.settings import Settings
-from slowwave.server import errors
+from slowwave.server import errors, ui
 from slowwave.server.auth import Authenticator
 from slowwave.server.document import with_limits
 from slowwave.server.launch import prefect_launcher
@@ -93,6 +93,8 @@ def create_app(
     app.openapi = with_limits(app, settings)  # type: ignore[method-assign]
     for router in (operations.router, conversations.router, facts.router, admin.router):
         app.include_router(router)
+    app.include_router(ui.router())  # the memory browser, /ui (not in the API's document)
+    app.mount("/ui/static", ui.static_files(), name="ui-static")
     if endpoint is not None:
         app.router.routes.extend(endpoint.routes)
     app.add_middleware(Measured, metrics=RequestMetrics(registry))

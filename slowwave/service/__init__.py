@@ -29,14 +29,15 @@ from slowwave.service.answers import (
     Tombstone,
     Undeleted,
 )
+from slowwave.service.browse import Browse
 from slowwave.service.caller import Caller
 from slowwave.service.reads import Reads
 from slowwave.service.writes import Writes
 
 
-class Service(Reads, Writes, Admin):
-    """Every operation (``reads``, ``writes``, ``admin``) over one database and one embedder
-    (``core.ServiceCore``)."""
+class Service(Reads, Writes, Admin, Browse):
+    """Every operation (``reads``, ``writes``, ``admin``; ``browse``, what the memory browser
+    reads besides) over one database and one embedder (``core.ServiceCore``)."""
 
 
 __all__ = [
