@@ -144,6 +144,8 @@ TINY: dict[str, Tiny] = {
             "3",
         )
     ),
+    # the memory browser in Chromium (which .ci/run installs), a small home
+    "ui": Tiny(("--facts", "50", "--conversations", "100", "--runs", "1")),
 }
 
 

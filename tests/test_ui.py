@@ -205,6 +205,34 @@ def test_every_page_keeps_to_its_tenant(served: Served) -> None:
                     shape = _shape(got.text, name).replace(fact_id, "F")
                     answers.append((got.status_code, shape))
             assert answers[0] == answers[2] and answers[1] == answers[3], route
+        # and what changes memory: another tenant's conversation and episode are not reached
+        token = re.search(r'name="form_token" value="([^"]+)"', web.get("/ui").text)
+        assert token is not None
+        held = quarantine_one(served, OURS)
+        for form in (
+            {"conversation": OURS, "confirm": OURS, "reason": "x"},
+            {"conversation": OURS, "confirm": OURS, "reason": "x", "tenant": "default"},
+        ):
+            refused = web.post("/ui/forget", data={"form_token": token.group(1), **form})
+            assert refused.status_code in (403, 404), refused.text
+        released = web.post(
+            "/ui/quarantine/release",
+            data={"form_token": token.group(1), "episode": held, "reason": "x"},
+        )
+        assert "Released 0 episode" in released.text
+    with httpx.Client(
+        base_url=served.url, headers={"Authorization": f"Bearer {served.keys['admin']}"}
+    ) as api:
+        status = api.get(f"/v1/conversations/{OURS}").json()
+        assert status["facts_active"] > 0 and status["episodes_quarantined"] == 1
+    with signed_in_client(served, served.keys["admin"]) as ours:  # theirs: it is released
+        token = re.search(r'name="form_token" value="([^"]+)"', ours.get("/ui").text)
+        assert token is not None
+        released = ours.post(
+            "/ui/quarantine/release",
+            data={"form_token": token.group(1), "episode": held, "reason": "x"},
+        )
+        assert "Released 1 episode" in released.text
 
 
 HOSTILE = [
@@ -250,14 +278,14 @@ def test_a_person_signs_in_reads_a_conversation_and_its_facts_and_takes_memory_b
     with browser_page(1280, 800) as page:
         sign_in(page, served, served.keys["admin"])
         assert page.get_by_role("heading", name="Conversations").is_visible()
-        page.screenshot(path=shots / "ui-conversations.png", full_page=True)
+        page.screenshot(path=shots / "ui-conversations.png")
         violations["conversations"] = serious_violations(page)
 
         page.get_by_role("link", name=OURS, exact=True).click()
         page.wait_for_load_state()
         assert page.get_by_role("heading", name=OURS).is_visible()
         assert page.get_by_role("link", name=latest["fact"]).first.is_visible()
-        page.screenshot(path=shots / "ui-conversation.png", full_page=True)
+        page.screenshot(path=shots / "ui-conversation.png")
         violations["conversation"] = serious_violations(page)
 
         # the as-of control: the day before the latest fact was valid, it is not shown
@@ -285,14 +313,14 @@ def test_a_person_signs_in_reads_a_conversation_and_its_facts_and_takes_memory_b
         assert page.get_by_role("heading", name="Source episodes").is_visible()
         assert page.locator(".messages li").count() > 0
         assert page.locator("mark").count() >= 1
-        page.screenshot(path=shots / "ui-fact.png", full_page=True)
+        page.screenshot(path=shots / "ui-fact.png")
         violations["fact"] = serious_violations(page)
 
         # quarantine: release the held episode
         page.get_by_role("link", name="Quarantine").first.click()
         page.wait_for_load_state()
         assert "invalid JSON three times" in page.content()
-        page.screenshot(path=shots / "ui-quarantine.png", full_page=True)
+        page.screenshot(path=shots / "ui-quarantine.png")
         violations["quarantine"] = serious_violations(page)
         page.locator(f"input[value='{quarantined}']").check()
         page.get_by_label("Why release them").fill("the model was fixed")
@@ -304,7 +332,7 @@ def test_a_person_signs_in_reads_a_conversation_and_its_facts_and_takes_memory_b
         page.get_by_role("link", name="Runs").click()
         page.wait_for_load_state()
         assert page.locator("tbody tr").count() >= 1
-        page.screenshot(path=shots / "ui-runs.png", full_page=True)
+        page.screenshot(path=shots / "ui-runs.png")
         violations["runs"] = serious_violations(page)
 
         # forget: the confirmation names what goes; the proof after
@@ -324,7 +352,7 @@ def test_a_person_signs_in_reads_a_conversation_and_its_facts_and_takes_memory_b
         assert page.get_by_role("heading", name="Forgotten").is_visible()
         proof = page.locator("tbody").inner_text()
         assert re.search(r"episodes\s+[1-9]", proof) and re.search(r"facts\s+[1-9]", proof), proof
-        page.screenshot(path=shots / "ui-forgotten.png", full_page=True)
+        page.screenshot(path=shots / "ui-forgotten.png")
         page.goto(f"{served.url}/ui/conversations/{OURS}")
         assert page.get_by_role("heading", name="Not found").is_visible() or "forgotten" in (
             page.content()
@@ -336,7 +364,7 @@ def test_a_person_signs_in_reads_a_conversation_and_its_facts_and_takes_memory_b
         sign_in(phone, served, served.keys["acme"])
         width = phone.evaluate("document.documentElement.scrollWidth")
         assert width <= 390, width
-        phone.screenshot(path=shots / "ui-phone.png", full_page=True)
+        phone.screenshot(path=shots / "ui-phone.png")
 
     assert all(v == [] for v in violations.values()), violations
     keep_screenshots(shots, SHOTS)
