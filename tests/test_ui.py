@@ -368,3 +368,19 @@ def test_a_person_signs_in_reads_a_conversation_and_its_facts_and_takes_memory_b
 
     assert all(v == [] for v in violations.values()), violations
     keep_screenshots(shots, SHOTS)
+
+
+def test_an_admin_reverts_a_run_after_reading_what_it_would_undo(served: Served) -> None:
+    with browser_page(1280, 800) as page:
+        sign_in(page, served, served.keys["admin"], "/ui/runs")
+        page.get_by_role("link", name="Revert…").first.click()
+        page.wait_for_load_state()
+        assert "This undoes everything the run applied" in page.content()
+        assert page.get_by_text("facts it made are removed").is_visible()
+        page.get_by_label("Why").fill("a prompt bug")
+        page.get_by_role("button", name="Revert this run").click()
+        page.wait_for_load_state()
+        assert page.get_by_role("status").inner_text().startswith("Reverted 1 run(s)")
+    with browser_page() as page:  # a tenant's admin key sees no runs at all
+        sign_in(page, served, served.keys["acme"], "/ui/runs")
+        assert page.get_by_role("heading", name="Not allowed").is_visible()
