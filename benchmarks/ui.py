@@ -161,7 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
 
-    from slowwave.models.processes import free_port
+    from slowwave.models.processes import free_port, unwind_on_sigterm
+
+    unwind_on_sigterm()  # stopped with SIGTERM, it stops its server and database as it goes
 
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)

@@ -491,6 +491,22 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
             {"conversation_id": "conv-3"},
             {"Bitmap Index Scan on episodic_memory_latest_idx"},
         ),
+        # the memory browser: a page of conversations (a loose scan of the episodes' index), a
+        # fact's decisions and its source episodes
+        "conversations_list": (
+            {"lo": "", "after": None, "tenant": "default", "prefix": "conv", "limit": 51},
+            {
+                "Index Only Scan on episodic_memory_latest_idx",
+                "Bitmap Index Scan on episodic_memory_latest_idx",
+                "Bitmap Index Scan on semantic_memory_active_idx",
+                "Seq Scan on consolidation_chunks",
+            },
+        ),
+        "fact_decisions": ({"ids": [uuid.uuid4()]}, {"Seq Scan on decision_log"}),
+        "episodes_by_id": (
+            {"ids": [uuid.uuid4()], "conversation_id": "conv-3"},
+            {"Index Scan on episodic_memory_pkey"},
+        ),
         # (keys: a row per key, read whole while they are few; by the unique SHA-256 after)
         "keys_authenticate": ({"digest": b"0" * 32}, {"Seq Scan on api_keys"}),
         "keys_list": ({"tenant": "acme"}, {"Seq Scan on api_keys"}),
@@ -649,6 +665,10 @@ NOT_PLANNED = {
     "export_register",  # an upsert of one row by primary key
     "export_targets",  # the few export targets, all of them
     "export_unregister",  # one row by primary key
+    # the memory browser's sessions: one row by primary key, the expired of a small table
+    "ui_session_create",
+    "ui_session_read",
+    "ui_session_delete",
 }
 
 

@@ -1,7 +1,9 @@
 -- The memory browser's sessions (/ui): a signed-in key's, by the SHA-256 of the cookie's random
 -- token (the token itself is not kept), with the session's form token against cross-site
 -- requests. A revoked key's sessions end with it (read through api_keys); a deleted key's go
--- with its row. key_id null: the operator's, on a server that runs without keys.
+-- with its row. key_id null: the operator's, on a server that runs without keys. The table
+-- holds the sessions of the last hours only (the expired are deleted at each sign-in): no index
+-- beside its key.
 CREATE TABLE ui_sessions (
     token_sha256 bytea PRIMARY KEY,
     key_id uuid REFERENCES api_keys (id) ON DELETE CASCADE,
@@ -9,4 +11,3 @@ CREATE TABLE ui_sessions (
     created_at timestamptz NOT NULL DEFAULT now(),
     expires_at timestamptz NOT NULL
 );
-CREATE INDEX ui_sessions_expires_idx ON ui_sessions (expires_at);
