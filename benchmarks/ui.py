@@ -135,8 +135,14 @@ def browse(base: str, key: str, conversations: int, runs: int) -> dict[str, Any]
     from playwright.sync_api import sync_playwright
 
     chromium = os.environ.get("SLOWWAVE_CHROMIUM") or shutil.which("chromium") or "chromium"
+    # Chromium makes its singleton socket under TMPDIR, and a Unix socket's path may not be
+    # longer than 107 bytes: under a deep temporary folder (a test's) it aborts at start. Its
+    # own TMPDIR is a short folder of this run's, removed after.
+    short = tempfile.mkdtemp(prefix="sw-ui-", dir="/tmp" if os.path.isdir("/tmp") else None)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=BROWSER_ARGS)
+        browser = p.chromium.launch(
+            executable_path=chromium, args=BROWSER_ARGS, env={**os.environ, "TMPDIR": short}
+        )
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 800})
             page.goto(f"{base}/ui/login")
@@ -150,6 +156,7 @@ def browse(base: str, key: str, conversations: int, runs: int) -> dict[str, Any]
             last = measure(page, f"{base}/ui?tenant={TENANT}&after={after}", runs)
         finally:
             browser.close()
+            shutil.rmtree(short, ignore_errors=True)
     return {"rows": rows, "conversation": conversation, "first": first, "last": last}
 
 
