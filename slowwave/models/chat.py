@@ -26,27 +26,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-# Content parts that carry text: OpenAI's chat ("text") and Responses ("input_text",
-# "output_text") APIs, Anthropic's ("text").
-TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
+from slowwave_client.messages import content_text
+
 DERIVED_ID_PREFIX = "auto-"
-
-
-def content_text(content: object) -> str | None:
-    """The text of a chat message's ``content``: a string as it is, a list of parts as its
-    text parts joined by a new line; ``None`` when there is none."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):
-        texts = [
-            part if isinstance(part, str) else part.get("text")
-            for part in content
-            if isinstance(part, str)
-            or (isinstance(part, Mapping) and part.get("type") in TEXT_PARTS)
-        ]
-        kept = [text for text in texts if isinstance(text, str)]
-        return "\n".join(kept) if kept else None
-    return None
 
 
 def derived_id(conversation_id: str, position: int, speaker: object, text: object) -> str:

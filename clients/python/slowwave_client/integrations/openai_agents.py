@@ -26,8 +26,7 @@ from agents.memory import Session, SessionSettings, SQLiteSession
 from slowwave_client.client import AsyncClient
 from slowwave_client.errors import NotFound
 from slowwave_client.integrations._shared import ADD_DESCRIPTION, SEARCH_DESCRIPTION, answer_text
-
-TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
+from slowwave_client.messages import content_text
 
 
 def memory_tools(client: AsyncClient, conversation_id: str, *, k: int = 10) -> list[Tool]:
@@ -57,20 +56,8 @@ def as_message(item: TResponseInputItem | Mapping[str, Any]) -> dict[str, Any] |
     role = item.get("role")
     if item.get("type", "message") != "message" or role not in {"user", "assistant", "system"}:
         return None
-    content = item.get("content")
-    if isinstance(content, str):
-        text = content
-    elif isinstance(content, list):
-        text = "\n".join(
-            part["text"]
-            for part in content
-            if isinstance(part, Mapping)
-            and part.get("type") in TEXT_PARTS
-            and isinstance(part.get("text"), str)
-        )
-    else:
-        return None
-    if not text.strip():
+    text = content_text(item.get("content"))
+    if text is None or not text.strip():
         return None
     given = item.get("id")
     return {
