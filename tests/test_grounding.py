@@ -222,7 +222,12 @@ def test_one_sentence_under_two_categories_in_one_answer_is_one_fact_with_both_s
         {
             "k1": lambda r: answer(
                 fact(CLIMB, "preference", keywords=["climbing"], episodes=["E1"]),
-                fact(CLIMB.lower().rstrip("."), "interest", keywords=["Mia"], episodes=["E2"]),
+                fact(
+                    CLIMB.replace("Mia has", "Mia  HAS").rstrip("."),
+                    "interest",
+                    keywords=["Mia"],
+                    episodes=["E2"],
+                ),
             )
         }
     )
@@ -286,6 +291,7 @@ def test_two_sentences_a_night_apart_that_say_different_things_stay_two_facts(
         ("Dana says my lab is old.", "says 'my', a message not a fact about someone"),
         ("She teaches chemistry.", "starts with 'She'"),
         ("Dana loves it.", "'it' refers to nothing in the sentence"),
+        ("Being a mom is awesome.", "names no one it is about"),
     ],
 )
 def test_a_message_copied_as_a_fact_is_not_self_contained(item: str, reason: str) -> None:
@@ -299,7 +305,127 @@ def test_a_message_copied_as_a_fact_is_not_self_contained(item: str, reason: str
         'Dana is reading "I Am Malala" for her book club.',
         "Audrey believes pets bring joy to our lives.",
         "Melanie carves out me-time each day for running.",
+        "The user wants short answers on weekdays.",
     ],
 )
 def test_a_statement_about_someone_is_self_contained(item: str) -> None:
     assert not_self_contained(item) is None
+
+
+MUSEUM = "Yesterday I took the kids to the museum. They were stoked for the dinosaur exhibit!"
+
+
+@pytest.mark.parametrize("check_speaker", [True, False])
+def test_one_speakers_words_given_to_the_other_are_refused_and_logged_with_the_subject(
+    db: Database,
+    conn: psycopg.Connection,
+    embedder: Embedder,
+    settings: Settings,
+    check_speaker: bool,
+) -> None:
+    tag = "on" if check_speaker else "off"
+    add(
+        conn,
+        make_episode(tag, f"w1{tag}", MUSEUM, at(2025, 3, 1), speaker="Melanie"),
+        make_episode(
+            tag,
+            f"w2{tag}",
+            f"({tag}) Being a mom is awesome. I'm creating a library for when I have kids.",
+            at(2025, 3, 2),
+            speaker="Caroline",
+        ),
+        make_episode(
+            tag, f"w3{tag}", f"({tag}) Lovely, Caroline!", at(2025, 3, 3), speaker="Melanie"
+        ),
+    )
+    wrong = "Caroline's kids were stoked for the dinosaur exhibit."
+    right = {
+        "Melanie's kids were stoked for the dinosaur exhibit.",
+        "Caroline is creating a library for when she has kids.",
+        "Caroline and Melanie talked about a dinosaur exhibit.",  # two people: either said it
+    }
+    model = ScriptedModel({f"w1{tag}": lambda r: answer(*(fact(f) for f in [wrong, *right]))})
+    summary = consolidate(
+        db, model, embedder, with_settings(settings, grounding="names", check_speaker=check_speaker)
+    )
+
+    if not check_speaker:
+        assert set(active(conn, tag)) == {wrong, *right}
+        return
+    assert set(active(conn, tag)) == right
+    (refused,) = [d for d in decisions(conn) if d["action"] == "rejected"]
+    assert refused["proposed_fact"] == wrong
+    assert refused["reason"] == (
+        "ungrounded: 'Caroline' is not whom it is about: the messages nearest to it are Melanie's"
+    )
+    assert summary.actions_ungrounded == 1
+
+
+def test_a_fact_shown_about_one_speaker_is_refused_back_with_the_others_name(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    one = with_settings(settings, chunk_size=2, episode_threshold=1, grounding="names")
+    sketches = "{} is turning his childhood sketches into a computer game."
+    add(
+        conn,
+        make_episode(
+            "g",
+            "j1",
+            "I'm turning my childhood sketches into a game!",
+            at(2025, 3, 1),
+            speaker="James",
+        ),
+        make_episode(
+            "g", "j2", "James, that's so cool. I play chess.", at(2025, 3, 1), speaker="John"
+        ),
+        make_episode(
+            "g", "j3", "My sketches are coming to life, John.", at(2025, 3, 9), speaker="James"
+        ),
+        make_episode(
+            "g", "j4", "Cool! I won a chess game at the club.", at(2025, 3, 9), speaker="John"
+        ),
+    )
+    model = ScriptedModel(
+        {
+            "j1": lambda r: answer(fact(sketches.format("James"))),
+            "j3": lambda r: answer(
+                fact(sketches.format("John")), fact("John won a chess game at the club.")
+            ),
+        }
+    )
+    consolidate(db, model, embedder, one)
+
+    assert set(active(conn, "g")) == {
+        sketches.format("James"),
+        "John won a chess game at the club.",
+    }
+    (refused,) = [d for d in decisions(conn) if d["action"] == "rejected"]
+    assert refused["reason"] == (
+        "ungrounded: 'John' is not whom it is about: a fact shown says it of James"
+    )
+
+
+def test_an_image_caption_copied_from_a_message_is_not_written(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    add(
+        conn,
+        make_episode(
+            "i",
+            "i1",
+            "I'm turning my love of dance into a business. [image: a photo of dancers]",
+            at(2025, 3, 1),
+            speaker="Jon",
+        ),
+    )
+    model = ScriptedModel(
+        {
+            "i1": lambda r: answer(
+                fact(
+                    "Jon is turning his love of dance into a business. [image: a photo of dancers]"
+                )
+            )
+        }
+    )
+    consolidate(db, model, embedder, with_settings(settings, episode_threshold=1))
+    assert set(active(conn, "i")) == {"Jon is turning his love of dance into a business."}

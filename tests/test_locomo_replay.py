@@ -19,8 +19,10 @@ from slowwave.tasks.ingest.locomo import read_locomo
 from tests.fix_episodes import with_settings
 
 # refused, of them ungrounded: 6 name what only another session says (a game, a book, a
-# breed), 2 are not self-contained ("This experience ...", "There is a chance ...")
-REFUSED_GOLD = (8, 6)
+# breed), 13 are about one speaker with the other's messages nearest (the speaker check), 3
+# are not self-contained ("This experience ...", "There is a chance ...", one that names no
+# one)
+REFUSED_GOLD = (22, 19)
 
 
 @pytest.mark.slow
@@ -38,7 +40,8 @@ def test_the_replay_model_turns_locomo_sessions_into_facts_in_their_own_event_ti
     assert summary.status == "completed"
     assert summary.conversations == 7 and summary.episodes_consolidated == 187
     # every gold observation is written, merged, or refused by the guard like any model's
-    # item: a name from another session (grounding) or a fact that is not self-contained
+    # item: a name from another session (grounding), another speaker's words (the speaker
+    # check) or a fact that is not self-contained
     assert summary.facts_inserted + summary.dedupe_merges + summary.actions_rejected == 1755
     assert (summary.actions_rejected, summary.actions_ungrounded) == REFUSED_GOLD
     with conn.cursor() as cur:

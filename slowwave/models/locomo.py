@@ -7,9 +7,13 @@ turns, as a real model reads the prompt, and answers with their gold observation
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from slowwave.models.episode import Message
+
+# an image's caption as a message carries it; a fact copied from such a message drops it
+IMAGE_CAPTION = re.compile(r"\s*\[image: [^\]]*\]")
 
 
 def locomo_key(sample_id: str, session: int) -> str:
@@ -18,7 +22,7 @@ def locomo_key(sample_id: str, session: int) -> str:
 
 
 def locomo_message(turn: dict[str, Any]) -> Message:
-    """A dialogue turn; an image turn keeps its caption as text."""
+    """A dialogue turn; an image turn keeps its caption as text (``[image: …]``)."""
     text = str(turn.get("text", ""))
     caption = turn.get("blip_caption")
     if caption:

@@ -249,7 +249,10 @@ def _days_around(start: date, end: date) -> Iterable[date]:
     yield end + DAY_SLACK
 
 
-def _ungrounded_name(text: str, sources: Sources) -> str | None:
+def names_in(text: str) -> list[str]:
+    """The proper names of ``text``: capitalised words, less a sentence's first word when it is
+    a common one ("The", "She", "Being"), months, weekdays and "I"."""
+    names = []
     for match in _CAPITALISED.finditer(text):
         word = match.group(0)
         before = text[: match.start()].rstrip()
@@ -259,6 +262,13 @@ def _ungrounded_name(text: str, sources: Sources) -> str | None:
             continue
         if lowered in _MONTH or lowered in _WEEKDAYS or lowered == "i":
             continue  # checked as dates
+        names.append(word)
+    return names
+
+
+def _ungrounded_name(text: str, sources: Sources) -> str | None:
+    for word in names_in(text):
+        lowered = word.lower().replace("’", "'")
         parts = [p for p in re.split(r"['-]", lowered) if p and p != "s"]
         if all(p in sources.words for p in parts) or lowered in sources.words:
             continue

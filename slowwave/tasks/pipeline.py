@@ -48,6 +48,7 @@ from slowwave.tasks.grounding import Grounding
 from slowwave.tasks.guard import HoldPolicy, guard, hold_reason, latest_end
 from slowwave.tasks.predict import episode_vectors, nearest_facts, related_facts
 from slowwave.tasks.profile import ProfilePolicy
+from slowwave.tasks.speaker_check import SpeakerCheck
 from slowwave.tasks.surprise import score_surprise
 
 logger = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ class RunPolicy:
     budget: ChunkBudget
     hold: HoldPolicy
     grounding: Grounding
+    check_speaker: bool
     gray_zone: GrayZonePolicy
     profile: ProfilePolicy
     related_facts_limit: int
@@ -79,6 +81,7 @@ class RunPolicy:
             budget=run_budget(model, settings),
             hold=HoldPolicy.of(settings),
             grounding=Grounding(settings.consolidation.grounding),
+            check_speaker=settings.consolidation.check_speaker,
             gray_zone=GrayZonePolicy.of(settings),
             profile=ProfilePolicy.of(settings),
             related_facts_limit=settings.consolidation.related_facts_limit,
@@ -158,6 +161,7 @@ def finish_chunks(
     summary: RunSummary,
     hold: HoldPolicy,
     grounding: Grounding = Grounding.names,
+    check_speaker: bool = True,
 ) -> list[PreparedChunk]:
     """Parse each answer (calibrate) → guard (a plan that would end too much of what was
     shown is held for review) → embed what will be written, as one batch → attribute uncited
@@ -181,7 +185,11 @@ def finish_chunks(
                 summary.answers_cut_off += 1
                 logger.warning("chunk %s: answer cut off at max_tokens", item.plan.chunk_id)
             item.plan.actions, item.plan.rejections = guard(
-                calibration.output, item.facts, item.visible, grounding
+                calibration.output,
+                item.facts,
+                item.visible,
+                grounding,
+                SpeakerCheck(item.visible, item.facts, embedder) if check_speaker else None,
             )
             reason = hold_reason(item.plan, len(item.facts), hold)
             if reason is not None:
@@ -362,7 +370,14 @@ def stages_for(
             db,
             model,
             embedder,
-            finish_chunks(answered, embedder, summary, policy.hold, policy.grounding),
+            finish_chunks(
+                answered,
+                embedder,
+                summary,
+                policy.hold,
+                policy.grounding,
+                policy.check_speaker,
+            ),
             policy.gray_zone,
             summary,
         ),

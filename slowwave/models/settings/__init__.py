@@ -81,6 +81,7 @@ BY_NAME: dict[str, tuple[str, str]] = {
     "profile_input_tokens": ("consolidation", "profile_input_tokens"),
     "max_attempts": ("consolidation", "max_attempts"),
     "grounding": ("consolidation", "grounding"),
+    "check_speaker": ("consolidation", "check_speaker"),
     "hold_ending_share": ("consolidation", "hold_ending_share"),
     "hold_ending_min": ("consolidation", "hold_ending_min"),
     "shard_conversations": ("orchestration", "shard_conversations"),
