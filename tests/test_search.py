@@ -29,6 +29,7 @@ from slowwave.tasks.search import (
 from tests.fix_episodes import add, at, make_episode, with_settings
 from tests.fix_facts import COLUMNS, copy_facts
 from tests.fix_models import ScriptedModel, fact, shown_facts
+from tests.test_consolidation import answer
 
 NOW = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -353,3 +354,42 @@ def test_one_dominant_episode_keeps_its_facts_together_and_alike_episodes_share_
     assert [h.session_rank for h in hits] == [1, 2]
     unmixed = SearchPolicy(diversity=1.0, diversity_dominant=1.0, session_weight=0)
     assert [h.id for h in search(conn, embedder, question, "sam", 2, policy=unmixed)] == alike[:2]
+
+
+def test_a_fact_a_later_episode_reinforced_is_found_through_that_episodes_transcript(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    """The same sentence said again a week later is one fact with both sources (dedupe), and
+    the episode channel ranks it by its best source for the query, not only its first: what
+    was said only in the later episode ("Whitby") finds it, as a second row would have."""
+    nightly = with_settings(settings, chunk_size=1, episode_threshold=1)
+    biscuit = "Rae walks her greyhound Biscuit every morning."
+    add(
+        conn,
+        make_episode(
+            "rae", "b1", "Morning walk with Biscuit, my greyhound, as ever.", at(2025, 3, 1)
+        ),
+        make_episode("rae", "b2", "I like jazz on vinyl, mostly Coltrane.", at(2025, 3, 2)),
+        make_episode(
+            "rae",
+            "b3",
+            "Walked Biscuit on the sands at Whitby this morning, the waves scared her.",
+            at(2025, 3, 9),
+        ),
+    )
+    model = ScriptedModel(
+        {
+            "b1": lambda r: answer(fact(biscuit, "interest")),
+            "b2": lambda r: answer(fact("Rae listens to jazz on vinyl.", "interest")),
+            "b3": lambda r: answer(fact(biscuit, "experience", keywords=["dog"])),
+        }
+    )
+    consolidate(db, model, embedder, nightly)
+    rows = conn.execute(
+        "SELECT fact, cardinality(source_episodic_ids) FROM semantic_memory "
+        "WHERE conversation_id = 'rae' AND invalid_at IS NULL ORDER BY fact"
+    ).fetchall()
+    assert rows == [("Rae listens to jazz on vinyl.", 1), (biscuit, 2)]
+
+    (hit, *_) = search(conn, embedder, "Where did Rae go, Whitby?", "rae", 2)
+    assert hit.fact == biscuit and hit.episode_rank == 1

@@ -12,11 +12,14 @@
 --              tasks/search.py), the facts valid from within that window, nearest the query
 --              vector first; weighted by %(temporal_weight)s in the fusion;
 --   episode:   BM25 over the transcripts of the scope's source episodes (document frequencies
---              among them); a fact ranks by its first source episode's score, then by the
---              query vector; weighted by %(episode_weight)s (0 skips the transcripts); the
+--              among them); a fact ranks by its best source episode's score (a fact a later
+--              episode reinforced is found through that episode too, as a second row saying
+--              the same would be), then by the query vector; weighted by %(episode_weight)s
+--              (0 skips the transcripts); the
 --              words are episodic_memory.search_tsv, stored when an episode is consolidated
 --              (apply_mark_consolidated).
--- Fused score: sum of weight / (%(rrf_k)s + rank). Then, over the source episodes:
+-- Fused score: sum of weight / (%(rrf_k)s + rank). Then, over the source episodes (a fact's
+-- is its best for the query, else its first):
 --   spread:    rho, the second best episode's summed fused score over the best one's: near 0
 --              when one episode answers the query, near 1 when several answer it alike (a
 --              question whose evidence spans episodes);
@@ -28,7 +31,8 @@
 --              rho ^ 2, so one episode's facts do not crowd the others out of the top k when
 --              several answer, and stay together when one does (both 1: the order as fused).
 WITH scope AS MATERIALIZED (
-    SELECT id, embedding, search_tsv, valid_at, source_episodic_ids[1] AS episode
+    SELECT id, embedding, search_tsv, valid_at, source_episodic_ids AS episodes,
+           source_episodic_ids[1] AS first_episode
     FROM semantic_memory
     WHERE conversation_id = %(conversation_id)s
       AND (%(category)s::text IS NULL OR category = %(category)s::text)
@@ -96,7 +100,7 @@ WITH scope AS MATERIALIZED (
     SELECT e.id AS episode, e.search_tsv AS tsv
     FROM episodic_memory e
     WHERE %(episode_weight)s::float8 > 0
-      AND e.id IN (SELECT DISTINCT episode FROM scope)
+      AND e.id IN (SELECT DISTINCT unnest(episodes) FROM scope)
 ), episode_postings AS (
     SELECT d.episode, u.lexeme AS term, cardinality(u.positions) AS tf, length(d.tsv) AS dl
     FROM episode_docs d
@@ -114,10 +118,15 @@ WITH scope AS MATERIALIZED (
     CROSS JOIN episode_sizes z
     WHERE z.docs < 4 OR df.n <= z.docs / 2.0
     GROUP BY p.episode
-), episodic AS (
-    SELECT s.id, row_number() OVER (ORDER BY e.bm25 DESC, d.d, s.id) AS r
+), best_episode AS (
+    SELECT s.id, max(e.bm25) AS bm25, (array_agg(e.episode ORDER BY e.bm25 DESC))[1] AS episode
     FROM scope s
-    JOIN episode_scores e USING (episode)
+    CROSS JOIN LATERAL unnest(s.episodes) AS u(episode)
+    JOIN episode_scores e ON e.episode = u.episode
+    GROUP BY s.id
+), episodic AS (
+    SELECT b.id, row_number() OVER (ORDER BY b.bm25 DESC, d.d, b.id) AS r
+    FROM best_episode b
     LEFT JOIN distances d USING (id)
     ORDER BY r
     LIMIT %(candidates)s
@@ -131,11 +140,15 @@ WITH scope AS MATERIALIZED (
     FULL JOIN semantic v USING (id)
     FULL JOIN temporal t USING (id)
     FULL JOIN episodic e USING (id)
-), by_episode AS (
-    SELECT c.id, c.fused, s.episode,
-           row_number() OVER (PARTITION BY s.episode ORDER BY c.fused DESC, c.id) AS n
+), homes AS (
+    SELECT c.id, c.fused, coalesce(b.episode, s.first_episode) AS episode
     FROM channels c
     JOIN scope s USING (id)
+    LEFT JOIN best_episode b USING (id)
+), by_episode AS (
+    SELECT h.id, h.fused, h.episode,
+           row_number() OVER (PARTITION BY h.episode ORDER BY h.fused DESC, h.id) AS n
+    FROM homes h
 ), episode_sums AS (
     SELECT episode, sum(fused) AS total FROM by_episode GROUP BY episode
 ), spread AS (
