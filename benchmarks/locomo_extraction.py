@@ -383,10 +383,32 @@ def extracted_facts(
     """Every fact row the run created (in ``conversations``, LoCoMo's, when given), superseded
     versions included: exactly what new and update actions wrote (a merge or a reinforcement
     adds evidence to a row, not a row). Its cited sessions are those of its source episodes."""
+    return _facts_where(conn, "f.created_by_run_id = %s", run_id, conversations)
+
+
+def reinforced_facts(
+    conn: Any, run_id: UUID, conversations: Sequence[str] | None = None
+) -> list[ExtractedFact]:
+    """The facts the run wrote or added evidence to (a merge of the same sentence, a
+    reinforcement): one row for a sentence said again, where a dedupe by vector alone writes a
+    second row that ``extracted_facts`` would count."""
+    return _facts_where(
+        conn,
+        "f.id IN (SELECT fact_id FROM decision_log WHERE run_id = %s "
+        "AND action IN ('new', 'update', 'merge', 'reinforce'))",
+        run_id,
+        conversations,
+    )
+
+
+def _facts_where(
+    conn: Any, where: str, run_id: UUID, conversations: Sequence[str] | None
+) -> list[ExtractedFact]:
+    """Fact rows matching ``where`` (of the run ``run_id``), with their sources' sessions."""
     rows = conn.execute(
         "SELECT f.conversation_id, f.fact, array_agg(e.external_key) "
         "FROM semantic_memory f JOIN episodic_memory e ON e.id = ANY(f.source_episodic_ids) "
-        "WHERE f.created_by_run_id = %s "
+        f"WHERE {where} "
         "AND (%s::text[] IS NULL OR f.conversation_id = ANY(%s::text[])) "
         "GROUP BY f.id, f.conversation_id, f.fact",
         (run_id, conversations, conversations),

@@ -31,8 +31,10 @@ nights over all seven conversations give several hundred.
 - model calls and seconds per episode;
 - fact recall and precision: the facts tonight's run wrote in the LoCoMo conversations
   against the gold observations of tonight's sessions (``benchmarks.locomo_extraction``'s
-  matching); end-to-end recall@k of the questions whose evidence lies wholly in tonight's
-  sessions, over all the conversation's active facts.
+  matching); recall with reinforced: the same over the facts it wrote or added evidence to (a
+  sentence said again is one row with both sources, not a second row); end-to-end recall@k
+  of the questions whose evidence lies wholly in tonight's sessions, over all the
+  conversation's active facts.
 
     python -m benchmarks.nightly_cost --runtime llamacpp:qwen2.5-coder-1.5b-instruct
         [--runtime vllm:smollm2-135m-instruct ...] [--conversations conv-26 ...] [--known 3 ...]
@@ -72,6 +74,7 @@ from benchmarks.locomo_extraction import (
     read_records,
     refusal_quality,
     refused_facts,
+    reinforced_facts,
     session_number,
 )
 from benchmarks.locomo_recall import DEFAULT_DATA, KS, add_set_option
@@ -299,7 +302,10 @@ def measure_night(
         db.settings = db.settings.evolve(due_after_s=0)
         with db.connection() as conn:
             load_episodes(conn, night.earlier)
-        consolidate(db, LoCoMoReplayModel(data), embedder, db.settings, kind="earlier nights")
+        # the facts known are the gold observations: the speaker check judges a model's
+        # reading of who said what, not the annotators'
+        gold = db.settings.evolve(check_speaker=False)
+        consolidate(db, LoCoMoReplayModel(data), embedder, gold, kind="earlier nights")
         with db.connection() as conn:
             load_episodes(conn, night.tonight)
         ingest(db, SAMPLE, IngestPolicy.of(db.settings))
@@ -329,6 +335,7 @@ def measure_tonight(
     seconds = time.perf_counter() - started
     with db.connection() as conn:
         facts = extracted_facts(conn, summary.run_id, night.conversations)
+        reinforced = reinforced_facts(conn, summary.run_id, night.conversations)
         refused = refused_facts(conn, summary.run_id, night.conversations)
         recall = end_to_end_recall(
             conn,
@@ -363,6 +370,9 @@ def measure_tonight(
         "seconds_per_episode": round(seconds / len(pending), 2) if pending else 0.0,
         "episodes_per_hour": round(3600 * len(pending) / seconds, 1) if seconds else 0.0,
         **quality(facts, night, embedder),
+        "fact_recall_with_reinforced": fact_quality(
+            reinforced, night.gold, embedder, MATCH, STRICT_MATCH
+        )["fact_recall"],
         **{f"end_to_end_recall_at_{k}": recall["facts"][k] for k in KS},
         **{f"end_to_end_recall_fused_at_{k}": recall["fused"][k] for k in KS},
         "questions": len(night.questions),
@@ -401,6 +411,7 @@ ADDED = (
 SHARES = {
     "fact_recall": "gold_observations",
     "fact_recall_strict": "gold_observations",
+    "fact_recall_with_reinforced": "gold_observations",
     "fact_precision": "facts_written",
     "fact_precision_strict": "facts_written",
     "refused_precision": "facts_refused",
