@@ -18,9 +18,9 @@
 - Grounded: names, numbers, dates, email addresses and URLs of a fact to be written must occur
   in the chunk's messages or the facts shown (``tasks.grounding``, ``SLOWWAVE_GROUNDING``);
   an item that fails is refused with the span, counted apart in the run's summary.
-- Said by its subject: a fact about one speaker of the chunk whose nearest message is another
-  speaker's is refused the same way, the subject's name its span (``tasks.speaker_check``,
-  ``SLOWWAVE_CHECK_SPEAKER``).
+- Said by its subject: a fact about one speaker of the chunk that another speaker's messages
+  say rather than its subject's, or that a fact shown says of another speaker, is refused the
+  same way, the subject's name its span (``tasks.speaker_check``, ``SLOWWAVE_CHECK_SPEAKER``).
 """
 
 from __future__ import annotations
