@@ -618,6 +618,28 @@ def test_a_run_stopped_after_a_group_and_run_again_ends_as_a_clean_run(
     assert _landed(conn) == clean
 
 
+def test_a_connection_a_stopped_run_left_holding_its_set_aside_rows_takes_the_next_run(
+    db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path, monkeypatch: Any
+) -> None:
+    # a stop can cancel the writer's own clean-up (its DROP of the set-aside rows) and send the
+    # connection back to the pool with them: the next run on it must not fail for that
+    _many_groups(monkeypatch, 4)
+    source = _source_of_many(tmp_path / "lake.jsonl", [f"c{n:02d}" for n in range(16)], 3)
+    policy = IngestPolicy.of(with_settings(settings, summarize_on_ingest=False))
+    with db.connection() as first, db.connection() as second:
+        for left in (first, second):
+            left.execute("CREATE TEMP TABLE slowwave_ingest_aside (conversation_id text)")
+        held = {first.info.backend_pid, second.info.backend_pid}
+    report = ingest(db, source, policy)
+    assert report.ingested == 16 * 3
+    (conversations,) = conn.execute(  # type: ignore[misc]
+        "SELECT count(DISTINCT conversation_id) FROM episodic_memory"
+    ).fetchone()
+    assert conversations == 16
+    with db.connection() as again:
+        assert again.info.backend_pid in held  # the run did write on a connection left so
+
+
 def test_a_ctrl_c_while_a_source_is_read_on_two_connections_leaves_nothing_half_written(
     db: Database, conn: psycopg.Connection, settings: Settings, tmp_path: Path
 ) -> None:

@@ -9,6 +9,7 @@ in one transaction. A source of many conversations is shared out over a few conn
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from contextlib import suppress
 
 import psycopg
 
@@ -93,8 +94,10 @@ def stage_and_segment(
                 _segment(conn, some, source, policy, report, rejects)
             faultpoints.reached("ingest.group.committed", conn)
     finally:
+        # a stop may cancel this too: the next set-aside on this connection drops them then
         if not conn.broken:
-            conn.execute("DROP TABLE IF EXISTS slowwave_ingest_aside")
+            with suppress(psycopg.errors.QueryCanceled):
+                conn.execute("DROP TABLE IF EXISTS pg_temp.slowwave_ingest_aside")
 
 
 def _stage(
