@@ -8,14 +8,18 @@ comes, into a fresh embedded Postgres, and consolidated by ``--model`` on ``--en
 - fact quality: the extracted facts (every fact version the run wrote: new facts and new
   versions of updated ones; a proposal merged into, or reinforcing, an existing fact writes
   none) against the gold observations of the same sessions, matched by the cosine of their
-  embeddings at or above ``--match`` (and ``--strict-match``). Recall: the share of gold
+  embeddings at or above ``--match`` (and ``--strict-match``) when they are about the same
+  person (a fact that starts with a speaker's name matches only that speaker's observations;
+  ``*_any_subject``: the figures without that condition). Recall: the share of gold
   observations matched by some fact of their conversation; precision: the share of facts
   matching some gold observation of theirs; grounded: the share of facts matching a gold
   observation of a session they cite (their source episodes);
 - end to end: for every question whose evidence sessions all lie in the subset, the share of
   them among the source sessions of the top 5 / 10 / 20 facts hybrid search returns
   (``benchmarks.locomo_recall``), beside the same with the replay model's gold facts
-  consolidated from the same episodes in a second fresh database;
+  consolidated from the same episodes in a second fresh database; ``*_fused_*``: over the one
+  list of facts and episodic memories search gives by default (a memory counts for its
+  session);
 - cost: the model's prompt and completion tokens (summaries included) per token of raw
   transcript (``speaker: text`` lines, counted with the runtime's tokenizer where it has
   one), seconds per episode (summaries and consolidation), and the guard's rejections by
@@ -100,6 +104,7 @@ class Observation:
     conversation_id: str
     session: int
     sentence: str
+    speaker: str  # whom it is about: LoCoMo files each observation under a speaker
 
 
 @dataclass(frozen=True)
@@ -142,7 +147,7 @@ class ModelRun:
     facts: list[ExtractedFact]
     refused: list[ExtractedFact]  # refused by the guard for what they say
     rejections: dict[str, int]
-    recall: dict[int, float]
+    recall: dict[str, dict[int, float]]  # facts, and fused with the episodic memories
 
 
 def main() -> None:
@@ -175,9 +180,10 @@ def main() -> None:
         "match_threshold": args.match,
         "strict_match_threshold": args.strict_match,
         **fact_quality(run.facts, subset.gold, embedder, args.match, args.strict_match),
-        **{f"end_to_end_recall_at_{k}": run.recall[k] for k in KS},
+        **{f"end_to_end_recall_at_{k}": run.recall["facts"][k] for k in KS},
+        **{f"end_to_end_recall_fused_at_{k}": run.recall["fused"][k] for k in KS},
         **{f"gold_end_to_end_recall_at_{k}": gold_recall[k] for k in KS},
-        "end_to_end_ratio_at_10": _share(run.recall[10], gold_recall[10]),
+        "end_to_end_ratio_at_10": _share(run.recall["facts"][10], gold_recall[10]),
         "questions": len(subset.questions),
         **cost(run, len(subset.episodes)),
         "gold_observations": len(subset.gold),
@@ -264,11 +270,11 @@ def read_records(data: Path, conversations: Sequence[str] | None) -> dict[str, d
 def gold_of(records: dict[str, dict[str, Any]], sessions: dict[str, set[int]]) -> list[Observation]:
     """The gold observations of each conversation's ``sessions``."""
     return [
-        Observation(c, number, sentence)
+        Observation(c, number, sentence, speaker)
         for c, record in records.items()
         for key, by_speaker in record.get("observation", {}).items()
         if (number := int(key.split("_")[1])) in sessions[c]
-        for items in by_speaker.values()
+        for speaker, items in by_speaker.items()
         for sentence, _evidence in items
     ]
 
@@ -339,9 +345,7 @@ def measure_model(
                 (summary.run_id,),
             ):
                 print(f"rejected: {reason} | {text}")
-            recall = end_to_end_recall(conn, embedder, SearchPolicy.of(settings), subset.questions)[
-                "facts"
-            ]
+            recall = end_to_end_recall(conn, embedder, SearchPolicy.of(settings), subset.questions)
             gated = {
                 k for (k,) in conn.execute("SELECT external_key FROM episodic_memory WHERE gated")
             }
@@ -527,23 +531,49 @@ def fact_quality(
     strict: float,
 ) -> dict[str, float]:
     """Recall, precision (at ``match`` and ``strict``) and grounded share: a fact and a gold
-    observation match when they belong to one conversation and their cosine reaches the
-    threshold; a grounded fact matches one of a session it cites."""
+    observation match when they belong to one conversation, are about the same person (a fact
+    that starts with a speaker's name is about that speaker, and matches only observations
+    LoCoMo files under them) and their cosine reaches the threshold; a grounded fact matches
+    one of a session it cites. The cosine alone cannot tell "Nate is allergic to cats" from
+    "Joanna is allergic to cats": ``*_any_subject`` are the figures without the subject, as
+    measured before it was looked at. The speakers are those the gold files observations
+    under (LoCoMo files some of both speakers in every session)."""
     similarity = (
         embedder.embed([f.text for f in facts]) @ embedder.embed([g.sentence for g in gold]).T
         if facts and gold
         else np.zeros((len(facts), len(gold)), dtype=np.float32)
     )
-    same = _pairwise(facts, gold, lambda f, g: f.conversation_id == g.conversation_id)
+    speakers: dict[str, set[str]] = {}
+    for g in gold:
+        speakers.setdefault(g.conversation_id, set()).add(g.speaker)
+    subjects = [subject_of(f.text, speakers.get(f.conversation_id, set())) for f in facts]
+    conversation = _pairwise(facts, gold, lambda f, g: f.conversation_id == g.conversation_id)
+    about = np.array(
+        [[subject in (None, g.speaker) for g in gold] for subject in subjects], dtype=bool
+    ).reshape(len(facts), len(gold))
+    same = conversation & about
     cited = same & _pairwise(facts, gold, lambda f, g: g.session in f.sessions)
     figures: dict[str, float] = {}
-    for suffix, threshold in (("", match), ("_strict", strict)):
-        matched = same & (similarity >= threshold)
+    for suffix, threshold, pairs in (
+        ("", match, same),
+        ("_strict", strict, same),
+        ("_any_subject", match, conversation),
+    ):
+        matched = pairs & (similarity >= threshold)
         figures[f"fact_recall{suffix}"] = _share(matched.any(axis=0).sum(), len(gold))
         figures[f"fact_precision{suffix}"] = _share(matched.any(axis=1).sum(), len(facts))
     grounded = (cited & (similarity >= match)).any(axis=1).sum()
     figures["grounded_share"] = _share(grounded, len(facts))
     return figures
+
+
+def subject_of(fact: str, speakers: set[str]) -> str | None:
+    """The speaker ``fact`` starts with the name of ("Nate's turtles ..." → Nate), or None."""
+    first = re.match(r"\s*([^\W\d_][\w-]*)", fact)
+    if first is None:
+        return None
+    name = first.group(1)
+    return next((s for s in speakers if s.split()[0] == name), None)
 
 
 def _pairwise(
