@@ -316,7 +316,7 @@ MUSEUM = "Yesterday I took the kids to the museum. They were stoked for the dino
 
 
 @pytest.mark.parametrize("check_speaker", [True, False])
-def test_one_speakers_words_given_to_the_other_are_refused_and_logged_with_the_subject(
+def test_one_speakers_words_given_to_the_other_go_back_to_the_speaker_unless_a_pronoun_stays(
     db: Database,
     conn: psycopg.Connection,
     embedder: Embedder,
@@ -338,23 +338,39 @@ def test_one_speakers_words_given_to_the_other_are_refused_and_logged_with_the_s
             tag, f"w3{tag}", f"({tag}) Lovely, Caroline!", at(2025, 3, 3), speaker="Melanie"
         ),
     )
-    wrong = "Caroline's kids were stoked for the dinosaur exhibit."
+    given = "Caroline's kids were stoked for the dinosaur exhibit."
+    kept_hers = "Caroline took her kids to the museum yesterday."  # "her" would stay Caroline's
     right = {
-        "Melanie's kids were stoked for the dinosaur exhibit.",
         "Caroline is creating a library for when she has kids.",
         "Caroline and Melanie talked about a dinosaur exhibit.",  # two people: either said it
     }
-    model = ScriptedModel({f"w1{tag}": lambda r: answer(*(fact(f) for f in [wrong, *right]))})
+    model = ScriptedModel(
+        {
+            f"w1{tag}": lambda r: answer(
+                fact(given, keywords=["Caroline", "kids"]), *(fact(f) for f in [kept_hers, *right])
+            )
+        }
+    )
     summary = consolidate(
         db, model, embedder, with_settings(settings, grounding="names", check_speaker=check_speaker)
     )
 
     if not check_speaker:
-        assert set(active(conn, tag)) == {wrong, *right}
+        assert set(active(conn, tag)) == {given, kept_hers, *right}
         return
-    assert set(active(conn, tag)) == right
+    melanies = "Melanie's kids were stoked for the dinosaur exhibit."
+    assert set(active(conn, tag)) == {melanies, *right}
+    (written,) = [d for d in decisions(conn) if d["proposed_fact"] == given]
+    assert written["action"] == "new"
+    (keywords,) = conn.execute(  # type: ignore[misc]
+        "SELECT keywords FROM semantic_memory WHERE id = %s", (written["fact_id"],)
+    ).fetchone()
+    assert keywords == ["Melanie", "kids"]
+    assert written["reason"].startswith(
+        "given to Melanie: the messages nearest to it are Melanie's, not Caroline's"
+    )
     (refused,) = [d for d in decisions(conn) if d["action"] == "rejected"]
-    assert refused["proposed_fact"] == wrong
+    assert refused["proposed_fact"] == kept_hers
     assert refused["reason"] == (
         "ungrounded: 'Caroline' is not whom it is about: the messages nearest to it are Melanie's"
     )

@@ -19,10 +19,13 @@ from slowwave.tasks.ingest.locomo import read_locomo
 from tests.fix_episodes import with_settings
 
 # refused, of them ungrounded: 6 name what only another session says (a game, a book, a
-# breed), 13 are about one speaker with the other's messages nearest (the speaker check), 3
-# are not self-contained ("This experience ...", "There is a chance ...", one that names no
-# one)
-REFUSED_GOLD = (22, 19)
+# breed), 8 are about one speaker with the other's messages nearest and a pronoun of theirs
+# (the speaker check), 3 are not self-contained ("This experience ...", "There is a chance
+# ...", one that names no one)
+REFUSED_GOLD = (17, 14)
+# the speaker check's other 5 on the gold, with no pronoun, are given to the other speaker:
+# wrongly here (every gold observation is filed under its speaker), its cost on 1,755
+GIVEN_GOLD = 5
 
 
 @pytest.mark.slow
@@ -44,6 +47,10 @@ def test_the_replay_model_turns_locomo_sessions_into_facts_in_their_own_event_ti
     # check) or a fact that is not self-contained
     assert summary.facts_inserted + summary.dedupe_merges + summary.actions_rejected == 1755
     assert (summary.actions_rejected, summary.actions_ungrounded) == REFUSED_GOLD
+    (given,) = conn.execute(  # type: ignore[misc]
+        "SELECT count(*) FROM decision_log WHERE reason LIKE 'given to %'"
+    ).fetchone()
+    assert given == GIVEN_GOLD
     with conn.cursor() as cur:
         low, high, count, sources = cur.execute(
             "SELECT min(valid_at), max(valid_at), count(*), "

@@ -263,10 +263,11 @@ def guard(
         if planned.writes_fact:
             problem = _fact_problem(item, planned.fact or "")
             span = None if problem else sources.ungrounded(planned.fact or "")
+            given_to: tuple[str, str] | None = None
             if span is not None:
                 problem = f"ungrounded: {span!r} is in no message and no fact shown"
             elif problem is None and speaker_check is not None:
-                problem, span = _misattributed(planned.fact or "", speaker_check)
+                problem, span, given_to = _misattributed(planned, speaker_check)
             if problem is not None:
                 rejections.append(
                     Rejection(
@@ -279,8 +280,13 @@ def guard(
                 )
                 continue
             planned.category = Category(item.category)
-            planned.keywords = clean_keywords(item.keywords)
-            planned.slot = normalize_slot(item.slot, speakers)
+            keywords, slot = item.keywords, item.slot
+            if given_to is not None:  # the other speaker's name where the subject's was
+                subject = re.compile(rf"\b{re.escape(given_to[0])}\b", re.IGNORECASE)
+                keywords = [subject.sub(given_to[1], k) for k in keywords]
+                slot = subject.sub(given_to[1], slot) if slot else slot
+            planned.keywords = clean_keywords(keywords)
+            planned.slot = normalize_slot(slot, speakers)
             writer_of[position + 1] = len(actions)
         actions.append(planned)
 
@@ -306,13 +312,24 @@ class _Sources:
         return ungrounded_span(fact, self.sources, self.level)
 
 
-def _misattributed(fact: str, check: SpeakerCheck) -> tuple[str | None, str | None]:
-    """The refusal and its span (the subject) when another speaker said what ``fact`` says."""
-    found = check.misattributed(fact)
+def _misattributed(
+    planned: PlannedAction, check: SpeakerCheck
+) -> tuple[str | None, str | None, tuple[str, str] | None]:
+    """When another speaker said what ``planned`` says: a new fact is given to them (its text
+    and reason changed here; the subject and who said it returned, for its keywords and
+    slot), or else the refusal and its span (the subject)."""
+    found = check.misattributed(planned.fact or "")
     if found is None:
-        return None, None
-    subject, why = found
-    return f"ungrounded: {subject!r} is not whom it is about: {why}", subject
+        return None, None, None
+    given = check.given_to(planned.fact or "", found) if planned.action is FactAction.new else None
+    if given is None or found.said_by is None:
+        refusal = f"ungrounded: {found.subject!r} is not whom it is about: {found.why}"
+        return refusal, found.subject, None
+    planned.proposed_fact = planned.fact  # the decision log keeps what the model said
+    planned.fact = given
+    note = f"given to {found.said_by}: {found.why}, not {found.subject}'s"
+    planned.reason = f"{planned.reason}; {note}" if planned.reason else note
+    return None, None, (found.subject, found.said_by)
 
 
 def _fact_problem(item: ConsolidatedFact, fact: str) -> str | None:

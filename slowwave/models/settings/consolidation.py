@@ -152,12 +152,14 @@ class ConsolidationSettings(BaseSettings):
     )
     check_speaker: bool = Field(
         default=True,
-        description="Refuse a fact about one speaker of a chunk (it starts with their name and "
-        "names no other) when, names masked, another speaker's message is nearer to it than "
-        "every message of its subject by more than 0.2, or a fact shown says it of another "
-        "speaker: the small default model hands one speaker's words to the other. On three "
-        "nights of `benchmarks.nightly_cost` it and the rule for facts that name no one removed "
-        "7 facts, 6 of them wrong. Logged as ungrounded, the subject's name the span.",
+        description="Check whom a fact about one speaker of a chunk (it starts with their name "
+        "and names no other) is about: when, names masked, another speaker's message is nearer "
+        "to it than every message of its subject by more than 0.2, a new fact is given to that "
+        "speaker (the decision log says so) unless a pronoun of the subject's would stay, and "
+        "is otherwise refused, as is one a fact shown says of another speaker: the small "
+        "default model hands one speaker's words to the other. Every such fact it wrote on "
+        "LoCoMo's first two sessions was the other speaker's. Refusals are logged as "
+        "ungrounded, the subject's name the span.",
     )
     hold_ending_share: float = Field(
         default=0.5,
