@@ -546,12 +546,9 @@ def fact_quality(
     speakers: dict[str, set[str]] = {}
     for g in gold:
         speakers.setdefault(g.conversation_id, set()).add(g.speaker)
-    subjects = [subject_of(f.text, speakers.get(f.conversation_id, set())) for f in facts]
+    subject = {f: subject_of(f.text, speakers.get(f.conversation_id, set())) for f in facts}
     conversation = _pairwise(facts, gold, lambda f, g: f.conversation_id == g.conversation_id)
-    about = np.array(
-        [[subject in (None, g.speaker) for g in gold] for subject in subjects], dtype=bool
-    ).reshape(len(facts), len(gold))
-    same = conversation & about
+    same = conversation & _pairwise(facts, gold, lambda f, g: subject[f] in (None, g.speaker))
     cited = same & _pairwise(facts, gold, lambda f, g: g.session in f.sessions)
     figures: dict[str, float] = {}
     for suffix, threshold, pairs in (

@@ -18,9 +18,11 @@
 - Grounded: names, numbers, dates, email addresses and URLs of a fact to be written must occur
   in the chunk's messages or the facts shown (``tasks.grounding``, ``SLOWWAVE_GROUNDING``);
   an item that fails is refused with the span, counted apart in the run's summary.
-- Said by its subject: a fact about one speaker of the chunk that another speaker's messages
-  say rather than its subject's, or that a fact shown says of another speaker, is refused the
-  same way, the subject's name its span (``tasks.speaker_check``, ``SLOWWAVE_CHECK_SPEAKER``).
+- Said by its subject: a new fact about one speaker of the chunk that another speaker's
+  messages say rather than its subject's is given to that speaker (the reason says so), unless
+  a pronoun of the subject's would stay; that one, an update, and a fact a fact shown says of
+  another speaker are refused the same way, the subject's name its span
+  (``tasks.speaker_check``, ``SLOWWAVE_CHECK_SPEAKER``).
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ from slowwave.tasks.grounding import (
     names_in,
     ungrounded_span,
 )
-from slowwave.tasks.speaker_check import SpeakerCheck
+from slowwave.tasks.speaker_check import SpeakerCheck, renamed
 
 PRIORITY = {FactAction.update: 3, FactAction.invalidate: 2, FactAction.reinforce: 1}
 _SHORT_ID = re.compile(r"^\[?\s*([FEN])?\s*(\d+)\s*\]?$", re.I)
@@ -282,9 +284,8 @@ def guard(
             planned.category = Category(item.category)
             keywords, slot = item.keywords, item.slot
             if given_to is not None:  # the other speaker's name where the subject's was
-                subject = re.compile(rf"\b{re.escape(given_to[0])}\b", re.IGNORECASE)
-                keywords = [subject.sub(given_to[1], k) for k in keywords]
-                slot = subject.sub(given_to[1], slot) if slot else slot
+                keywords = [renamed(k, *given_to, ignore_case=True) for k in keywords]
+                slot = renamed(slot, *given_to, ignore_case=True) if slot else slot
             planned.keywords = clean_keywords(keywords)
             planned.slot = normalize_slot(slot, speakers)
             writer_of[position + 1] = len(actions)

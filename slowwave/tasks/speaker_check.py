@@ -119,17 +119,9 @@ class SpeakerCheck:
     def given_to(self, fact: str, found: Misattribution) -> str | None:
         """``fact`` with its subject's name made the name of the speaker who said it; None
         when a fact shown says it (it is a copy) or a pronoun of the subject's would stay."""
-        if found.said_by is None or self._names is None or _PERSONAL.search(fact):
+        if found.said_by is None or _PERSONAL.search(fact):
             return None
-        said_by = found.said_by
-        return self._names.sub(
-            lambda m: (
-                said_by + m.group(0)[len(_name(m.group(0))) :]
-                if _name(m.group(0)) == found.subject
-                else m.group(0)
-            ),
-            fact,
-        )
+        return renamed(fact, found.subject, found.said_by)
 
     def subject(self, fact: str) -> str | None:
         """The speaker ``fact`` is about: it starts with their name and names no other."""
@@ -141,6 +133,13 @@ class SpeakerCheck:
     def _embed(self, texts: Sequence[str]) -> Vectors:
         assert self._names is not None
         return self.embedder.embed([self._names.sub(MASK, t) for t in texts])
+
+
+def renamed(text: str, subject: str, to: str, *, ignore_case: bool = False) -> str:
+    """``text`` with the name ``subject`` (a possessive's too) made ``to``; ``ignore_case`` for
+    keywords and slots, which may be lower-cased."""
+    flags = re.IGNORECASE if ignore_case else 0
+    return re.sub(rf"\b{re.escape(subject)}\b", to, text, flags=flags)
 
 
 def _none(embedder: Embedder) -> Vectors:
