@@ -30,6 +30,7 @@ import signal
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -118,7 +119,7 @@ def _key(home: Path, data: Path) -> str:
         return create_key(conn, "default", Scope.write, by="benchmarks.soak")[0]
 
 
-async def _clients(
+async def client_load(
     urls: list[str],
     key: str,
     questions: list[tuple[str, str]],
@@ -126,7 +127,12 @@ async def _clients(
     seconds: float,
     kill_at: float,
     kill: Any,
+    transport: httpx.AsyncBaseTransport | None = None,
 ) -> dict[str, Any]:
+    """The clients' load, and what it met. A replica counts as failed once its connection is
+    refused, as a load balancer's check sees it; any other transport error (a killed
+    replica's open request, a read that timed out on a busy one) sends the request to the
+    next replica and is counted by kind in ``transport_errors``."""
     started = time.perf_counter()
     deadline = started + seconds
     dead: set[str] = set()
@@ -134,9 +140,10 @@ async def _clients(
     counts = {"searches": 0, "records": 0, "status_5xx": 0, "status_4xx": 0, "resent": 0}
     sent: set[str] = set()
     failures: list[str] = []  # what the first 5xx answers said, for a reader of a failed soak
+    errors: Counter[str] = Counter()
     headers = {"Authorization": f"Bearer {key}"}
 
-    async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+    async with httpx.AsyncClient(headers=headers, timeout=30, transport=transport) as http:
 
         async def ask(n: int, method: str, path: str, **kwargs: Any) -> httpx.Response | None:
             """One request, to the replica this client uses, or to a live one when it fails."""
@@ -145,8 +152,11 @@ async def _clients(
                 url = live[(n + attempt) % len(live)]
                 try:
                     return await http.request(method, url + path, **kwargs)
-                except httpx.TransportError:
+                except httpx.ConnectError:
                     dead.add(url)
+                    counts["resent"] += 1
+                except httpx.TransportError as error:
+                    errors[type(error).__name__] += 1
                     counts["resent"] += 1
             return None
 
@@ -192,7 +202,13 @@ async def _clients(
                     counts["status_4xx"] += 1
 
         await asyncio.gather(*(client(n) for n in range(clients)))
-    return {**counts, "sent": sent, "replicas_failed": len(dead), "failures": failures}
+    return {
+        **counts,
+        "sent": sent,
+        "replicas_failed": len(dead),
+        "transport_errors": dict(errors),
+        "failures": failures,
+    }
 
 
 def _failure(answer: httpx.Response | None, at: float) -> str:
@@ -282,7 +298,7 @@ def _soak_in(
     worker.start()
     try:
         load = asyncio.run(
-            _clients(
+            client_load(
                 urls,
                 key,
                 [(searched, q) for _, q in questions_of(samples[:1])],
