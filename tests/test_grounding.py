@@ -289,6 +289,10 @@ def test_two_sentences_a_night_apart_that_say_different_things_stay_two_facts(
         ("Big news: I'm moving to Manchester in July.", "starts with 'Big news'"),
         ("Yes, chemistry and a bit of physics.", "starts with 'Yes'"),
         ("Dana says my lab is old.", "says 'my', a message not a fact about someone"),
+        (
+            "James asked if John is looking forward to any new games.",
+            "says 'asked if', a question not a fact about someone",
+        ),
         ("She teaches chemistry.", "starts with 'She'"),
         ("Dana loves it.", "'it' refers to nothing in the sentence"),
         ("Being a mom is awesome.", "names no one it is about"),
@@ -306,6 +310,7 @@ def test_a_message_copied_as_a_fact_is_not_self_contained(item: str, reason: str
         "Audrey believes pets bring joy to our lives.",
         "Melanie carves out me-time each day for running.",
         "The user wants short answers on weekdays.",
+        "Tim asked John for book recommendations.",
     ],
 )
 def test_a_statement_about_someone_is_self_contained(item: str) -> None:
