@@ -167,3 +167,43 @@ def test_a_merge_that_restates_the_known_fact_reinforces_it_and_says_it_came_fro
     assert len(hiking["source_episodic_ids"]) == 2  # the new evidence joined it
     (logged,) = [d for d in decisions(conn) if d["proposed_fact"] == SUMMERS]
     assert logged["action"] == "reinforce" and "gray-zone" in logged["reason"]
+
+
+def test_a_fact_given_to_the_other_speaker_then_merged_logs_the_models_sentence_and_both_reasons(
+    db: Database, conn: psycopg.Connection, settings: Settings, embedder: Embedder
+) -> None:
+    known = "Melanie's kids love dinosaurs."
+    said = "Caroline's kids were stoked for the dinosaur exhibit."  # Melanie's words
+    given = "Melanie's kids were stoked for the dinosaur exhibit."
+    merged = "Melanie's kids love dinosaurs and were stoked for the dinosaur exhibit."
+    add(
+        conn,
+        make_episode("gzs", "gzs-1", "My kids love dinosaurs.", at(2025, 3, 1), speaker="Melanie"),
+    )
+    scripted = ScriptedModel(
+        {"gzs-1": lambda r: ConsolidationOutput(facts=[fact(known, "interest")])}
+    )
+    model = JudgingModel(scripted, lambda new, old: merged if new == given else None)
+    on = with_settings(settings, gray_zone_merge=True, check_speaker=True, grounding="names")
+    consolidate(db, model, embedder, on, kind="backfill")
+    add(
+        conn,
+        make_episode(
+            "gzs",
+            "gzs-2",
+            "Yesterday I took the kids to the museum. They were stoked for the dinosaur exhibit!",
+            at(2025, 3, 8),
+            speaker="Melanie",
+        ),
+        make_episode(
+            "gzs", "gzs-3", "Being a mom is awesome, Melanie.", at(2025, 3, 9), speaker="Caroline"
+        ),
+    )
+    scripted.script["gzs-2"] = lambda r: ConsolidationOutput(facts=[fact(said, "interest")])
+    second = consolidate(db, model, embedder, on, kind="backfill")
+
+    assert second.gray_zone_merges == 1
+    assert set(active(conn, "gzs")) == {merged}
+    (logged,) = [d for d in decisions(conn) if d["action"] == "merge"]
+    assert logged["proposed_fact"] == said  # what the model said, not the given sentence
+    assert "given to Melanie" in logged["reason"] and "gray-zone merge" in logged["reason"]

@@ -53,8 +53,9 @@ class PlannedAction(BaseModel):
     )
     proposed_fact: str | None = Field(
         default=None,
-        description="The model's own sentence, when the fact written is another (a gray-zone "
-        "merge writes the merged sentence): what the decision log records as proposed.",
+        description="The model's own sentence, when the fact written is another (a fact given "
+        "to the speaker who said it, a gray-zone merge's merged sentence): what the decision log "
+        "records as proposed.",
     )
     gray_zone: float | None = Field(
         default=None,

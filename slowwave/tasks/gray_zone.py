@@ -138,13 +138,14 @@ def judge_gray_zone(
         action = item.plan.actions[pair.index]
         action.action = FactAction.update
         action.target_id = pair.known_id
-        action.proposed_fact = action.fact
+        action.proposed_fact = action.proposed_fact or action.fact  # the model's, if given
         action.fact = merged
         action.gray_zone = pair.similarity
-        action.reason = (
+        note = (
             f"gray-zone merge: judged the same as a known fact (cosine {pair.similarity:.2f}); "
             f"merged sentence faithful to both ({own:.2f}, {known:.2f})"
         )
+        action.reason = f"{action.reason}; {note}" if action.reason else note
         item.vectors[pair.row] = vector
         summary.gray_zone_merges += 1
 
