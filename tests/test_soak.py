@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psutil
@@ -50,33 +51,25 @@ def test_a_replica_slow_to_answer_is_asked_again_elsewhere_and_not_counted_faile
             raise httpx.ConnectError("connection refused", request=request)
         return httpx.Response(200, json={"results": []})
 
-    figures = asyncio.run(
-        client_load(
-            ["http://127.0.0.1:1", "http://127.0.0.1:2"],
-            "key",
-            [("c", "q")],
-            clients=2,
-            seconds=0.2,
-            kill_at=1e9,
-            kill=lambda: None,
-            transport=httpx.MockTransport(replicas),
+    def load(urls: list[str]) -> dict[str, Any]:
+        return asyncio.run(
+            client_load(
+                urls,
+                "key",
+                [("c", "q")],
+                clients=2,
+                seconds=0.2,
+                kill_at=1e9,
+                kill=lambda: None,
+                transport=httpx.MockTransport(replicas),
+            )
         )
-    )
+
+    figures = load(["http://127.0.0.1:1", "http://127.0.0.1:2"])
     assert figures["replicas_failed"] == 0, figures
     assert figures["transport_errors"] == {"ReadTimeout": 1}, figures
     assert figures["status_5xx"] == 0
 
-    refused = asyncio.run(
-        client_load(
-            ["http://127.0.0.1:3", "http://127.0.0.1:2"],
-            "key",
-            [("c", "q")],
-            clients=2,
-            seconds=0.2,
-            kill_at=1e9,
-            kill=lambda: None,
-            transport=httpx.MockTransport(replicas),
-        )
-    )
+    refused = load(["http://127.0.0.1:3", "http://127.0.0.1:2"])
     assert refused["replicas_failed"] == 1, refused
     assert refused["status_5xx"] == 0

@@ -80,6 +80,11 @@ class PlannedAction(BaseModel):
         """What the action acts on: an existing fact's id, or an earlier action's index."""
         return self.target_id if self.target_id is not None else self.target_ref
 
+    def add_reason(self, note: str) -> None:
+        """``note`` after the reasons already given (each stage that changes the action says
+        why, and none overwrites another's)."""
+        self.reason = f"{self.reason}; {note}" if self.reason else note
+
 
 class Rejection(BaseModel):
     """Something the model proposed that the guard refused, and why."""

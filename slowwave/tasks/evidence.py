@@ -50,4 +50,4 @@ def attribute_evidence(
         episode = episodes[best]
         action.episode_ids = [episode.id]
         action.event_time = episode.end_at
-        action.reason = f"{action.reason}; {ATTRIBUTED}" if action.reason else ATTRIBUTED
+        action.add_reason(ATTRIBUTED)

@@ -145,7 +145,7 @@ def judge_gray_zone(
             f"gray-zone merge: judged the same as a known fact (cosine {pair.similarity:.2f}); "
             f"merged sentence faithful to both ({own:.2f}, {known:.2f})"
         )
-        action.reason = f"{action.reason}; {note}" if action.reason else note
+        action.add_reason(note)
         item.vectors[pair.row] = vector
         summary.gray_zone_merges += 1
 

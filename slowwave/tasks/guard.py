@@ -334,8 +334,7 @@ def _misattributed(
         return refusal, found.subject, None
     planned.proposed_fact = planned.fact  # the decision log keeps what the model said
     planned.fact = given
-    note = f"given to {found.said_by}: {found.why}, not {found.subject}'s"
-    planned.reason = f"{planned.reason}; {note}" if planned.reason else note
+    planned.add_reason(f"given to {found.said_by}: {found.why}, not {found.subject}'s")
     return None, None, (found.subject, found.said_by)
 
 
