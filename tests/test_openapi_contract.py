@@ -5,6 +5,7 @@ states by hand (the conversation id's pattern) are checked against the code they
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -22,6 +23,7 @@ from tests.fix_processes import run_cli
 from tests.fix_server import Served, make_key, start_server
 
 # Python's whitespace beside ECMAScript's (JSON Schema's) \s, which differ on U+0085 and U+FEFF
+ROOT = Path(__file__).resolve().parents[1]
 TRICKY = "\t\n\x0b\x0c\r\x1c\x1f \x7f\x80\x85\x9f\xa0\u1680\u180e\u2000\u200a\u200b\u2028"
 TRICKY += "\u2029\u202f\u205f\u3000\ufeff\x00\x01"
 
@@ -183,3 +185,19 @@ def test_the_documents_limits_are_this_servers_settings(served: Served) -> None:
         longest = http.get("/v1/conversations/c/search", params={"query": "x" * 2000, "k": 100})
     assert too_many.status_code == 422 and too_many.json()["error"]["code"] == "invalid_k"
     assert longest.status_code == 404  # taken: no such conversation
+
+
+def test_a_conversation_id_in_a_request_body_is_documented_as_the_path_takes_it() -> None:
+    """A key's conversation (POST /v1/keys) is refused with a control character, as a path's
+    is: the document says so, or a client that follows it gets a 422 it could not foresee."""
+    # the server's document as the clients are generated from it (kept equal by test_clients)
+    document = json.loads((ROOT / "clients" / "openapi.json").read_text())
+    found = {}
+    for name, schema in document["components"]["schemas"].items():
+        field = schema.get("properties", {}).get("conversation_id")
+        if field is None or name.endswith(("Answer", "State", "Started")) or "Request" not in name:
+            continue
+        choices = field.get("anyOf", [field])
+        found[name] = [c.get("pattern") for c in choices if c.get("type") == "string"]
+    assert found, "no request body names a conversation"
+    assert all(p == [CONVERSATION_ID_PATTERN] for p in found.values()), found

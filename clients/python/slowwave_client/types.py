@@ -194,11 +194,11 @@ class ConversationId(RootModel[str]):
         ...,
         max_length=200,
         min_length=1,
-        pattern="^[^\\x00]*$",
+        pattern="^[^\\x00-\\x1f\\x7f]*[^\\x00-\\x1f\\x7f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000][^\\x00-\\x1f\\x7f]*$",
         title="Conversation Id",
     )
     """
-    The conversation the key's calls that name none are about (an MCP client's add_memory and search_memory).
+    The conversation the key's calls that name none are about (an MCP client's add_memory and search_memory; no control characters, not only whitespace).
     """
 
 
@@ -280,6 +280,14 @@ class RunState(BaseModel):
     facts_updated: int | None = Field(0, title="Facts Updated")
     finished_at: AwareDatetime | None = Field(..., title="Finished At")
     kind: str = Field(..., title="Kind")
+    left_undone: dict[str, int] | None = Field(None, title="Left Undone")
+    """
+    Once the run ended: the episodes of its conversations it left undone, by reason, only those that count: `open` (still open: the conversation went on after the request), `held` (by another run), `not_due`, `over_cap`, `deferred` (behind a failed chunk), `conflicted` (taken over by another run), `forgotten`, `quarantined`.
+    """
+    note: str | None = Field(None, title="Note")
+    """
+    Once the run ended: one sentence on what it left undone and why ("nothing left undone" when it took everything).
+    """
     run_id: UUID = Field(..., title="Run Id")
     started_at: AwareDatetime | None = Field(..., title="Started At")
     status: str = Field(..., title="Status")
@@ -369,7 +377,7 @@ class ErrorBody(BaseModel):
 class KeyRequest(BaseModel):
     conversation_id: ConversationId | None = Field(None, title="Conversation Id")
     """
-    The conversation the key's calls that name none are about (an MCP client's add_memory and search_memory).
+    The conversation the key's calls that name none are about (an MCP client's add_memory and search_memory; no control characters, not only whitespace).
     """
     name: str | None = Field("", max_length=200, pattern="^[^\\x00]*$", title="Name")
     """

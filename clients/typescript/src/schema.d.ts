@@ -89,7 +89,7 @@ export interface paths {
         put?: never;
         /**
          * Consolidate the conversation's pending episodes now, whatever the triggers say.
-         * @description Starts a run at once (a flow run of the nightly deployment where a Prefect API is configured, else the server's own worker, one run at a time) and answers with its id; GET /v1/runs/{run_id} follows it. Write keys.
+         * @description What was just said included: the conversation's open episode (its last message younger than SLOWWAVE_SEGMENT_GAP_S) is closed at this request, and a message recorded after it starts the next episode. Starts a run at once (a flow run of the nightly deployment where a Prefect API is configured, else the server's own worker, one run at a time) and answers with its id; GET /v1/runs/{run_id} follows it, and once it ended says what it left undone, by reason. Write keys.
          */
         post: operations["consolidate_now"];
         delete?: never;
@@ -569,7 +569,7 @@ export interface components {
         KeyRequest: {
             /**
              * Conversation Id
-             * @description The conversation the key's calls that name none are about (an MCP client's add_memory and search_memory).
+             * @description The conversation the key's calls that name none are about (an MCP client's add_memory and search_memory; no control characters, not only whitespace).
              */
             conversation_id?: string | null;
             /**
@@ -722,6 +722,18 @@ export interface components {
             finished_at: string | null;
             /** Kind */
             kind: string;
+            /**
+             * Left Undone
+             * @description Once the run ended: the episodes of its conversations it left undone, by reason, only those that count: `open` (still open: the conversation went on after the request), `held` (by another run), `not_due`, `over_cap`, `deferred` (behind a failed chunk), `conflicted` (taken over by another run), `forgotten`, `quarantined`.
+             */
+            left_undone?: {
+                [key: string]: number;
+            };
+            /**
+             * Note
+             * @description Once the run ended: one sentence on what it left undone and why ("nothing left undone" when it took everything).
+             */
+            note?: string | null;
             /**
              * Run Id
              * Format: uuid

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from slowwave.models.keys import ApiKey
 from slowwave.models.keys import Scope as KeyScope
-from slowwave.server.deps import NO_NUL_PATTERN, ServiceDep, Who
+from slowwave.server.deps import CONVERSATION_ID_PATTERN, NO_NUL_PATTERN, ServiceDep, Who
 from slowwave.server.responses import errors
 from slowwave.service import NewKey
 from slowwave.service.answers import RunState
@@ -40,9 +40,9 @@ class KeyRequest(BaseModel):
         default=None,
         min_length=1,
         max_length=200,
-        pattern=NO_NUL_PATTERN,
+        pattern=CONVERSATION_ID_PATTERN,
         description="The conversation the key's calls that name none are about (an MCP "
-        "client's add_memory and search_memory).",
+        "client's add_memory and search_memory; no control characters, not only whitespace).",
     )
 
 
