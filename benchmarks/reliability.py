@@ -1,7 +1,9 @@
 """The reliability scenarios of ``tests/reliability`` at full size, counted per scenario.
 
-- crash: a SIGKILL of the consolidating process at each of the 23 fault points
-  (``models/faultpoints.py``), mid-run, then a rerun; the end state compared with a clean run's;
+- crash: a SIGKILL of the consolidating process at each of the 24 fault points of a run
+  (``models/faultpoints.py``, ``RUN_POINTS``), mid-run, then a rerun; the end state compared
+  with a clean run's. The killed run names its conversations, as a run asked for explicitly
+  does (it closes their open episodes first: ``close.after``), the rerun names none;
 - concurrency: runs that claim at the same moment on one database, each its share;
 - overtaken: a run stalls past its lease and another run takes its work over;
 - model faults: each fault of a test model in one conversation among healthy ones, the run
@@ -79,12 +81,12 @@ def main() -> None:
         "--points", nargs="+", default=None, metavar="NAME", help="these fault points, not all"
     )
     args = parser.parse_args()
-    from slowwave.models.faultpoints import POINTS
+    from slowwave.models.faultpoints import RUN_POINTS
 
-    points = tuple(args.points or POINTS)
-    unknown = sorted(set(points) - set(POINTS))
+    points = tuple(args.points or RUN_POINTS)
+    unknown = sorted(set(points) - set(RUN_POINTS))
     if unknown:
-        parser.error(f"no fault point {', '.join(unknown)}; one of {', '.join(POINTS)}")
+        parser.error(f"no fault point {', '.join(unknown)}; one of {', '.join(RUN_POINTS)}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     sizes = (
@@ -185,13 +187,20 @@ def stories(db: Any, conversations: int) -> None:
         load_episodes(conn, story_episodes(conversations))
 
 
-def consolidate_commands(db: Any, home: Path, model: Any = None) -> Any:
+def consolidate_commands(db: Any, home: Path, model: Any = None, *, named: bool = False) -> Any:
+    """A backfill-style run of the stories; ``named``: naming every pending conversation, as a
+    run asked for explicitly (it passes every fault point of a run, ``close.after`` first)."""
     from slowwave.tasks.consolidate import consolidate
-    from tests.reliability.crash_child import settings_for
+    from tests.reliability.crash_child import pending_conversations, settings_for
     from tests.reliability.fix_commands import CommandModel, HashEmbedder
 
     return consolidate(
-        db, model or CommandModel(), HashEmbedder(), settings_for(db.url, home), kind="backfill"
+        db,
+        model or CommandModel(),
+        HashEmbedder(),
+        settings_for(db.url, home),
+        kind="backfill",
+        conversations=pending_conversations(db) if named else None,
     )
 
 
@@ -334,7 +343,7 @@ def forget_in_flight(db: Any, home: Path, conversations: int, points: tuple[str,
         arrival = arrive_during(
             point,
             hit_for(point),
-            lambda: consolidate_commands(db, home),
+            lambda: consolidate_commands(db, home, named=True),
             partial(forget_conversation, db, secret, home=home, by="bench", reason="erasure"),
         )
         scenario.operation_s_max = max(
@@ -376,7 +385,10 @@ def revert_in_flight(db: Any, home: Path, conversations: int, points: tuple[str,
                     return exc
 
         arrival = arrive_during(
-            point, min(hit_for(point), 2), lambda: consolidate_commands(db, home), revert_first
+            point,
+            min(hit_for(point), 2),
+            lambda: consolidate_commands(db, home, named=True),
+            revert_first,
         )
         scenario.operation_s_max = max(
             scenario.operation_s_max, round(arrival.seconds_after_release, 2)

@@ -247,6 +247,10 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
         "claim": (params(), {pending}),
         "claim_left_pending": (params(), {pending}),
         "due_count": (params(), {pending}),
+        "episodes_close": (
+            {"conversations": ["conv-0"], "open_s": 1800},
+            {"Index Scan on episodic_memory_pending_idx"},
+        ),
         "claim_give_back_split": (
             {"conversations": ["conv-0", "conv-1"], "run_id": uuid.uuid4(), "shard": 0},
             {"Bitmap Index Scan on episodic_memory_pending_idx"},

@@ -65,9 +65,13 @@ def print_run(run: dict[str, Any]) -> None:
         shown.add_row(key.replace("_", " "), "" if value is None else str(value))
     for key in RUN_COUNTS:
         shown.add_row(key.replace("_", " "), str(run[key]))
+    for reason, n in run["left_undone"].items():
+        shown.add_row(f"left undone: {reason.replace('_', ' ')}", str(n))
     if run["error"]:
         shown.add_row("error", str(run["error"]))
     console.print(shown)
+    if run["note"]:
+        console.print(run["note"], highlight=False)
 
 
 # how `runs list` names a status in its narrow column

@@ -30,6 +30,8 @@ APPLY_STEPS = (
 # A consolidation run's points, in the order a run passes them (the crash suite kills a run
 # at each).
 RUN_POINTS: tuple[str, ...] = (
+    # a run that names its conversations closed their open episodes (committed), before planning
+    "close.after",
     "claim.before",
     "claim.after",
     "model.answered",

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from uuid import UUID
 
 from pydantic import BaseModel, Field
@@ -43,6 +45,25 @@ class SimilarityHistogram(BaseModel):
     count: int
 
 
+def left_undone(stored: Mapping[str, Any]) -> dict[str, int]:
+    """From a run's stored summary (or its dump), the episodes it left undone by reason
+    (``LEFT_UNDONE``; only reasons that count)."""
+    counts = {reason: int(stored.get(field) or 0) for reason, field, _ in LEFT_UNDONE}
+    return {reason: n for reason, n in counts.items() if n}
+
+
+def undone_note(left: Mapping[str, int]) -> str:
+    """One sentence on what a run left undone and why, from ``RunSummary.left_undone``."""
+    if not left:
+        return "nothing left undone"
+    meaning = {reason: text for reason, _, text in LEFT_UNDONE}
+    parts = [
+        f"{n} episode{'s' if n != 1 else ''} {meaning.get(reason, reason)}"
+        for reason, n in left.items()
+    ]
+    return "left undone: " + "; ".join(parts)
+
+
 @dataclass(frozen=True)
 class RunRequest:
     """A run a key asked for: its id, known before it starts, and the key's tenant."""
@@ -59,8 +80,40 @@ class ChunkFailure(BaseModel):
     reason: str
 
 
-# Counted once for the whole run, after its shards (what it left pending), never per shard.
-_RUN_LEVEL = frozenset({"episodes_not_due", "episodes_held_elsewhere", "episodes_over_cap"})
+# Counted once for the whole run (what it closed as it started, what it left pending after its
+# shards), never per shard.
+_RUN_LEVEL = frozenset(
+    {
+        "episodes_closed",
+        "episodes_open",
+        "episodes_not_due",
+        "episodes_held_elsewhere",
+        "episodes_over_cap",
+        "episodes_left_quarantined",
+    }
+)
+
+# Why a run left episodes undone: the reason's name (in GET /v1/runs/ID's ``left_undone``), the
+# summary's count, and what it means, as `slowwave runs show` and the run's note say it.
+LEFT_UNDONE: tuple[tuple[str, str, str], ...] = (
+    (
+        "open",
+        "episodes_open",
+        "still open: the conversation's last message is younger than the segmentation gap "
+        "(SLOWWAVE_SEGMENT_GAP_S) and no request closed it",
+    ),
+    ("held", "episodes_held_elsewhere", "held by another run"),
+    ("not_due", "episodes_not_due", "not due yet under the nightly rule"),
+    ("over_cap", "episodes_over_cap", "over the run's cap (SLOWWAVE_CLAIM_MAX_CONVERSATIONS)"),
+    ("deferred", "episodes_deferred", "behind a failed chunk of their conversation"),
+    ("conflicted", "episodes_conflicted", "taken over by another run"),
+    ("forgotten", "episodes_forgotten", "dropped: their conversation was forgotten"),
+    (
+        "quarantined",
+        "episodes_left_quarantined",
+        "quarantined, until an operator releases them (slowwave quarantine list)",
+    ),
+)
 
 
 class RunSummary(BaseModel):
@@ -94,6 +147,16 @@ class RunSummary(BaseModel):
         description="Dropped: their conversation was forgotten while the run worked on it "
         "(nothing about it recorded, no id kept).",
     )
+    episodes_closed: int = Field(
+        default=0,
+        description="Open episodes this run closed as it started: a run that names its "
+        "conversations (asked for explicitly) takes what was said up to that moment.",
+    )
+    episodes_open: int = Field(
+        default=0,
+        description="Left pending: still open, their conversation's last message younger than "
+        "the segmentation gap (a run that names no conversation closes none).",
+    )
     episodes_not_due: int = Field(
         default=0, description="Left pending: their conversation is not due yet (nightly rule)."
     )
@@ -102,6 +165,11 @@ class RunSummary(BaseModel):
     )
     episodes_over_cap: int = Field(
         default=0, description="Left pending: due, beyond the run's claim_max_conversations."
+    )
+    episodes_left_quarantined: int = Field(
+        default=0,
+        description="Quarantined episodes of the run's conversations (of every conversation for "
+        "a run that names none), by this run or an earlier one: left until released.",
     )
     facts_inserted: int = 0
     facts_reinforced: int = 0
@@ -166,6 +234,11 @@ class RunSummary(BaseModel):
         """Prompt tokens the engine computed: the billed ones less what its cache served."""
         return self.prompt_tokens - self.prompt_tokens_cached
 
+    def left_undone(self) -> dict[str, int]:
+        """Episodes the run left undone, by reason (``LEFT_UNDONE``; only reasons that
+        count)."""
+        return left_undone(self.model_dump())
+
     def add_time(self, stage: str, seconds: float) -> None:
         self.stage_seconds[stage] = round(self.stage_seconds.get(stage, 0.0) + seconds, 4)
 
@@ -199,9 +272,12 @@ class RunSummary(BaseModel):
             ("left pending: deferred behind a failed chunk", self.episodes_deferred),
             ("left pending: taken over by another run", self.episodes_conflicted),
             ("dropped: their conversation was forgotten", self.episodes_forgotten),
+            ("episodes closed at the request", self.episodes_closed),
+            ("left pending: still open", self.episodes_open),
             ("left pending: held by another run", self.episodes_held_elsewhere),
             ("left pending: not due yet", self.episodes_not_due),
             ("left pending: over the claim cap", self.episodes_over_cap),
+            ("left quarantined (slowwave quarantine list)", self.episodes_left_quarantined),
             ("facts new", self.facts_inserted),
             ("facts merged by dedupe", self.dedupe_merges),
             ("profiles written (failed)", f"{self.profiles_written} ({self.profiles_failed})"),

@@ -186,8 +186,9 @@ def build_server(service: Callable[[], Service], caller: Callable[[Context], Cal
 
     @server.tool(
         description="Consolidate a conversation's pending episodes into facts now, whatever the "
-        "nightly triggers say (write keys): answers with the run's id at once; run_state "
-        "follows it."
+        "nightly triggers say (write keys), what was just said included: the conversation's "
+        "open episode is closed at this call, and a message added after it starts the next. "
+        "Answers with the run's id at once; run_state follows it."
     )
     async def consolidate_conversation(
         ctx: Context, conversation_id: str | None = None
@@ -197,7 +198,10 @@ def build_server(service: Callable[[], Service], caller: Callable[[Context], Cal
         )
         return started.model_dump(mode="json")
 
-    @server.tool(description="A run this tenant asked for: queued, running or how it ended.")
+    @server.tool(
+        description="A run this tenant asked for: queued, running or how it ended, with what it "
+        "committed and, once ended, what it left undone by reason (left_undone, note)."
+    )
     async def run_state(run_id: UUID, ctx: Context) -> dict[str, Any]:
         state = await call(ctx, lambda s, c: s.run_state(c, run_id))
         return state.model_dump(mode="json")

@@ -197,3 +197,15 @@ class RunState(BaseModel):
     facts_updated: int = 0
     facts_invalidated: int = 0
     error: str | None = None
+    left_undone: dict[str, int] = Field(
+        default_factory=dict,
+        description="Once the run ended: the episodes of its conversations it left undone, by "
+        "reason, only those that count: `open` (still open: the conversation went on after the "
+        "request), `held` (by another run), `not_due`, `over_cap`, `deferred` (behind a failed "
+        "chunk), `conflicted` (taken over by another run), `forgotten`, `quarantined`.",
+    )
+    note: str | None = Field(
+        default=None,
+        description="Once the run ended: one sentence on what it left undone and why "
+        '("nothing left undone" when it took everything).',
+    )

@@ -18,6 +18,7 @@ from slowwave.models.run import RunRequest, RunSummary
 from slowwave.service.answers import Recorded, Rejected, RunStarted
 from slowwave.service.caller import Caller
 from slowwave.service.core import ServiceCore, run_asked
+from slowwave.tasks.claim import close_open
 from slowwave.tasks.consolidate import consolidate as consolidate_run
 from slowwave.tasks.history import list_facts
 from slowwave.tasks.ingest.formats import Format, check_sources
@@ -127,14 +128,19 @@ class Writes(ServiceCore):
 
     def consolidate_now(self, caller: Caller, conversation_id: str) -> RunStarted:
         """Consolidate one conversation's pending episodes now, whatever the triggers say: a
-        run the caller's key asked for. In a server it starts at once and the answer carries
-        its id (``run_state`` follows it): a flow run of the nightly deployment where a Prefect
-        API is configured (the server's ``launcher``), else in the server's own worker, one run
-        at a time. In one process it runs before the call returns."""
+        run the caller's key asked for. Its open episode (its last message younger than the
+        segmentation gap) is closed at this moment and consolidated with the rest; a message
+        recorded afterwards starts a new episode. In a server it starts at once and the answer
+        carries its id (``run_state`` follows it): a flow run of the nightly deployment where a
+        Prefect API is configured (the server's ``launcher``), else in the server's own worker,
+        one run at a time. In one process it runs before the call returns."""
         caller.needs(Scope.write)
         key = caller.key(conversation_id)
         with self.connection() as conn:
             self.require(conn, key, conversation_id)
+            # what was said up to now, the open episode included: a message recorded after this
+            # starts the next episode (the run closes again as it starts, for one queued behind)
+            close_open(conn, [key], self.settings.ingest.segment_gap_s)
         request = RunRequest(new_id(), caller.tenant)
         if self.background:
             self.queued[request.run_id] = caller.tenant

@@ -233,6 +233,10 @@ class LeftPending:
     # due, but not taken: beyond the run's claim_max_conversations, or due only after the run
     # planned its shards
     over_cap: int
+    # still open: the conversation may go on in them (no request closed them)
+    open: int = 0
+    # quarantined, in the run's conversations (all of them for a run that names none)
+    quarantined: int = 0
 
 
 def left_pending(
@@ -248,8 +252,28 @@ def left_pending(
     row = conn.execute(
         sql.statement("claim_left_pending"), _params(run_id, policy, conversations, everything)
     ).fetchone()
-    held, not_due, over_cap = row if row is not None else (0, 0, 0)
-    return LeftPending(int(held), int(not_due), int(over_cap))
+    if row is None:
+        return LeftPending(0, 0, 0)
+    return LeftPending(*(int(n) for n in row))
+
+
+def close_open(conn: psycopg.Connection, conversations: Sequence[str], open_s: int) -> int:
+    """Close, and commit, the open episodes of ``conversations`` (those whose last message is
+    younger than ``open_s`` seconds, never claimed): a consolidation asked for explicitly takes
+    them now, and a message recorded afterwards starts the next episode. Committed before any
+    claim, so a run that dies after it leaves them closed and due for the next run; return how
+    many were closed (0 when none was open)."""
+    if not conversations:
+        return 0
+    with conn.transaction():
+        cur = conn.execute(
+            sql.statement("episodes_close"),
+            {"conversations": list(conversations), "open_s": open_s},
+        )
+        closed = cur.rowcount
+    if closed:
+        logger.info("closed %d open episode(s) of %d conversation(s)", closed, len(conversations))
+    return closed
 
 
 def _params(

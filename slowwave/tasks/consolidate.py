@@ -15,14 +15,14 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from uuid import UUID
 
-from slowwave.models import interrupt
+from slowwave.models import faultpoints, interrupt
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.llm.base import StructuredModel
 from slowwave.models.run import RunRequest, RunSummary
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.chains import Backlog
-from slowwave.tasks.claim import Due, claim, count_due, left_pending
+from slowwave.tasks.claim import Due, claim, close_open, count_due, left_pending
 from slowwave.tasks.pipeline import RunPolicy, consolidate_shard, timed
 from slowwave.tasks.profile import ProfilePolicy, profile_run
 from slowwave.tasks.runs import recorded_run
@@ -148,6 +148,19 @@ def count_left_pending(db: Database, summary: RunSummary, policy: RunPolicy, sco
     summary.episodes_held_elsewhere = left.held
     summary.episodes_not_due = left.not_due
     summary.episodes_over_cap = left.over_cap
+    summary.episodes_open = left.open
+    summary.episodes_left_quarantined = left.quarantined
+
+
+def close_named(db: Database, summary: RunSummary, policy: RunPolicy, scope: Scope) -> None:
+    """A run that names its conversations was asked for them now: their open episodes are
+    closed (and committed) before anything is planned, so that what was said up to this moment
+    is consolidated; timed with the plan."""
+    if scope.conversations is None:
+        return
+    with timed(summary, "plan"), db.connection() as conn:
+        summary.episodes_closed = close_open(conn, scope.conversations, policy.claim.open_s)
+        faultpoints.reached("close.after", conn)
 
 
 def takes_everything(kind: str, conversations: Sequence[str] | None) -> bool:
@@ -221,8 +234,9 @@ def drive_run(
 ) -> RunSummary:
     """A whole run, the one order every run follows: recorded (its row, its leases renewed,
     its claims released and its outcome stored whatever happens) → its policy → what it
-    consolidates → a plan of shards from a count of what is due → the shards, each claiming
-    its own conversations → what it leaves pending, counted → the conversations' profiles."""
+    consolidates (the open episodes of the conversations it names, closed) → a plan of shards
+    from a count of what is due → the shards, each claiming its own conversations → what it
+    leaves pending, counted → the conversations' profiles."""
     interrupt.clear()  # an interrupt of an earlier run in this process is not this one's
     with recorded_run(
         db,
@@ -239,6 +253,7 @@ def drive_run(
             policy = replace(policy, claim=quiet)
         steps.prepare(summary)
         scope = Scope.of(summary, conversations)
+        close_named(db, summary, policy, scope)
         specs, due = steps.plan(
             db, summary, policy, scope, settings.orchestration.shard_conversations
         )

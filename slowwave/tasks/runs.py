@@ -31,6 +31,8 @@ from slowwave.models.run import (
     RunRequest,
     RunSummary,
     SimilarityHistogram,
+    left_undone,
+    undone_note,
 )
 from slowwave.models.settings import setting_default
 from slowwave.tasks.claim import release, renew
@@ -159,11 +161,19 @@ def count_committed(conn: psycopg.Connection, summary: RunSummary) -> None:
 
 def show_run(conn: psycopg.Connection, run_id: UUID) -> dict[str, Any] | None:
     """One run's row, its counts what it committed while it is marked running (statement
-    runs_show, the columns of runs_list and more); None when there is no such run."""
+    runs_show, the columns of runs_list and more), and once it ended what it left undone by
+    reason (``left_undone``, empty while it runs) with a sentence that says so (``note``);
+    None when there is no such run."""
     with conn.cursor(row_factory=dict_row) as cur:
         row: dict[str, Any] | None = cur.execute(
             sql.statement("runs_show"), {"run_id": run_id}
         ).fetchone()
+    if row is None:
+        return None
+    stored = row.pop("summary")
+    ended = row["finished_at"] is not None and isinstance(stored, dict)
+    row["left_undone"] = left_undone(stored) if ended else {}
+    row["note"] = undone_note(row["left_undone"]) if ended else None
     return row
 
 

@@ -7,6 +7,9 @@ At the point it prints ``AT POINT`` and waits to be killed: the test SIGKILLs it
 group at that exact moment. ``DONE`` means the run ended without reaching the point. POINT
 ``none`` arms nothing; ``barrier`` waits, before claiming, until HIT runs are running: the
 concurrency tests start several of these and make them claim at the same moment.
+
+Except at a barrier, the run names every conversation with pending episodes, as a run asked
+for explicitly does: it closes their open episodes first (the fault point ``close.after``).
 """
 
 from __future__ import annotations
@@ -64,8 +67,21 @@ def main() -> None:
     elif point != "none":
         faultpoints.arm(point, wait_here, at_hit=hit)
     with Database(settings) as db:
-        consolidate(db, CommandModel(), HashEmbedder(), settings, kind="backfill")
+        named = None if point == "barrier" else pending_conversations(db)
+        consolidate(
+            db, CommandModel(), HashEmbedder(), settings, kind="backfill", conversations=named
+        )
     print("DONE", flush=True)
+
+
+def pending_conversations(db: Database) -> list[str]:
+    """The conversations with pending episodes, as a run that names them all takes them."""
+    with db.connection() as conn:
+        rows = conn.execute(
+            "SELECT DISTINCT conversation_id FROM episodic_memory "
+            "WHERE consolidated_at IS NULL AND quarantined_at IS NULL ORDER BY 1"
+        ).fetchall()
+    return [r[0] for r in rows]
 
 
 if __name__ == "__main__":

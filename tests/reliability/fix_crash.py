@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def hit_for(point: str) -> int:
     """Which time the point is reached when the child dies there: mid-run where it can be."""
-    if point.startswith("claim."):
-        return 1  # one claim a run
+    if point.startswith(("claim.", "close.")):
+        return 1  # one close and one claim a run
     if point == "model.answered":
         return 2  # once a batch of chunks
     return 3  # once a batch (a chain step: a chunk of each conversation): half applied

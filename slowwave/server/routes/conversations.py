@@ -94,9 +94,12 @@ def search_memory(
     tags=["record"],
     status_code=202,
     summary="Consolidate the conversation's pending episodes now, whatever the triggers say.",
-    description="Starts a run at once (a flow run of the nightly deployment where a Prefect API "
-    "is configured, else the server's own worker, one run at a time) and answers with its id; "
-    "GET /v1/runs/{run_id} follows it. Write keys.",
+    description="What was just said included: the conversation's open episode (its last message "
+    "younger than SLOWWAVE_SEGMENT_GAP_S) is closed at this request, and a message recorded "
+    "after it starts the next episode. Starts a run at once (a flow run of the nightly "
+    "deployment where a Prefect API is configured, else the server's own worker, one run at a "
+    "time) and answers with its id; GET /v1/runs/{run_id} follows it, and once it ended says "
+    "what it left undone, by reason. Write keys.",
     responses={
         202: {
             "links": {

@@ -1,10 +1,12 @@
 -- Claim the pending episodes of due conversations for one run.
 -- Due (slowwave_due, migration 0005): at least %(threshold)s pending episodes, one with
 -- surprise >= %(flashbulb)s, one that an earlier run already claimed (a crashed or failed
--- run's tail), or one recorded more than %(due_after_s)s seconds ago. With %(everything)s (a
+-- run's tail) or that a request closed (migration 0032: a run asked for that died before it
+-- consolidated), or one recorded more than %(due_after_s)s seconds ago. With %(everything)s (a
 -- backfill, or a run that names its conversations) every pending episode is due.
 -- An episode still open is not taken: its last message is younger than %(open_s)s seconds (the
--- segmentation gap) by the wall clock, so the conversation may go on in it (ingest_segment).
+-- segmentation gap) by the wall clock, so the conversation may go on in it (ingest_segment),
+-- unless a request closed it (slowwave_episode_closed, migration 0032).
 -- With %(quiet_s)s (the soon deployment) a conversation is due only once it is quiet: none of
 -- its episodes ended within that many seconds (slowwave_quiet, migration 0029).
 -- A conversation is taken whole or not at all: skipped while any of its pending episodes is
@@ -17,13 +19,13 @@ WITH due AS MATERIALIZED (  -- sorted first: the locks below are taken in order,
     SELECT conversation_id, min(start_at) AS oldest
     FROM episodic_memory
     WHERE consolidated_at IS NULL AND quarantined_at IS NULL
-      AND (end_at < now() - make_interval(secs => %(open_s)s) OR first_claimed_at IS NOT NULL)
+      AND slowwave_episode_closed(end_at, first_claimed_at, closed_at, %(open_s)s::integer)
       AND (%(conversations)s::text[] IS NULL OR conversation_id = ANY(%(conversations)s::text[]))
       AND NOT conversation_id = ANY(%(taken)s::text[])
     GROUP BY conversation_id
     HAVING (%(everything)s
             OR slowwave_due(count(*), max(coalesce(surprise, novelty)),
-                            bool_or(first_claimed_at IS NOT NULL),
+                            bool_or(first_claimed_at IS NOT NULL OR closed_at IS NOT NULL),
                             min(created_at), %(threshold)s::integer, %(flashbulb)s::real,
                             now() - make_interval(secs => %(due_after_s)s)))
        AND bool_and(claimed_until IS NULL OR claimed_until < now()
@@ -48,7 +50,7 @@ claimed AS (
         first_claimed_at = coalesce(e.first_claimed_at, now())
     WHERE e.conversation_id = ANY (ARRAY(SELECT conversation_id FROM locked))
       AND e.consolidated_at IS NULL AND e.quarantined_at IS NULL
-      AND (e.end_at < now() - make_interval(secs => %(open_s)s) OR e.first_claimed_at IS NOT NULL)
+      AND slowwave_episode_closed(e.end_at, e.first_claimed_at, e.closed_at, %(open_s)s::integer)
       AND (e.claimed_until IS NULL OR e.claimed_until < now()
            OR (e.claimed_by = %(run_id)s AND e.claim_shard = %(shard)s))
     RETURNING e.id, e.conversation_id, e.external_key, e.messages, e.summary,

@@ -5,12 +5,12 @@ WITH due AS (
     SELECT count(*) AS episodes
     FROM episodic_memory
     WHERE consolidated_at IS NULL AND quarantined_at IS NULL
-      AND (end_at < now() - make_interval(secs => %(open_s)s) OR first_claimed_at IS NOT NULL)
+      AND slowwave_episode_closed(end_at, first_claimed_at, closed_at, %(open_s)s::integer)
       AND (%(conversations)s::text[] IS NULL OR conversation_id = ANY(%(conversations)s::text[]))
     GROUP BY conversation_id
     HAVING (%(everything)s
             OR slowwave_due(count(*), max(coalesce(surprise, novelty)),
-                            bool_or(first_claimed_at IS NOT NULL),
+                            bool_or(first_claimed_at IS NOT NULL OR closed_at IS NOT NULL),
                             min(created_at), %(threshold)s::integer, %(flashbulb)s::real,
                             now() - make_interval(secs => %(due_after_s)s)))
        AND bool_and(claimed_until IS NULL OR claimed_until < now() OR claimed_by = %(run_id)s)
