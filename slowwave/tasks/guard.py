@@ -62,6 +62,7 @@ from slowwave.tasks.grounding import (
     names_in,
     ungrounded_span,
 )
+from slowwave.tasks.restate import person_named, restate, said_by, speaks_in_first_person
 from slowwave.tasks.speaker_check import SpeakerCheck, renamed
 
 PRIORITY = {FactAction.update: 3, FactAction.invalidate: 2, FactAction.reinforce: 1}
@@ -215,8 +216,11 @@ def guard(
     rejections: list[Rejection] = []
     writer_of: dict[int, int] = {}  # answer item number (N-id) → index in ``actions``
     speakers = {m.speaker for e in episodes for m in e.messages}  # whom a slot may name
+    known_sentences = [f.fact for f in shown] + [item.fact for item in output.facts]
+    # each item's sentences, its first restated about its speaker where it said "I" (restate)
+    stated = [_stated(item, episodes, known_sentences) for item in output.facts]
     if speaker_check is not None:  # every item's statement embedded in one batch
-        speaker_check.prepare(statements_of(item.fact)[0] for item in output.facts)
+        speaker_check.prepare(said[0] for said, _ in stated)
 
     for position, item in enumerate(output.facts):
         proposed = item.action
@@ -249,8 +253,15 @@ def guard(
             action = FactAction.new
 
         evidence, cited = _evidence(item, episodes)
-        said = statements_of(item.fact)
+        said, restated = stated[position]
         writes = action in WRITING
+        if not writes:
+            said = statements_of(item.fact)
+        elif restated is not None and restated.episode.id not in {e.id for e in evidence}:
+            # the message it repeats is the evidence, and its time the fact's event time
+            evidence, cited = [restated.episode], True
+            note = "attributed to the episode whose message it restates"
+            reason = f"{reason}; {note}" if reason else note
         if len(said) > 1 and writes:
             # one fact says one thing: the first sentence is the item's statement; what
             # follows is, from the small default model, a quote turned third person
@@ -268,6 +279,9 @@ def guard(
             reason=reason,
             fact=said[0] if writes else " ".join(item.fact.split()) or None,
         )
+        if writes and restated is not None:
+            planned.proposed_fact = restated.proposed  # the decision log keeps the model's
+            planned.add_reason("restated in the third person: the model wrote its speaker's words")
         if planned.writes_fact:
             problem = _fact_problem(item, planned.fact or "")
             span = None if problem else sources.ungrounded(planned.fact or "")
@@ -332,10 +346,35 @@ def _misattributed(
     if given is None or found.said_by is None:
         refusal = f"ungrounded: {found.subject!r} is not whom it is about: {found.why}"
         return refusal, found.subject, None
-    planned.proposed_fact = planned.fact  # the decision log keeps what the model said
+    planned.proposed_fact = planned.proposed_fact or planned.fact  # what the model said
     planned.fact = given
     planned.add_reason(f"given to {found.said_by}: {found.why}, not {found.subject}'s")
     return None, None, (found.subject, found.said_by)
+
+
+@dataclass(frozen=True)
+class _Restated:
+    """An item's first sentence as the model wrote it, and the episode whose message it is."""
+
+    proposed: str
+    episode: Episode
+
+
+def _stated(
+    item: ConsolidatedFact, episodes: Sequence[Episode], known: Sequence[str]
+) -> tuple[list[str], _Restated | None]:
+    """The item's sentences (``statements_of``), the first restated in the third person about
+    its speaker when it says "I" and the rewrite is mechanical (``tasks.restate``); and, when
+    it was restated, what the model wrote and the episode it repeats, else None."""
+    said = statements_of(item.fact)
+    if not speaks_in_first_person(said[0]):
+        return said, None
+    found = said_by(said[0], episodes)  # whoever said it, whichever episode the item cites
+    person = person_named(found[0], episodes, known) if found is not None else None
+    restated = restate(said[0], person) if person is not None else None
+    if found is None or restated is None:
+        return said, None
+    return [restated, *said[1:]], _Restated(said[0], found[1])
 
 
 def _fact_problem(item: ConsolidatedFact, fact: str) -> str | None:

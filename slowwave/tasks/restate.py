@@ -1,0 +1,378 @@
+"""restate: an item that reads as a message is written as a fact about its speaker, not refused.
+
+The small default model often hands back a speaker's own sentence as the fact: "I'm moving to
+Manchester in July for a new job at a sixth-form college." (Dana's words, proposed as an
+update of where she teaches), or "Theo and I want to open a second shop near the river next
+year." The guard refuses a fact that says "I" (it is a message, not a fact about someone), and
+with it the one thing the chunk taught. Where the only defect is the speaker's own first
+person, the rewrite is mechanical and needs no model:
+
+- the speaker is the one whose message in the chunk shares the most words with the item (an
+  agent's own "I" is not restated: it says nothing about the person);
+- a speaker known only by a chat role (``user``) is named as the chunk names them: their own
+  introduction ("I'm Dana", "my name is Dana"), else the name the facts shown and the answer's
+  other facts use most among those they start with, else "The user";
+- "I'm" / "I am" → "Dana is", "I've" → "Dana has", "I'll" → "Dana will", "I" and a verb →
+  "Dana" and the verb in the third person ("I teach" → "Dana teaches"; a past tense, a modal,
+  "and I" in a compound subject stay as they are), "my" / "mine" → "Dana's", "me" → "Dana",
+  "our" before something of theirs ("our shop") → "Dana's"; an opening "Big news:" or "Yes,"
+  is dropped.
+
+A sentence with what no rule rewrites ("myself", "we", "us", "I" before a word that is no
+verb it knows) is left as it was, and the guard refuses it as before. The restated sentence
+then goes through every other rule of the guard (grounding, one statement, the speaker check).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from slowwave.models.episode import Episode
+from slowwave.tasks.grounding import names_in
+
+# chat roles: an agent's ("assistant") "I" is not a person's; a person's role is named
+AGENT_ROLES = frozenset({"assistant", "agent", "ai", "bot", "system", "tool"})
+PERSON_ROLES = frozenset({"user", "human", "customer"})
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
+_QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”")
+_OPENING = re.compile(
+    r"^(?:big news|good news|news|update|yes|yeah|yep|no|nope|well|oh|wow|so|okay|ok|"
+    r"actually|guess what|fun fact)\s*[:,!.—–-]+\s*",
+    re.I,
+)
+_INTRODUCTION = re.compile(
+    r"\b(?:I'm|I am|my name is|call me|this is)\s+([A-Z][a-z]+(?:\s+[A-Z][a-z]+)?)\b"
+)
+# words a capitalised word after "I'm" is not a name when it is
+_NOT_A_NAME = frozenset(
+    {"So", "Not", "Just", "Really", "Very", "Also", "Still", "Always", "Never", "Sorry", "Glad"}
+)
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "but",
+        "so",
+        "to",
+        "of",
+        "in",
+        "on",
+        "at",
+        "for",
+        "with",
+        "from",
+        "by",
+        "as",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "am",
+        "i",
+        "i'm",
+        "i've",
+        "i'll",
+        "i'd",
+        "me",
+        "my",
+        "mine",
+        "we",
+        "our",
+        "us",
+        "you",
+        "your",
+        "he",
+        "she",
+        "his",
+        "her",
+        "they",
+        "their",
+        "it",
+        "its",
+        "this",
+        "that",
+        "there",
+        "what",
+        "when",
+        "where",
+        "who",
+        "how",
+        "not",
+        "no",
+        "yes",
+        "just",
+        "really",
+        "very",
+        "also",
+        "too",
+    ]
+)
+# verbs that stay as they are after "I" (past tenses, modals)
+_UNCHANGED = frozenset(
+    [
+        "can",
+        "could",
+        "should",
+        "would",
+        "might",
+        "must",
+        "may",
+        "shall",
+        "will",
+        "did",
+        "had",
+        "was",
+        "were",
+        "used",
+        "went",
+        "got",
+        "took",
+        "made",
+        "saw",
+        "ran",
+        "came",
+        "found",
+        "began",
+        "bought",
+        "built",
+        "felt",
+        "gave",
+        "heard",
+        "kept",
+        "knew",
+        "left",
+        "lost",
+        "met",
+        "paid",
+        "put",
+        "read",
+        "said",
+        "sent",
+        "sold",
+        "spent",
+        "taught",
+        "thought",
+        "told",
+        "won",
+        "wrote",
+        "became",
+        "brought",
+        "caught",
+        "chose",
+        "drove",
+        "ate",
+        "fell",
+        "flew",
+        "forgot",
+        "grew",
+        "hurt",
+        "let",
+        "lit",
+        "rode",
+        "rose",
+        "sang",
+        "sat",
+        "slept",
+        "spoke",
+        "stood",
+        "swam",
+        "threw",
+        "understood",
+        "woke",
+        "wore",
+        "won't",
+        "can't",
+        "couldn't",
+        "didn't",
+        "wouldn't",
+        "shouldn't",
+        "wasn't",
+    ]
+)
+_IRREGULAR = {"have": "has", "do": "does", "go": "goes", "am": "is", "don't": "doesn't",
+              "haven't": "hasn't", "be": "is"}  # fmt: skip
+# adverbs between "I" and its verb: "I really love", "I just started"
+_ADVERBS = frozenset(
+    [
+        "really",
+        "also",
+        "just",
+        "still",
+        "usually",
+        "always",
+        "never",
+        "often",
+        "finally",
+        "recently",
+        "actually",
+        "sometimes",
+        "currently",
+        "now",
+        "mostly",
+        "only",
+        "even",
+        "already",
+        "rarely",
+        "seldom",
+        "definitely",
+        "totally",
+    ]
+)
+_CONTRACTED = (
+    (re.compile(r"\bI'm\b|\bI am\b|\bI’m\b"), "{p} is"),
+    (re.compile(r"\bI've\b|\bI’ve\b"), "{p} has"),
+    (re.compile(r"\bI'll\b|\bI’ll\b|\bI will\b"), "{p} will"),
+    (re.compile(r"\bI'd\b|\bI’d\b"), "{p} would"),
+)
+# "our" stays before what is everyone's ("pets bring joy to our lives")
+_SHARED = frozenset(
+    [
+        "lives",
+        "life",
+        "world",
+        "planet",
+        "society",
+        "community",
+        "generation",
+        "time",
+        "times",
+        "future",
+        "health",
+        "country",
+        "culture",
+        "environment",
+        "species",
+        "age",
+    ]
+)
+_FIRST_PERSON = re.compile(r"\b(I|I'm|I’m|I've|I’ve|I'd|I’d|I'll|I’ll|my|mine|me|our)\b")
+
+
+def speaks_in_first_person(fact: str) -> bool:
+    """Whether ``fact`` (quotes aside) says I, me, my, mine or our."""
+    return _FIRST_PERSON.search(_QUOTED.sub(" ", fact)) is not None
+
+
+def said_by(fact: str, episodes: Sequence[Episode]) -> tuple[str, Episode] | None:
+    """The speaker and the episode of the message of ``episodes`` that shares the most words
+    with ``fact`` (the latest of equals); None when no message shares a word."""
+    words = _content_words(fact)
+    best, found = 0, None
+    for episode in episodes:
+        for message in episode.messages:
+            shared = len(words & _content_words(message.text))
+            if shared and shared >= best:
+                best, found = shared, (message.speaker, episode)
+    return found
+
+
+def speaker_of(fact: str, episodes: Sequence[Episode]) -> str | None:
+    """The speaker of ``said_by``, or None."""
+    found = said_by(fact, episodes)
+    return found[0] if found is not None else None
+
+
+def person_named(speaker: str, episodes: Sequence[Episode], known: Iterable[str]) -> str | None:
+    """How a fact names ``speaker``: their name, or for a person's chat role the name they
+    introduced themselves by in ``episodes``, else the name most ``known`` sentences start
+    with, else "The user"; None for an agent's role."""
+    role = speaker.strip().lower()
+    if role in AGENT_ROLES:
+        return None
+    if role not in PERSON_ROLES:
+        return speaker.strip()
+    for episode in episodes:
+        for message in episode.messages:
+            if message.speaker.strip().lower() != role:
+                continue
+            found = _INTRODUCTION.search(message.text)
+            if found is not None and found.group(1).split()[0] not in _NOT_A_NAME:
+                return found.group(1)
+    plain = [sentence for sentence in known if not speaks_in_first_person(sentence)]
+    subjects = {name for sentence in plain if (name := _subject_name(sentence))}
+    named = Counter(
+        name.removesuffix("'s").removesuffix("’s")
+        for sentence in plain
+        for name in names_in(sentence)
+    )
+    leading = Counter({name: n for name, n in named.items() if name in subjects})
+    ranked = leading.most_common(2)
+    if ranked and (len(ranked) == 1 or ranked[0][1] > ranked[1][1]):
+        return ranked[0][0]
+    return "The user"
+
+
+def _subject_name(sentence: str) -> str | None:
+    """The name ``sentence`` starts with ("Dana teaches ...", "Dana's sister ..."), if any."""
+    text = sentence.strip()
+    names = names_in(text)
+    if names and text.startswith(names[0]):
+        return names[0].removesuffix("'s").removesuffix("’s")
+    return None
+
+
+def restate(fact: str, person: str) -> str | None:
+    """``fact`` in the third person about ``person``; None when something in it cannot be
+    rewritten mechanically (or nothing needed to be)."""
+    text = _OPENING.sub("", fact.strip())
+    if not speaks_in_first_person(text) or re.search(r"\b(myself|we|us)\b", text, re.I):
+        return None
+    text = re.sub(r"\b(and|or) I\b", lambda m: f"{m.group(1)} {person}", text)
+    text = re.sub(r"^I and\b", f"{person} and", text)
+    for pattern, replacement in _CONTRACTED:
+        text = pattern.sub(replacement.format(p=person), text)
+    text = re.sub(r"\bI\s+((?:\w+\s+)?)([\w'’]+)", lambda m: _subject(m, person), text)
+    if re.search(r"\bI\b", text):
+        return None  # "I" before a word that is no verb known here
+    text = re.sub(r"\b(?:my|mine)\b", f"{person}'s", text)
+    text = re.sub(r"\bMy\b", f"{person}'s", text)
+    text = re.sub(r"\bme\b(?!-)", person, text)
+    text = re.sub(
+        r"\b[Oo]ur\s+(\w+)",
+        lambda m: m.group(0) if m.group(1).lower() in _SHARED else f"{person}'s {m.group(1)}",
+        text,
+    )
+    text = text[:1].upper() + text[1:]
+    return text if text != fact.strip() else None
+
+
+def _subject(match: re.Match[str], person: str) -> str:
+    adverb, verb = match.group(1), match.group(2)
+    if adverb and adverb.strip().lower() not in _ADVERBS:
+        verb, adverb = adverb.strip(), ""  # "I <verb> <object>": the first word is the verb
+        rest = match.group(2)
+        inflected = _third_person(verb)
+        return match.group(0) if inflected is None else f"{person} {inflected} {rest}"
+    inflected = _third_person(verb)
+    return match.group(0) if inflected is None else f"{person} {adverb}{inflected}"
+
+
+def _third_person(verb: str) -> str | None:
+    lowered = verb.lower().replace("’", "'")
+    if lowered in _IRREGULAR:
+        return _IRREGULAR[lowered]
+    if lowered in _UNCHANGED or lowered.endswith("ed") or "'" in lowered:
+        return verb
+    if not lowered.isalpha() or lowered in _STOP:
+        return None
+    if re.search(r"(s|sh|ch|x|z|o)$", lowered):
+        return verb + "es"
+    if re.search(r"[^aeiou]y$", lowered):
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def _content_words(text: str) -> set[str]:
+    return {
+        w.lower().replace("’", "'")
+        for w in _WORD.findall(text)
+        if w.lower().replace("’", "'") not in _STOP
+    }
