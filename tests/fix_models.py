@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from slowwave.models.change import ChangeJudgement, ChangeVerdict
 from slowwave.models.consolidation import ConsolidatedFact, ConsolidationOutput, FactAction
 from slowwave.models.embedding import load_embedder
 from slowwave.models.embedding.base import Embedder
-from slowwave.models.llm.base import GenerationRequest, ModelAnswer, StructuredModel
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer, Purpose, StructuredModel
 from slowwave.models.settings import Settings
 from tests.fix_episodes import KEYS_BY_LINE
 
@@ -89,11 +90,16 @@ class ScriptedModel:
     name: str = "scripted"
     requests: list[GenerationRequest] = field(default_factory=list)
     cut_off: set[str] = field(default_factory=set)
+    # the change check: (known fact, later fact) → the known one no longer holds
+    out_of_date: Callable[[str, str], bool] = lambda known, later: False
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[ModelAnswer]:
         answers = []
         for request in requests:
             self.requests.append(request)
+            if request.purpose is Purpose.change:
+                answers.append(self._verdicts(request))
+                continue
             facts: list[ConsolidatedFact] = []
             raw: str | None = None
             for key in episode_keys(request):
@@ -117,8 +123,22 @@ class ScriptedModel:
             )
         return answers
 
+    def _verdicts(self, request: GenerationRequest) -> ModelAnswer:
+        """A change check's pairs: the known fact is out of date where ``out_of_date`` says so
+        (never, by default)."""
+        pairs = _CHANGE_PAIR.findall(request.user)
+        verdicts = [
+            ChangeVerdict(pair=pair, still_true=not self.out_of_date(known, later))
+            for pair, known, later in pairs
+        ]
+        text = ChangeJudgement(pairs=verdicts).model_dump_json()
+        return ModelAnswer(request.chunk_id, text, prompt_tokens=30, completion_tokens=10)
+
     def close(self) -> None:
         return None
+
+
+_CHANGE_PAIR = re.compile(r"^(P\d+)\nKnown: (.*)\nLater: (.*)$", re.M)
 
 
 @dataclass

@@ -155,3 +155,56 @@ def test_a_restated_item_holds_from_the_message_it_repeats_whichever_episode_it_
 
     moved = active(conn, "ines")["Ines is moving to Porto in June."]
     assert moved["valid_at"] == at(2023, 5, 20)
+
+
+def _moves(model_says_out_of_date: bool) -> ScriptedModel:
+    return ScriptedModel(
+        {
+            "k1": lambda r: answer(fact("Kai teaches chemistry at a school in Leeds.")),
+            "k2": lambda r: answer(
+                fact("I'm moving to Manchester for a new job.", action=FactAction.update),
+                fact("Kai bought a red bike.", "experience"),
+            ),
+        },
+        out_of_date=lambda known, later: model_says_out_of_date and "Leeds" in known,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("out_of_date", [True, False])
+def test_an_update_that_names_no_fact_ends_its_nearest_fact_about_the_person_only_if_out_of_date(
+    out_of_date: bool,
+    db: Database,
+    conn: psycopg.Connection,
+    embedder: Embedder,
+    settings: Settings,
+) -> None:
+    one = with_settings(settings, chunk_size=1, episode_threshold=1)
+    add(
+        conn,
+        make_episode(
+            "kai", "k1", "Hi, I'm Kai. I teach chemistry at a school in Leeds.", at(2023, 3, 4)
+        ),
+        make_episode(
+            "kai",
+            "k2",
+            "I'm moving to Manchester for a new job. Bought a red bike!",
+            at(2023, 5, 20),
+        ),
+    )
+    model = _moves(out_of_date)
+    summary = consolidate(db, model, embedder, one)
+
+    now = active(conn, "kai")
+    moved = "Kai is moving to Manchester for a new job."
+    assert {moved, "Kai bought a red bike."} <= set(now)  # the unrelated item stays new
+    assert summary.change_pairs == 1
+    leeds = next(f for f in facts(conn, "kai") if "Leeds" in f["fact"])
+    if out_of_date:
+        assert "Kai teaches chemistry at a school in Leeds." not in now
+        assert now[moved]["supersedes_id"] == leeds["id"]
+        assert leeds["invalid_at"] == now[moved]["valid_at"] == at(2023, 5, 20)
+        assert summary.changes_found == summary.facts_updated == 1
+    else:
+        assert leeds["invalid_at"] is None and now[moved]["supersedes_id"] is None
+        assert summary.changes_found == 0

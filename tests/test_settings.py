@@ -124,6 +124,7 @@ ADDED = [
     "SEARCH_MEMORY_WINDOW",
     "SEARCH_MEMORY_VECTOR_WEIGHT",
     "SERVE_DEFAULT_CONVERSATION",
+    "CHANGE_CHECK",
 ]
 
 
@@ -132,7 +133,7 @@ def test_every_variable_keeps_its_name_and_lands_in_its_group(
 ) -> None:
     read = {names[0]: place for place, names, _ in variables()}
     assert sorted(read) == sorted(f"SLOWWAVE_{n}" for n in BEFORE + ADDED)
-    assert {read[f"SLOWWAVE_{n}"].split(".")[0] for n in ADDED} == {"search", "serve"}
+    assert {read[f"SLOWWAVE_{n}"].split(".")[0] for n in ADDED} == {"search", "serve", "consolidation"}
     monkeypatch.chdir(tmp_path)  # no .env of the checkout's
     monkeypatch.setenv("SLOWWAVE_SERVE_PORT", "9123")
     monkeypatch.setenv("SLOWWAVE_CHUNK_SIZE", "7")

@@ -182,6 +182,15 @@ class RunSummary(BaseModel):
         description="Of the actions rejected, facts whose name, number, date, email address "
         "or URL is in no message they cite and no fact shown (SLOWWAVE_GROUNDING).",
     )
+    change_pairs: int = Field(
+        default=0,
+        description="Updates the model proposed without naming a fact, asked about with "
+        "their nearest known fact about the same person (the change check).",
+    )
+    changes_found: int = Field(
+        default=0,
+        description="Of those, known facts that no longer held: updated by the new fact.",
+    )
     gray_zone_pairs: int = Field(
         default=0, description="New facts near a known one, not duplicates: asked the model."
     )
@@ -284,6 +293,10 @@ class RunSummary(BaseModel):
             (
                 "gray zone: pairs asked, merged, refused as unfaithful",
                 f"{self.gray_zone_pairs}, {self.gray_zone_merges}, {self.gray_zone_unfaithful}",
+            ),
+            (
+                "change check: pairs asked, known facts updated",
+                f"{self.change_pairs}, {self.changes_found}",
             ),
             ("facts reinforced", self.facts_reinforced),
             ("facts updated", self.facts_updated),

@@ -37,6 +37,7 @@ from slowwave.sql.db import Database
 from slowwave.tasks.apply import ApplyPolicy, apply_plans, read_back, record_failure
 from slowwave.tasks.calibrate import build_request, calibration_of
 from slowwave.tasks.chains import Backlog, Stages, run_chains
+from slowwave.tasks.changes import ChangePolicy, find_changes
 from slowwave.tasks.chunking import ChunkBudget, fit_facts, run_budget
 from slowwave.tasks.claim import ClaimPolicy
 from slowwave.tasks.embed import embed_plans, embed_uncited
@@ -66,6 +67,7 @@ class RunPolicy:
     grounding: Grounding
     check_speaker: bool
     gray_zone: GrayZonePolicy
+    changes: ChangePolicy
     profile: ProfilePolicy
     related_facts_limit: int
     flashbulb_surprise: float
@@ -83,6 +85,7 @@ class RunPolicy:
             grounding=Grounding(settings.consolidation.grounding),
             check_speaker=settings.consolidation.check_speaker,
             gray_zone=GrayZonePolicy.of(settings),
+            changes=ChangePolicy.of(settings),
             profile=ProfilePolicy.of(settings),
             related_facts_limit=settings.consolidation.related_facts_limit,
             flashbulb_surprise=settings.consolidation.flashbulb_surprise,
@@ -216,8 +219,13 @@ def judge_chunks(
     prepared: list[PreparedChunk],
     policy: GrayZonePolicy,
     summary: RunSummary,
+    changes: ChangePolicy | None = None,
 ) -> list[PreparedChunk]:
-    """The gray zone (``tasks.gray_zone``), when it is on: one model call for the step."""
+    """The change check (``tasks.changes``), then the gray zone (``tasks.gray_zone``), each
+    when it is on and has something to ask: at most one model call each for the step."""
+    if changes is not None and changes.enabled:
+        with timed(summary, "changes"), db.connection() as conn:
+            find_changes(conn, model, prepared, changes, summary)
     if policy.enabled:
         with timed(summary, "gray_zone"), db.connection() as conn:
             judge_gray_zone(conn, model, embedder, prepared, policy, summary)
@@ -380,6 +388,7 @@ def stages_for(
             ),
             policy.gray_zone,
             summary,
+            policy.changes,
         ),
         apply=lambda prepared, settle: apply_chunks(
             db, prepared, policy.apply, summary, model.name, settle

@@ -29,11 +29,11 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from slowwave.models.consolidation import AGENT_ROLES
 from slowwave.models.episode import Episode
 from slowwave.tasks.grounding import names_in
 
-# chat roles: an agent's ("assistant") "I" is not a person's; a person's role is named
-AGENT_ROLES = frozenset({"assistant", "agent", "ai", "bot", "system", "tool"})
+# chat roles: an agent's ("assistant", AGENT_ROLES) "I" is not a person's; a person's is named
 PERSON_ROLES = frozenset({"user", "human", "customer"})
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
@@ -297,7 +297,7 @@ def person_named(speaker: str, episodes: Sequence[Episode], known: Iterable[str]
             if found is not None and found.group(1).split()[0] not in _NOT_A_NAME:
                 return found.group(1)
     plain = [sentence for sentence in known if not speaks_in_first_person(sentence)]
-    subjects = {name for sentence in plain if (name := _subject_name(sentence))}
+    subjects = {name for sentence in plain if (name := subject_name(sentence))}
     named = Counter(
         name.removesuffix("'s").removesuffix("’s")
         for sentence in plain
@@ -310,9 +310,12 @@ def person_named(speaker: str, episodes: Sequence[Episode], known: Iterable[str]
     return "The user"
 
 
-def _subject_name(sentence: str) -> str | None:
-    """The name ``sentence`` starts with ("Dana teaches ...", "Dana's sister ..."), if any."""
+def subject_name(sentence: str) -> str | None:
+    """The name ``sentence`` starts with ("Dana teaches ...", "Dana's sister ..."), or "The
+    user" for a person known only by that role, if any."""
     text = sentence.strip()
+    if re.match(r"the user\b", text, re.I):
+        return "The user"
     names = names_in(text)
     if names and text.startswith(names[0]):
         return names[0].removesuffix("'s").removesuffix("’s")

@@ -29,6 +29,7 @@ class Purpose(StrEnum):
     consolidate = "consolidate"  # a chunk's episodes against the known facts → actions
     summarize = "summarize"  # episodes without a summary → summaries
     merge = "merge"  # a chunk's gray-zone pairs → same fact or not, and the merged sentence
+    change = "change"  # a chunk's unnamed updates → does the known fact still hold
     profile = "profile"  # a conversation's active facts → its profile
 
 

@@ -68,6 +68,7 @@ BY_NAME: dict[str, tuple[str, str]] = {
     "gate_max_surprise": ("consolidation", "gate_max_surprise"),
     "dedupe_threshold": ("consolidation", "dedupe_threshold"),
     "gray_zone_merge": ("consolidation", "gray_zone_merge"),
+    "change_check": ("consolidation", "change_check"),
     "gray_zone_lower": ("consolidation", "gray_zone_lower"),
     "merge_faithfulness": ("consolidation", "merge_faithfulness"),
     "dedupe_candidates": ("consolidation", "dedupe_candidates"),

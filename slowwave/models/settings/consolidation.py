@@ -77,6 +77,14 @@ class ConsolidationSettings(BaseSettings):
         "not a duplicate (cosine from `gray_zone_lower` to `dedupe_threshold`) says the same, "
         "one request per chunk; a faithful merged sentence updates the known fact.",
     )
+    change_check: bool = Field(
+        default=True,
+        description="Check an update the model proposed without naming the fact it updates "
+        "against its nearest known fact about the same person (cosine from `gray_zone_lower` "
+        "to `dedupe_threshold`), in one short request per chunk: when the known fact no longer "
+        "holds, the new one updates it (lineage, ended in event time) instead of standing "
+        "beside it.",
+    )
     gray_zone_lower: float = Field(
         default=0.2,
         ge=0,
