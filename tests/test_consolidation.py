@@ -12,7 +12,13 @@ from dataclasses import dataclass, field
 import psycopg
 import pytest
 
-from slowwave.models.consolidation import ConsolidationOutput, FactAction, episode_time
+from slowwave.models.consolidation import (
+    AGENT_MESSAGE_CHARS,
+    ConsolidationOutput,
+    FactAction,
+    episode_time,
+    render_message_line,
+)
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.episode import Episode, Message
 from slowwave.models.llm.base import GenerationRequest, ModelAnswer
@@ -646,7 +652,8 @@ def test_an_episode_without_surprise_is_scored_by_novelty_and_the_gate_skips_the
     assert "n4" not in shown and {"n5", "n6", "f1"} <= set(shown)  # the gated one cost no call
     assert summary.model_calls == len(model.requests)
     prompt = next(r for r in model.requests if "f1" in episode_keys(r)).user
-    assert "E1 had a surprise score of 1.00/1.0. Extract facts more thoroughly" in prompt
+    assert "E1 is unlike what is known (a note, not part of the conversation)" in prompt
+    assert "surprise" not in prompt  # no score for a model to copy into a fact
 
 
 def test_a_conversation_is_due_at_three_episodes_or_one_flashbulb(
@@ -676,7 +683,7 @@ def test_a_conversation_is_due_at_three_episodes_or_one_flashbulb(
         "f1",
     }
     flash_prompt = next(r for r in model.requests if "f1" in episode_keys(r)).user
-    assert "E1 had a surprise score of 0.90/1.0. Extract facts more thoroughly" in flash_prompt
+    assert "E1 is unlike what is known" in flash_prompt
     ordinary = next(r for r in model.requests if "h1" in episode_keys(r)).user
     assert "Extract facts more thoroughly" not in ordinary
 
@@ -1030,7 +1037,7 @@ def test_the_parts_of_a_long_episode_share_the_surprise_its_first_part_was_given
 
     assert len(model.requests) > 1  # opened in parts, the later ones after facts exist
     for request in model.requests:  # no facts when the first part opened: 1.0, for every part
-        assert "E1 had a surprise score of 1.00/1.0" in request.user
+        assert "E1 is unlike what is known" in request.user
     assert episodes_state(conn)["S"]["novelty"] == 1.0
 
 
@@ -1252,3 +1259,14 @@ def test_a_run_killed_on_this_host_gives_its_leases_back_at_the_next_run_without
     ).fetchone()
     assert status == ("crashed",)
     assert all(e["consolidated_at"] and e["attempts"] == 0 for e in episodes_state(conn).values())
+
+
+def test_the_prompt_shows_an_agents_long_answer_cut_and_a_persons_message_whole() -> None:
+    advice = "Here are ten tips for a faster 5K. " * 40
+    said = "I set a new personal best of 25:50 at the charity 5K on Sunday! " * 10
+    shown = render_message_line(Message(speaker="assistant", text=advice))
+    assert shown.startswith("assistant: Here are ten tips") and shown.endswith(" […]")
+    assert len(shown) < len("assistant: ") + AGENT_MESSAGE_CHARS + 5
+    assert render_message_line(Message(speaker="user", text=said)) == f"user: {said}"
+    short = "Congratulations on your new personal best!"
+    assert render_message_line(Message(speaker="assistant", text=short)) == f"assistant: {short}"

@@ -143,7 +143,7 @@ def normalize_slot(slot: str | None, speakers: Iterable[str] | None = None) -> s
 # How a model names the person speaking when it does not use their name, and the speaker
 # roles of an agent rather than a person.
 _FIRST_PERSON = frozenset({"i", "me", "my", "myself", "user", "the_user", "speaker"})
-_AGENT_ROLES = frozenset({"assistant", "agent", "ai", "bot", "system", "tool"})
+AGENT_ROLES = frozenset({"assistant", "agent", "ai", "bot", "system", "tool"})
 
 
 def _slot_part(text: str) -> str:
@@ -157,7 +157,7 @@ def _speaker_named(person: str, speakers: Iterable[str]) -> str | None:
     if person in names:
         return person
     if person in _FIRST_PERSON:
-        candidates = [n for n in names if n not in _AGENT_ROLES]
+        candidates = [n for n in names if n not in AGENT_ROLES]
     else:
         candidates = [n for n in names if n.split("_")[0] == person]
     return candidates[0] if len(candidates) == 1 else None
@@ -265,9 +265,12 @@ Answer with JSON only, shaped like this example about someone else:
 {EXAMPLE_ANSWER}
 """
 
+# the attention line of a surprising episode: no score in it, which a small model copied into
+# a fact about the person ("The user believes that the surprise score of 1.00/1.0 is ...")
 DEEP_EXTRACTION = (
-    "Episode {episode_id} had a surprise score of {surprise:.2f}/1.0. Extract facts more "
-    "thoroughly: pay attention to novel or unexpected information and to beliefs it challenges."
+    "Episode {episode_id} is unlike what is known (a note, not part of the conversation). "
+    "Extract facts more thoroughly: pay attention to novel or unexpected information and to "
+    "known facts it changes."
 )
 
 
@@ -290,9 +293,19 @@ def shown_surprise(episode: Episode) -> float:
     return 1.0 if episode.surprise is None else episode.surprise
 
 
+# How much of an agent's message the prompt shows. Facts are about the people: an assistant's
+# long answers (advice, lists, recipes) are most of a chat's tokens and teach nothing about the
+# user, and a small model reads them as the user's; their opening, which often repeats what the
+# user said ("Congratulations on your new personal best of 25:50!"), is kept.
+AGENT_MESSAGE_CHARS = 280
+
+
 def render_message_line(message: Message) -> str:
-    """One message as the prompt shows it."""
-    return f"{message.speaker}: {message.text}"
+    """One message as the prompt shows it: an agent's cut to ``AGENT_MESSAGE_CHARS``."""
+    text = message.text
+    if len(text) > AGENT_MESSAGE_CHARS and message.speaker.strip().lower() in AGENT_ROLES:
+        text = text[:AGENT_MESSAGE_CHARS].rstrip() + " […]"
+    return f"{message.speaker}: {text}"
 
 
 MONTHS = [
