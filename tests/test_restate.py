@@ -50,6 +50,11 @@ from tests.test_consolidation import answer
             "Mia is much better at overhangs than Dana is.",
         ),
         ("I've owned three bikes since 2020.", "Dana has owned three bikes since 2020."),
+        (
+            "I've been running lately, and I'm happy to say I recently set a personal best.",
+            "Dana has been running lately, and Dana is happy to say Dana recently set a "
+            "personal best.",
+        ),
     ],
 )
 def test_a_speakers_own_sentence_is_restated_about_them(said: str, restated: str) -> None:

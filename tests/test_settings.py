@@ -133,7 +133,11 @@ def test_every_variable_keeps_its_name_and_lands_in_its_group(
 ) -> None:
     read = {names[0]: place for place, names, _ in variables()}
     assert sorted(read) == sorted(f"SLOWWAVE_{n}" for n in BEFORE + ADDED)
-    assert {read[f"SLOWWAVE_{n}"].split(".")[0] for n in ADDED} == {"search", "serve", "consolidation"}
+    assert {read[f"SLOWWAVE_{n}"].split(".")[0] for n in ADDED} == {
+        "search",
+        "serve",
+        "consolidation",
+    }
     monkeypatch.chdir(tmp_path)  # no .env of the checkout's
     monkeypatch.setenv("SLOWWAVE_SERVE_PORT", "9123")
     monkeypatch.setenv("SLOWWAVE_CHUNK_SIZE", "7")

@@ -153,6 +153,10 @@ _UNCHANGED = frozenset(
         "met",
         "paid",
         "put",
+        "set",
+        "cut",
+        "hit",
+        "quit",
         "read",
         "said",
         "sent",
@@ -328,10 +332,11 @@ def restate(fact: str, person: str) -> str | None:
     text = _OPENING.sub("", fact.strip())
     if not speaks_in_first_person(text) or re.search(r"\b(myself|we|us)\b", text, re.I):
         return None
-    text = re.sub(r"\b(and|or) I\b", lambda m: f"{m.group(1)} {person}", text)
-    text = re.sub(r"^I and\b", f"{person} and", text)
+    # contractions first: "and I'm happy" is "and Dana is happy", not "and Dana'm happy"
     for pattern, replacement in _CONTRACTED:
         text = pattern.sub(replacement.format(p=person), text)
+    text = re.sub(r"\b(and|or) I\b", lambda m: f"{m.group(1)} {person}", text)
+    text = re.sub(r"^I and\b", f"{person} and", text)
     text = re.sub(r"\bI\s+((?:\w+\s+)?)([\w'’]+)", lambda m: _subject(m, person), text)
     if re.search(r"\bI\b", text):
         return None  # "I" before a word that is no verb known here
