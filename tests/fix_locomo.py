@@ -1,4 +1,5 @@
-"""The shared LoCoMo data set: opened in place, never copied; tests skip when it is absent."""
+"""The shared data sets, LoCoMo and LongMemEval: opened in place, never copied; tests skip
+when one is absent."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "locomo" / "locomo7.json"
+DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+LOCOMO = DATASETS / "locomo" / "locomo7.json"
+LONGMEMEVAL = DATASETS / "longmemeval" / "longmemeval_oracle_dev.json"
 
 
 @pytest.fixture(scope="session")
@@ -14,3 +17,12 @@ def locomo_path() -> Path:
     if not LOCOMO.is_file():
         pytest.skip(f"LoCoMo data not found at {LOCOMO} (expected ../shared beside the repo)")
     return LOCOMO
+
+
+@pytest.fixture(scope="session")
+def longmemeval_path() -> Path:
+    if not LONGMEMEVAL.is_file():
+        pytest.skip(
+            f"LongMemEval data not found at {LONGMEMEVAL} (expected ../shared beside the repo)"
+        )
+    return LONGMEMEVAL

@@ -46,8 +46,9 @@ RESULTS = "benchmarks/results"
 
 @dataclass(frozen=True)
 class Tiny:
-    """How a benchmark runs in seconds: its arguments (``{data}``: the LoCoMo file), whether
-    it needs the model over the wire, and whether it takes more than a few seconds."""
+    """How a benchmark runs in seconds: its arguments (``{data}``: the LoCoMo file,
+    ``{longmemeval}``: LongMemEval's), whether it needs the model over the wire, and whether it
+    takes more than a few seconds."""
 
     args: tuple[str, ...]
     model: bool = False
@@ -82,6 +83,10 @@ TINY: dict[str, Tiny] = {
     ),
     "locomo_extraction": Tiny(
         ("--data", "{data}", "--engine", "replay", "--conversations", "conv-26", "--sessions", "1")
+    ),
+    # one knowledge-update question (two sessions: two nights), the model over the wire
+    "longmemeval": Tiny(
+        ("--data", "{longmemeval}", "--questions", "1", "--single-session", "0"), model=True
     ),
     "locomo_recall": Tiny(("--data", "{data}", "--conversations", "conv-26", "--sessions", "3")),
     "nightly_cost": Tiny(
@@ -216,8 +221,11 @@ def test_every_benchmark_runs_at_a_tiny_size_and_ends_with_a_json_object(
     assert has_main(path), f"benchmarks/{name}.py has no main: a library has no TINY entry"
     assert name in TINY, f"benchmarks/{name}.py has no tiny size: add it to TINY"
     tiny = TINY[name]
-    data = request.getfixturevalue("locomo_path") if any("{data}" in a for a in tiny.args) else ""
-    args = [a.format(data=data) for a in tiny.args]
+    paths = {
+        key: request.getfixturevalue(fixture) if any(f"{{{key}}}" in a for a in tiny.args) else ""
+        for key, fixture in (("data", "locomo_path"), ("longmemeval", "longmemeval_path"))
+    }
+    args = [a.format(**paths) for a in tiny.args]
     temp = tmp_path / "tmp"
     temp.mkdir()
     with ExitStack() as stack:
