@@ -213,3 +213,37 @@ def test_an_update_that_names_no_fact_ends_its_nearest_fact_about_the_person_onl
     else:
         assert leeds["invalid_at"] is None and now[moved]["supersedes_id"] is None
         assert summary.changes_found == 0
+
+
+@pytest.mark.slow
+def test_an_unnamed_update_is_never_asked_about_a_fact_of_another_category(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    one = with_settings(settings, chunk_size=1, episode_threshold=1)
+    add(
+        conn,
+        make_episode(
+            "ken", "n1", "I'm Ken. I play the cello in a community orchestra.", at(2024, 1, 10)
+        ),
+        make_episode(
+            "ken", "n2", "Update: I switched to day shifts at the hospital.", at(2024, 2, 14)
+        ),
+    )
+    model = ScriptedModel(
+        {
+            "n1": lambda r: answer(
+                fact("Ken plays the cello in a community orchestra.", "interest")
+            ),
+            "n2": lambda r: answer(
+                fact("I switched to day shifts at the hospital.", action=FactAction.update)
+            ),
+        },
+        out_of_date=lambda known, later: True,  # a model that would end anything it is shown
+    )
+    summary = consolidate(db, model, embedder, one)
+
+    assert set(active(conn, "ken")) == {
+        "Ken plays the cello in a community orchestra.",
+        "Ken switched to day shifts at the hospital.",
+    }
+    assert summary.change_pairs == summary.changes_found == 0

@@ -1,17 +1,20 @@
 """changes: an update the model proposed without naming the fact it updates is checked against
-the nearest known fact about the same person, between embed and apply.
+the nearest known fact of its category about the same person, between embed and apply.
 
 The guard writes an ``update`` whose ``existing_fact_id`` names no fact shown as ``new`` (it
 cannot guess the target), so "Dana is moving to Manchester in July for a new job ..." was
 written beside "Dana is teaching chemistry at a high school in Leeds." and both stayed active.
-Here each such fact's nearest active fact of the conversation (cosine from ``lower`` to the
-dedupe threshold; one the plan neither ends nor acts on) that starts with the same person's
-name is shown with it as a pair, every pair of a chunk in one short request and every chunk's
-request in one ``generate`` call (``models.change``). A pair whose known fact no longer holds
-turns the action into the update the model meant: the known fact ends at the new one's event
-time and the new one supersedes it (lineage, revertible). An answer that cannot be read leaves
-every fact as written. Only the model's own updates are checked: a ``new`` fact is never made
-to end another here (the slots do that for single-valued attributes).
+Here each such fact's nearest active fact of the conversation and category (cosine from
+``lower`` to the dedupe threshold; one the plan neither ends nor acts on) that starts with the
+same person's name is shown with it as a pair, every pair of a chunk in one short request and
+every chunk's request in one ``generate`` call (``models.change``). A pair whose known fact no
+longer holds turns the action into the update the model meant: the known fact ends at the new
+one's event time and the new one supersedes it (lineage, revertible). An answer that cannot be
+read leaves every fact as written. Only the model's own updates are checked: a ``new`` fact is
+never made to end another here (the slots do that for single-valued attributes). The category
+keeps a small model from ending what merely sits near the new fact: asked about "Kenji plays
+in a community orchestra every Sunday." beside "Kenji switched to day shifts at the same
+hospital.", the default model said the orchestra no longer held.
 """
 
 from __future__ import annotations
@@ -126,11 +129,12 @@ def find_changes(
 def _pairs(
     conn: psycopg.Connection, prepared: Sequence[PreparedChunk], policy: ChangePolicy
 ) -> list[Pair]:
-    """Each unnamed update of a chunk ready for apply with its nearest active fact, when that
-    one is in range and starts with the same person's name."""
+    """Each unnamed update of a chunk ready for apply with its nearest active fact of the same
+    category, when that one is in range and starts with the same person's name."""
     origin: list[tuple[int, int]] = []
     vectors = []
     conversations: list[str] = []
+    categories: list[str] = []
     excluded: set[UUID] = set()
     for c, item in enumerate(prepared):
         if item.error is not None or item.held is not None:
@@ -142,25 +146,28 @@ def _pairs(
             if (
                 action.action is FactAction.new
                 and action.proposed is FactAction.update
+                and action.category is not None
                 and subject_name(action.fact or "") is not None
             ):
                 origin.append((c, index))
                 vectors.append(item.vectors[row])
                 conversations.append(plan.conversation_id)
+                categories.append(action.category.value)
     if not vectors:
         return []
     rows = conn.execute(
-        sql.statement("gray_zone_nearest"),
+        sql.statement("change_nearest"),
         {
             "vectors": vectors,
             "conversations": conversations,
+            "categories": categories,
             "excluded": sorted(excluded),
             "lower": policy.lower,
             "upper": policy.upper,
         },
     ).fetchall()
     pairs = []
-    for ordinal, known_id, known_fact, similarity, _ in rows:
+    for ordinal, known_id, known_fact, similarity in rows:
         c, index = origin[ordinal - 1]
         fact = prepared[c].plan.actions[index].fact or ""
         if subject_name(known_fact) == subject_name(fact):

@@ -80,10 +80,10 @@ class ConsolidationSettings(BaseSettings):
     change_check: bool = Field(
         default=True,
         description="Check an update the model proposed without naming the fact it updates "
-        "against its nearest known fact about the same person (cosine from `gray_zone_lower` "
-        "to `dedupe_threshold`), in one short request per chunk: when the known fact no longer "
-        "holds, the new one updates it (lineage, ended in event time) instead of standing "
-        "beside it.",
+        "against its nearest known fact of the same category about the same person (cosine "
+        "from `gray_zone_lower` to `dedupe_threshold`), in one short request per chunk: when "
+        "the known fact no longer holds, the new one updates it (lineage, ended in event time) "
+        "instead of standing beside it.",
     )
     gray_zone_lower: float = Field(
         default=0.2,
