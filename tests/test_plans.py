@@ -303,6 +303,17 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
             },
             {active},
         ),
+        "change_nearest": (
+            {
+                "vectors": [VECTOR, VECTOR],
+                "conversations": ["conv-3", "conv-4"],
+                "categories": ["identity", "preference"],
+                "excluded": [],
+                "lower": 0.2,
+                "upper": 0.95,
+            },
+            {active},
+        ),
         "profile_changed": (
             {"run_id": uuid.uuid4()},
             {"Seq Scan on decision_log", "Index Only Scan on conversation_profiles_stale_idx"},
