@@ -86,6 +86,8 @@ def test_the_speaker_is_the_one_whose_message_the_item_repeats_and_a_role_goes_b
     quiet = make_episode("x", "r3", "Short answers on weekdays, please.", at(2023, 4, 2))
     assert person_named("user", [quiet], ["Dana teaches chemistry.", "Dana climbs."]) == "Dana"
     assert person_named("user", [quiet], []) == "The user"
+    junk = ["Reaching the Gold level is a great goal!", "Reaching is a fan."]
+    assert person_named("user", [quiet], junk) == "The user"  # a gerund is no name
 
 
 @pytest.mark.slow

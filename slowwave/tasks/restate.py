@@ -287,7 +287,8 @@ def speaker_of(fact: str, episodes: Sequence[Episode]) -> str | None:
 def person_named(speaker: str, episodes: Sequence[Episode], known: Iterable[str]) -> str | None:
     """How a fact names ``speaker``: their name, or for a person's chat role the name they
     introduced themselves by in ``episodes``, else the name most ``known`` sentences start
-    with, else "The user"; None for an agent's role."""
+    with, else "The user"; None for an agent's role. A first word in -ing is no name: "Reaching
+    the Gold level is a great goal!", written by a small model, named the user "Reaching"."""
     role = speaker.strip().lower()
     if role in AGENT_ROLES:
         return None
@@ -307,7 +308,13 @@ def person_named(speaker: str, episodes: Sequence[Episode], known: Iterable[str]
         for sentence in plain
         for name in names_in(sentence)
     )
-    leading = Counter({name: n for name, n in named.items() if name in subjects})
+    leading = Counter(
+        {
+            name: n
+            for name, n in named.items()
+            if name in subjects and name != "The user" and not name.endswith("ing")
+        }
+    )
     ranked = leading.most_common(2)
     if ranked and (len(ranked) == 1 or ranked[0][1] > ranked[1][1]):
         return ranked[0][0]
