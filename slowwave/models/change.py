@@ -15,6 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from slowwave.models.merge import exactly_these_pairs
+
 MAX_PAIRS_PER_REQUEST = 20
 
 
@@ -44,13 +46,7 @@ class ChangeJudgement(BaseModel):
     @classmethod
     def response_schema(cls, pairs: int) -> dict[str, Any]:
         """Exactly ``pairs`` verdicts, each naming one of the pairs shown."""
-        schema = cls.model_json_schema()
-        listed = schema["properties"]["pairs"]
-        listed["minItems"] = listed["maxItems"] = pairs
-        schema["$defs"]["ChangeVerdict"]["properties"]["pair"]["enum"] = [
-            f"P{i + 1}" for i in range(pairs)
-        ]
-        return schema
+        return exactly_these_pairs(cls, "ChangeVerdict", pairs)
 
 
 EXAMPLE = json.dumps(

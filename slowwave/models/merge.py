@@ -64,12 +64,17 @@ class MergeJudgement(BaseModel):
     def response_schema(cls, pairs: int = MAX_PAIRS_PER_REQUEST) -> dict[str, Any]:
         """The schema for a request showing ``pairs`` pairs: exactly that many judgements,
         each naming one of them, so a decoder cannot run on inventing more."""
-        schema = cls.model_json_schema()
-        listed = schema["properties"]["pairs"]
-        listed["minItems"] = listed["maxItems"] = pairs
-        pair = schema["$defs"]["PairJudgement"]["properties"]["pair"]
-        pair["enum"] = [f"P{i + 1}" for i in range(pairs)]
-        return schema
+        return exactly_these_pairs(cls, "PairJudgement", pairs)
+
+
+def exactly_these_pairs(answer: type[BaseModel], item: str, pairs: int) -> dict[str, Any]:
+    """``answer``'s schema for a request showing ``pairs`` pairs (P1, P2, ...): its ``pairs``
+    list holds exactly that many ``item``s, each naming one of them."""
+    schema = answer.model_json_schema()
+    listed = schema["properties"]["pairs"]
+    listed["minItems"] = listed["maxItems"] = pairs
+    schema["$defs"][item]["properties"]["pair"]["enum"] = [f"P{i + 1}" for i in range(pairs)]
+    return schema
 
 
 EXAMPLE = json.dumps(

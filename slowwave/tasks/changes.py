@@ -36,10 +36,11 @@ from slowwave.models.change import (
 )
 from slowwave.models.chunk import PreparedChunk
 from slowwave.models.consolidation import FactAction
-from slowwave.models.llm.base import GenerationRequest, Purpose, StructuredModel
+from slowwave.models.llm.base import Purpose, StructuredModel
 from slowwave.models.run import RunSummary
 from slowwave.models.settings import Settings, setting_default
 from slowwave.tasks.decide import ended_targets
+from slowwave.tasks.pair_requests import ask_by_chunk
 from slowwave.tasks.restate import subject_name
 
 logger = logging.getLogger(__name__)
@@ -84,35 +85,23 @@ def find_changes(
     holds into an update of that fact, in place."""
     if not policy.enabled:
         return
-    pairs = _pairs(conn, prepared, policy)
-    by_chunk: dict[int, list[Pair]] = {}
-    for pair in pairs:
-        if len(by_chunk.setdefault(pair.chunk, [])) < MAX_PAIRS_PER_REQUEST:
-            by_chunk[pair.chunk].append(pair)
-    if not by_chunk:
-        return
-    chunks = list(by_chunk)
-    requests = [
-        GenerationRequest(
-            chunk_id=f"{prepared[c].plan.chunk_id}:change",
-            purpose=Purpose.change,
-            system=CHANGE_SYSTEM_PROMPT,
-            user=render_change_prompt(
-                [(p.known_fact, prepared[c].plan.actions[p.index].fact or "") for p in by_chunk[c]]
-            ),
-            json_schema=ChangeJudgement.response_schema(len(by_chunk[c])),
-        )
-        for c in chunks
-    ]
-    summary.change_pairs += sum(len(by_chunk[c]) for c in chunks)
-    summary.model_calls += len(requests)
-    answers = model.generate(requests)
-    for c, answer in zip(chunks, answers, strict=True):
-        summary.prompt_tokens += answer.prompt_tokens
-        summary.completion_tokens += answer.completion_tokens
-        summary.prompt_tokens_cached += answer.cached_tokens
+    asked = ask_by_chunk(
+        model,
+        prepared,
+        _pairs(conn, prepared, policy),
+        purpose=Purpose.change,
+        system=CHANGE_SYSTEM_PROMPT,
+        render=lambda item, pairs: render_change_prompt(
+            [(p.known_fact, item.plan.actions[p.index].fact or "") for p in pairs]
+        ),
+        schema=ChangeJudgement.response_schema,
+        limit=MAX_PAIRS_PER_REQUEST,
+        summary=summary,
+    )
+    summary.change_pairs += sum(len(pairs) for _, pairs, _ in asked)
+    for c, pairs, answer in asked:
         taken: set[UUID] = set()
-        for pair in _out_of_date(by_chunk[c], answer.text):
+        for pair in _out_of_date(pairs, answer.text):
             if pair.known_id in taken:  # one update per known fact and chunk
                 continue
             taken.add(pair.known_id)

@@ -29,7 +29,7 @@ from slowwave.models.chunk import PreparedChunk
 from slowwave.models.consolidation import FactAction
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.fact import embedding_text
-from slowwave.models.llm.base import GenerationRequest, Purpose, StructuredModel
+from slowwave.models.llm.base import Purpose, StructuredModel
 from slowwave.models.merge import (
     MAX_PAIRS_PER_REQUEST,
     MERGE_SYSTEM_PROMPT,
@@ -39,6 +39,7 @@ from slowwave.models.merge import (
 from slowwave.models.run import RunSummary
 from slowwave.models.settings import Settings, setting_default
 from slowwave.tasks.decide import cosine, ended_targets
+from slowwave.tasks.pair_requests import ask_by_chunk
 
 logger = logging.getLogger(__name__)
 
@@ -88,35 +89,23 @@ def judge_gray_zone(
     faithful merge into an update of the known fact, in place (plan and vector)."""
     if not policy.enabled:
         return
-    pairs = _pairs(conn, prepared, policy)
-    if not pairs:
-        return
-    by_chunk: dict[int, list[Pair]] = {}
-    for pair in pairs:
-        if len(by_chunk.setdefault(pair.chunk, [])) < MAX_PAIRS_PER_REQUEST:
-            by_chunk[pair.chunk].append(pair)
-    chunks = list(by_chunk)
-    requests = [
-        GenerationRequest(
-            chunk_id=f"{prepared[c].plan.chunk_id}:merge",
-            purpose=Purpose.merge,
-            system=MERGE_SYSTEM_PROMPT,
-            user=render_merge_prompt(
-                [(prepared[c].plan.actions[p.index].fact or "", p.known_fact) for p in by_chunk[c]]
-            ),
-            json_schema=MergeJudgement.response_schema(len(by_chunk[c])),
-        )
-        for c in chunks
-    ]
-    summary.gray_zone_pairs += sum(len(by_chunk[c]) for c in chunks)
-    summary.model_calls += len(requests)
-    answers = model.generate(requests)
+    asked = ask_by_chunk(
+        model,
+        prepared,
+        _pairs(conn, prepared, policy),
+        purpose=Purpose.merge,
+        system=MERGE_SYSTEM_PROMPT,
+        render=lambda item, pairs: render_merge_prompt(
+            [(item.plan.actions[p.index].fact or "", p.known_fact) for p in pairs]
+        ),
+        schema=MergeJudgement.response_schema,
+        limit=MAX_PAIRS_PER_REQUEST,
+        summary=summary,
+    )
+    summary.gray_zone_pairs += sum(len(pairs) for _, pairs, _ in asked)
     merges: list[tuple[Pair, str]] = []
-    for c, answer in zip(chunks, answers, strict=True):
-        summary.prompt_tokens += answer.prompt_tokens
-        summary.completion_tokens += answer.completion_tokens
-        summary.prompt_tokens_cached += answer.cached_tokens
-        merges += _merges(by_chunk[c], answer.text)
+    for _, pairs, answer in asked:
+        merges += _merges(pairs, answer.text)
     if not merges:
         return
     texts = []

@@ -219,11 +219,11 @@ def judge_chunks(
     prepared: list[PreparedChunk],
     policy: GrayZonePolicy,
     summary: RunSummary,
-    changes: ChangePolicy | None = None,
+    changes: ChangePolicy,
 ) -> list[PreparedChunk]:
     """The change check (``tasks.changes``), then the gray zone (``tasks.gray_zone``), each
     when it is on and has something to ask: at most one model call each for the step."""
-    if changes is not None and changes.enabled:
+    if changes.enabled:
         with timed(summary, "changes"), db.connection() as conn:
             find_changes(conn, model, prepared, changes, summary)
     if policy.enabled:

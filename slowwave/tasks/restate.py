@@ -309,11 +309,7 @@ def person_named(speaker: str, episodes: Sequence[Episode], known: Iterable[str]
         for name in names_in(sentence)
     )
     leading = Counter(
-        {
-            name: n
-            for name, n in named.items()
-            if name in subjects and name != "The user" and not name.endswith("ing")
-        }
+        {name: n for name, n in named.items() if name in subjects and not name.endswith("ing")}
     )
     ranked = leading.most_common(2)
     if ranked and (len(ranked) == 1 or ranked[0][1] > ranked[1][1]):

@@ -1,0 +1,64 @@
+"""pair requests: a step's pairs of facts asked about, each chunk's pairs in one short request
+and every chunk's request in one ``generate`` call, never a call per fact; what the answers
+cost is added to the run's summary. The gray zone (``tasks.gray_zone``) and the change check
+(``tasks.changes``) ask this way; each reads its own answers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
+
+from slowwave.models.chunk import PreparedChunk
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer, Purpose, StructuredModel
+from slowwave.models.run import RunSummary
+
+
+class ChunkPair(Protocol):
+    """A pair found in one chunk of the step (its index in the step's prepared chunks)."""
+
+    @property
+    def chunk(self) -> int: ...
+
+
+P = TypeVar("P", bound=ChunkPair)
+
+
+def ask_by_chunk(
+    model: StructuredModel,
+    prepared: Sequence[PreparedChunk],
+    pairs: Sequence[P],
+    *,
+    purpose: Purpose,
+    system: str,
+    render: Callable[[PreparedChunk, Sequence[P]], str],
+    schema: Callable[[int], dict[str, Any]],
+    limit: int,
+    summary: RunSummary,
+) -> list[tuple[int, list[P], ModelAnswer]]:
+    """Each chunk's first ``limit`` pairs in one request (``render`` its prompt, ``schema`` its
+    answer for that many pairs), all in one call; each chunk with the pairs asked and its
+    answer. The calls and tokens are counted in ``summary``."""
+    by_chunk: dict[int, list[P]] = {}
+    for pair in pairs:
+        if len(by_chunk.setdefault(pair.chunk, [])) < limit:
+            by_chunk[pair.chunk].append(pair)
+    if not by_chunk:
+        return []
+    chunks = list(by_chunk)
+    requests = [
+        GenerationRequest(
+            chunk_id=f"{prepared[c].plan.chunk_id}:{purpose.value}",
+            purpose=purpose,
+            system=system,
+            user=render(prepared[c], by_chunk[c]),
+            json_schema=schema(len(by_chunk[c])),
+        )
+        for c in chunks
+    ]
+    summary.model_calls += len(requests)
+    answers = model.generate(requests)
+    for answer in answers:
+        summary.prompt_tokens += answer.prompt_tokens
+        summary.completion_tokens += answer.completion_tokens
+        summary.prompt_tokens_cached += answer.cached_tokens
+    return [(c, by_chunk[c], a) for c, a in zip(chunks, answers, strict=True)]
