@@ -13,6 +13,7 @@ from slowwave.models.consolidation import ConsolidatedFact, ConsolidationOutput,
 from slowwave.models.embedding import load_embedder
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.llm.base import GenerationRequest, ModelAnswer, Purpose, StructuredModel
+from slowwave.models.second_look import MessageFact, SecondLookAnswer
 from slowwave.models.settings import Settings
 from tests.fix_episodes import KEYS_BY_LINE
 
@@ -92,6 +93,8 @@ class ScriptedModel:
     cut_off: set[str] = field(default_factory=set)
     # the change check: (known fact, later fact) → the known one no longer holds
     out_of_date: Callable[[str, str], bool] = lambda known, later: False
+    # the second look: a message's text → the (fact, category) pairs it states (none by default)
+    second_look: Callable[[str], Sequence[tuple[str, str]]] = lambda text: ()
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[ModelAnswer]:
         answers = []
@@ -99,6 +102,9 @@ class ScriptedModel:
             self.requests.append(request)
             if request.purpose is Purpose.change:
                 answers.append(self._verdicts(request))
+                continue
+            if request.purpose is Purpose.second_look:
+                answers.append(self._looked(request))
                 continue
             facts: list[ConsolidatedFact] = []
             raw: str | None = None
@@ -124,20 +130,42 @@ class ScriptedModel:
         return answers
 
     def _verdicts(self, request: GenerationRequest) -> ModelAnswer:
-        """A change check's pairs: the known fact is out of date where ``out_of_date`` says so
-        (never, by default)."""
+        """A change check's pairs: the known fact rewritten with the later one's value where
+        ``out_of_date`` says it no longer holds (never, by default), copied otherwise."""
         pairs = _CHANGE_PAIR.findall(request.user)
         verdicts = [
-            ChangeVerdict(pair=pair, still_true=not self.out_of_date(known, later))
+            ChangeVerdict(
+                pair=pair, now=_swapped(known, later) if self.out_of_date(known, later) else known
+            )
             for pair, known, later in pairs
         ]
         text = ChangeJudgement(pairs=verdicts).model_dump_json()
         return ModelAnswer(request.chunk_id, text, prompt_tokens=30, completion_tokens=10)
 
+    def _looked(self, request: GenerationRequest) -> ModelAnswer:
+        """A second look's messages: the facts ``second_look`` gives each message's text."""
+        facts = [
+            MessageFact(message=short, fact=text, category=category)
+            for short, message in _SHOWN_MESSAGE.findall(request.user)
+            for text, category in self.second_look(message)
+        ]
+        text = SecondLookAnswer(facts=facts).model_dump_json()
+        return ModelAnswer(request.chunk_id, text, prompt_tokens=40, completion_tokens=10)
+
     def close(self) -> None:
         return None
 
 
+def _swapped(known: str, later: str) -> str:
+    """``known`` with its last word swapped for the first name (else word) only ``later`` has,
+    as a model rewrites "Kai teaches in Leeds." once "Kai is moving to Manchester"."""
+    words = known.rstrip(".").split()
+    new = [w.strip(".,!") for w in later.split()[1:] if w.strip(".,!") not in known]
+    value = next((w for w in new if w[:1].isupper()), new[0] if new else words[-1])
+    return " ".join([*words[:-1], value]) + "."
+
+
+_SHOWN_MESSAGE = re.compile(r"^(M\d+) \| .*\n(.*)$", re.M)
 _CHANGE_PAIR = re.compile(r"^(P\d+)\nKnown: (.*)\nLater: (.*)$", re.M)
 
 

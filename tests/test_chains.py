@@ -16,7 +16,7 @@ from slowwave.models.chunk import ApplyResult, PreparedChunk
 from slowwave.models.consolidation import ConsolidationOutput
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.errors import RuntimeUnreachable
-from slowwave.models.llm.base import GenerationRequest, ModelAnswer
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer, Purpose
 from slowwave.models.llm.openai import OpenAICompatibleModel
 from slowwave.models.processes import free_port
 from slowwave.models.settings import Settings
@@ -143,7 +143,9 @@ def test_a_conversations_next_chunk_is_asked_only_after_its_previous_chunk_is_ap
     consolidate(db, model, embedder, single_episode_chunks)
     model.close()
 
-    shown = {episode_keys(r)[0]: r.user for r in scripted.requests}
+    shown = {
+        episode_keys(r)[0]: r.user for r in scripted.requests if r.purpose is Purpose.consolidate
+    }
     # each prompt shows the facts its own conversation's earlier chunks wrote, and no others
     assert SENTENCES["f1"] in shown["f2"] and SENTENCES["f2"] in shown["f3"]
     assert SENTENCES["s1"] in shown["s2"]

@@ -21,7 +21,7 @@ from slowwave.models.consolidation import (
 )
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.episode import Episode, Message
-from slowwave.models.llm.base import GenerationRequest, ModelAnswer
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer, Purpose
 from slowwave.models.llm.tokens import estimate_tokens
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
@@ -701,7 +701,7 @@ def test_the_system_prompt_is_byte_identical_and_facts_are_shown_under_short_ids
     model = ScriptedModel({"z1": lambda r: answer(fact("User likes jazz music", "preference"))})
     consolidate(db, model, embedder, one_per_chunk)
     (jazz,) = facts(conn, "c")
-    first, second, third = model.requests
+    first, second, third = (r for r in model.requests if r.purpose is Purpose.consolidate)
     assert first.system == second.system == third.system
     assert "[F1] [preference] User likes jazz music" in second.user
     assert str(jazz["id"]) not in second.user

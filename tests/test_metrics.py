@@ -136,7 +136,12 @@ def test_a_backfill_counts_the_summaries_it_asked_for_in_its_runs_calls_and_toke
     sample = Path(__file__).resolve().parents[1] / "examples/transcripts/sample-chats.jsonl"
     with fake_model() as fake:
         # the sample's episodes are short: every one summarised all the same
-        env = fake.env(SLOWWAVE_SUMMARIZE_ON_INGEST="true", SLOWWAVE_SUMMARY_MIN_CHARS="0")
+        # (and no second look: the calls counted are the chunks' and the summaries')
+        env = fake.env(
+            SLOWWAVE_SUMMARIZE_ON_INGEST="true",
+            SLOWWAVE_SUMMARY_MIN_CHARS="0",
+            SLOWWAVE_SECOND_LOOK="false",
+        )
         done = run_cli(tmp_path, "backfill", str(sample), **env)
         summarized = fake.calls
     assert done.returncode == 0, done.stderr[-3000:]

@@ -307,7 +307,7 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
             {
                 "vectors": [VECTOR, VECTOR],
                 "conversations": ["conv-3", "conv-4"],
-                "categories": ["identity", "preference"],
+                "candidates": 3,
                 "excluded": [],
                 "lower": 0.2,
                 "upper": 0.95,

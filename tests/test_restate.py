@@ -8,6 +8,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
+from slowwave.models.change import replaced
 from slowwave.models.consolidation import FactAction
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.settings import Settings
@@ -217,35 +218,46 @@ def test_an_update_that_names_no_fact_ends_its_nearest_fact_about_the_person_onl
         assert summary.changes_found == 0
 
 
-@pytest.mark.slow
-def test_an_unnamed_update_is_never_asked_about_a_fact_of_another_category(
-    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+@pytest.mark.parametrize(
+    ("known", "later", "now", "ends"),
+    [
+        (
+            "Dana teaches chemistry at a high school in Leeds.",
+            "Dana is moving to Manchester in July for a new job.",
+            "Dana teaches chemistry at a high school in Manchester.",
+            True,
+        ),
+        ("The user owns 3 bikes.", "The user now has 4 bikes.", "The user owns 4 bikes.", True),
+        (
+            "The user's 5K personal best is 27:12.",
+            "The user ran a new 5K personal best of 25:50.",
+            "The user's 5K personal best is 25:50.",
+            True,
+        ),
+        # a copy: the later fact is about something else
+        (
+            "Kenji plays in a community orchestra every Sunday.",
+            "Kenji switched to day shifts at the same hospital.",
+            "Kenji plays in a community orchestra every Sunday.",
+            False,
+        ),
+        # a rewrite that only adds: both hold
+        (
+            "Omar runs a bakery in Lyon with his husband Theo.",
+            "Omar hired his first apprentice, Lea.",
+            "Omar runs a bakery in Lyon with his husband Theo and his apprentice Lea.",
+            False,
+        ),
+        # the model's own slip, a word from neither fact
+        (
+            "Omar runs a bakery in Lyon with his husband Theo.",
+            "Omar prefers mornings for meetings.",
+            "Omar runs a bakery in Lyon with his wife Theo.",
+            False,
+        ),
+    ],
+)
+def test_a_known_fact_ends_only_when_the_rewrite_swaps_one_of_its_values_for_the_later_ones(
+    known: str, later: str, now: str, ends: bool
 ) -> None:
-    one = with_settings(settings, chunk_size=1, episode_threshold=1)
-    add(
-        conn,
-        make_episode(
-            "ken", "n1", "I'm Ken. I play the cello in a community orchestra.", at(2024, 1, 10)
-        ),
-        make_episode(
-            "ken", "n2", "Update: I switched to day shifts at the hospital.", at(2024, 2, 14)
-        ),
-    )
-    model = ScriptedModel(
-        {
-            "n1": lambda r: answer(
-                fact("Ken plays the cello in a community orchestra.", "interest")
-            ),
-            "n2": lambda r: answer(
-                fact("I switched to day shifts at the hospital.", action=FactAction.update)
-            ),
-        },
-        out_of_date=lambda known, later: True,  # a model that would end anything it is shown
-    )
-    summary = consolidate(db, model, embedder, one)
-
-    assert set(active(conn, "ken")) == {
-        "Ken plays the cello in a community orchestra.",
-        "Ken switched to day shifts at the hospital.",
-    }
-    assert summary.change_pairs == summary.changes_found == 0
+    assert replaced(known, later, now) is ends

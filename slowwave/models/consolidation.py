@@ -9,6 +9,7 @@ guard can tell a hallucinated id from a real one by looking it up in what was sh
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -179,7 +180,8 @@ class ConsolidationOutput(BaseModel):
         return cls.model_json_schema()
 
 
-def _category_lines() -> str:
+def category_lines() -> str:
+    """The categories and their definitions, a line each, as prompts show them."""
     return "\n".join(f"- {c.value}: {DEFINITIONS[c]}" for c in Category)
 
 
@@ -218,6 +220,26 @@ EXAMPLE_ANSWER = json.dumps(
 )
 
 
+_KEYWORD = re.compile(r"[A-Za-z][A-Za-z'\-]+")
+_NOT_KEYWORDS = {"The", "A", "An", "She", "He", "They", "Her", "His", "Their", "It", "This", "That"}
+
+
+def keywords_of(sentence: str, speaker: str) -> list[str]:
+    """Keywords for a sentence a model gave none for: the speaker and the capitalised words of
+    the sentence, then its longest words."""
+    found: list[str] = [speaker]
+    words = _KEYWORD.findall(sentence)
+    for word in words:
+        if word[0].isupper() and word not in _NOT_KEYWORDS and word not in found:
+            found.append(word)
+    for word in sorted(words, key=len, reverse=True):
+        if len(found) >= 3:
+            break
+        if word.lower() not in {w.lower() for w in found} and len(word) > 4:
+            found.append(word.lower())
+    return [w[:MAX_KEYWORD_CHARS] for w in found[:MAX_KEYWORDS]]
+
+
 def copied_from_example(fact: str) -> bool:
     """The fact is one of the example's, with its first word (the name) swapped or not."""
     tail = _after_name(fact)
@@ -245,7 +267,7 @@ Each fact:
   not facts; nor are greetings, thanks and passing small talk.
 
 Categories (exactly one per fact):
-{_category_lines()}
+{category_lines()}
 
 Actions:
 - new: no known fact says it; no existing_fact_id.

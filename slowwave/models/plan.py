@@ -62,6 +62,10 @@ class PlannedAction(BaseModel):
         description="A gray-zone merge: the cosine of the new fact and the known fact it was "
         "judged the same as (the action updates that fact with the merged sentence).",
     )
+    second_look: bool = Field(
+        default=False,
+        description="Stated by the second look (``tasks.second_look``), not the chunk's answer.",
+    )
     episode_ids: list[UUID] = Field(description="The episodes that evidence this action.")
     cited: bool = Field(
         default=True,

@@ -191,6 +191,14 @@ class RunSummary(BaseModel):
         default=0,
         description="Of those, known facts that no longer held: updated by the new fact.",
     )
+    second_look_messages: int = Field(
+        default=0,
+        description="People's messages no item of their chunk's answer covered, shown to the "
+        "model again alone (the second look).",
+    )
+    second_look_facts: int = Field(
+        default=0, description="Facts the second look stated, before the guard."
+    )
     gray_zone_pairs: int = Field(
         default=0, description="New facts near a known one, not duplicates: asked the model."
     )
@@ -293,6 +301,10 @@ class RunSummary(BaseModel):
             (
                 "gray zone: pairs asked, merged, refused as unfaithful",
                 f"{self.gray_zone_pairs}, {self.gray_zone_merges}, {self.gray_zone_unfaithful}",
+            ),
+            (
+                "second look: messages asked about, facts stated",
+                f"{self.second_look_messages}, {self.second_look_facts}",
             ),
             (
                 "change check: pairs asked, known facts updated",

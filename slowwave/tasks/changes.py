@@ -1,25 +1,29 @@
-"""changes: an update the model proposed without naming the fact it updates is checked against
-the nearest known fact of its category about the same person, between embed and apply.
+"""changes: an update the model proposed without naming the fact it updates, and a fact the
+second look found in a message the answer passed over (``tasks.second_look``), is checked
+against the nearest known fact about the same person, between embed and apply.
 
 The guard writes an ``update`` whose ``existing_fact_id`` names no fact shown as ``new`` (it
 cannot guess the target), so "Dana is moving to Manchester in July for a new job ..." was
 written beside "Dana is teaching chemistry at a high school in Leeds." and both stayed active.
-Here each such fact's nearest active fact of the conversation and category (cosine from
-``lower`` to the dedupe threshold; one the plan neither ends nor acts on) that starts with the
-same person's name is shown with it as a pair, every pair of a chunk in one short request and
-every chunk's request in one ``generate`` call (``models.change``). A pair whose known fact no
-longer holds turns the action into the update the model meant: the known fact ends at the new
-one's event time and the new one supersedes it (lineage, revertible). An answer that cannot be
-read leaves every fact as written. Only the model's own updates are checked: a ``new`` fact is
-never made to end another here (the slots do that for single-valued attributes). The category
-keeps a small model from ending what merely sits near the new fact: asked about "Kenji plays
-in a community orchestra every Sunday." beside "Kenji switched to day shifts at the same
-hospital.", the default model said the orchestra no longer held.
+Here, of each such fact's ``NEAREST_CANDIDATES`` nearest active facts of the conversation
+(cosine from ``lower`` to the dedupe threshold; none the plan ends or acts on), the nearest
+that starts with the same person's name is shown with it as a pair, each pair in a short
+request of its own and every request in one ``generate`` call (``models.change``). The
+model writes the known fact as it stands once the new one holds; a rewrite that takes a value
+from the new fact turns the action into the update it is: the known fact ends at the new one's
+event time and the new one supersedes it (lineage, revertible). A copy, or an answer that
+cannot be read, leaves every fact as written. Only the model's own updates and the second
+look's facts are checked: a ``new`` fact of the answer is never made to end another here (the
+slots do that for single-valued attributes). No category is required of the pair: the model
+files a move under identity one time and under goal the next, and the rewrite, unlike the yes
+or no it replaced, leaves "Kenji plays in a community orchestra every Sunday." as it was
+beside "Kenji switched to day shifts at the same hospital."
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from uuid import UUID
@@ -30,9 +34,10 @@ from pydantic import ValidationError
 from slowwave import sql
 from slowwave.models.change import (
     CHANGE_SYSTEM_PROMPT,
-    MAX_PAIRS_PER_REQUEST,
+    MAX_PAIRS_PER_CHUNK,
     ChangeJudgement,
     render_change_prompt,
+    replaced,
 )
 from slowwave.models.chunk import PreparedChunk
 from slowwave.models.consolidation import FactAction
@@ -44,6 +49,9 @@ from slowwave.tasks.pair_requests import ask_by_chunk
 from slowwave.tasks.restate import subject_name
 
 logger = logging.getLogger(__name__)
+
+# the nearest active facts looked at for one about the same person
+NEAREST_CANDIDATES = 3
 
 
 @dataclass(frozen=True)
@@ -95,22 +103,24 @@ def find_changes(
             [(p.known_fact, item.plan.actions[p.index].fact or "") for p in pairs]
         ),
         schema=ChangeJudgement.response_schema,
-        limit=MAX_PAIRS_PER_REQUEST,
+        limit=MAX_PAIRS_PER_CHUNK,
         summary=summary,
+        per_request=1,
     )
     summary.change_pairs += sum(len(pairs) for _, pairs, _ in asked)
+    taken: set[tuple[int, UUID]] = set()
     for c, pairs, answer in asked:
-        taken: set[UUID] = set()
-        for pair in _out_of_date(pairs, answer.text):
-            if pair.known_id in taken:  # one update per known fact and chunk
+        for pair, now in _out_of_date(pairs, answer.text, prepared):
+            if (c, pair.known_id) in taken:  # one update per known fact and chunk
                 continue
-            taken.add(pair.known_id)
+            taken.add((c, pair.known_id))
             action = prepared[c].plan.actions[pair.index]
             action.action = FactAction.update
             action.target_id = pair.known_id
             action.add_reason(
-                f"change check: the model's update names no fact; its nearest fact about the "
-                f"same person (cosine {pair.similarity:.2f}) no longer holds once it does"
+                f"change check: {'the second look' if action.second_look else 'the model'}"
+                f"'s fact names none it updates; its nearest fact about the same person "
+                f"(cosine {pair.similarity:.2f}) no longer holds once it does: rewritten as {now!r}"
             )
             summary.changes_found += 1
 
@@ -123,7 +133,6 @@ def _pairs(
     origin: list[tuple[int, int]] = []
     vectors = []
     conversations: list[str] = []
-    categories: list[str] = []
     excluded: set[UUID] = set()
     for c, item in enumerate(prepared):
         if item.error is not None or item.held is not None:
@@ -134,14 +143,12 @@ def _pairs(
             action = plan.actions[index]
             if (
                 action.action is FactAction.new
-                and action.proposed is FactAction.update
-                and action.category is not None
+                and (action.proposed is FactAction.update or action.second_look)
                 and subject_name(action.fact or "") is not None
             ):
                 origin.append((c, index))
                 vectors.append(item.vectors[row])
                 conversations.append(plan.conversation_id)
-                categories.append(action.category.value)
     if not vectors:
         return []
     rows = conn.execute(
@@ -149,24 +156,40 @@ def _pairs(
         {
             "vectors": vectors,
             "conversations": conversations,
-            "categories": categories,
+            "candidates": NEAREST_CANDIDATES,
             "excluded": sorted(excluded),
             "lower": policy.lower,
             "upper": policy.upper,
         },
     ).fetchall()
-    pairs = []
-    for ordinal, known_id, known_fact, similarity in rows:
+    pairs: dict[int, Pair] = {}
+    for ordinal, known_id, known_fact, similarity in rows:  # nearest first
         c, index = origin[ordinal - 1]
         fact = prepared[c].plan.actions[index].fact or ""
-        if subject_name(known_fact) == subject_name(fact):
-            pairs.append(Pair(c, index, known_id, known_fact, float(similarity)))
-    return pairs
+        if ordinal not in pairs and _subjects(known_fact) == _subjects(fact):
+            pairs[ordinal] = Pair(c, index, known_id, known_fact, float(similarity))
+    return [pairs[ordinal] for ordinal in sorted(pairs)]
 
 
-def _out_of_date(pairs: Sequence[Pair], text: str | None) -> list[Pair]:
-    """The pairs the answer says the known fact of no longer holds; none from an answer that
-    cannot be read."""
+_AND_NAME = re.compile(r"\s+and\s+([A-Z][\w'’-]*)")
+
+
+def _subjects(sentence: str) -> tuple[str, ...]:
+    """Who ``sentence`` is about: its subject's name and a second one joined by "and" ("Theo
+    and Omar want ..."): "Theo and Lea want ..." is not about the same people."""
+    first = subject_name(sentence)
+    if first is None:
+        return ()
+    rest = sentence.strip()[len(first) :].removeprefix("'s").removeprefix("’s")
+    second = _AND_NAME.match(rest)
+    return (first, second.group(1)) if second else (first,)
+
+
+def _out_of_date(
+    pairs: Sequence[Pair], text: str | None, prepared: Sequence[PreparedChunk]
+) -> list[tuple[Pair, str]]:
+    """The pairs whose known fact the answer rewrote with a value of the later one
+    (``models.change.replaced``); none from an answer that cannot be read."""
     try:
         judgement = ChangeJudgement.model_validate_json((text or "").strip())
     except ValidationError:
@@ -176,6 +199,9 @@ def _out_of_date(pairs: Sequence[Pair], text: str | None) -> list[Pair]:
     found = []
     for verdict in judgement.pairs:
         pair = shown.pop(verdict.pair.strip().upper(), None)
-        if pair is not None and not verdict.still_true:
-            found.append(pair)
+        if pair is None:
+            continue
+        later = prepared[pair.chunk].plan.actions[pair.index].fact or ""
+        if replaced(pair.known_fact, later, verdict.now):
+            found.append((pair, verdict.now))
     return found

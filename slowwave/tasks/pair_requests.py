@@ -34,26 +34,33 @@ def ask_by_chunk(
     schema: Callable[[int], dict[str, Any]],
     limit: int,
     summary: RunSummary,
+    per_request: int | None = None,
 ) -> list[tuple[int, list[P], ModelAnswer]]:
-    """Each chunk's first ``limit`` pairs in one request (``render`` its prompt, ``schema`` its
-    answer for that many pairs), all in one call; each chunk with the pairs asked and its
-    answer. The calls and tokens are counted in ``summary``."""
+    """Each chunk's first ``limit`` pairs in one request, or in requests of ``per_request``
+    pairs (``render`` a request's prompt, ``schema`` its answer for that many pairs), all in
+    one call; each request's chunk, the pairs it asked and its answer. The calls and tokens
+    are counted in ``summary``."""
     by_chunk: dict[int, list[P]] = {}
     for pair in pairs:
         if len(by_chunk.setdefault(pair.chunk, [])) < limit:
             by_chunk[pair.chunk].append(pair)
-    if not by_chunk:
+    size = per_request or limit
+    asked = [
+        (c, chunk_pairs[start : start + size])
+        for c, chunk_pairs in by_chunk.items()
+        for start in range(0, len(chunk_pairs), size)
+    ]
+    if not asked:
         return []
-    chunks = list(by_chunk)
     requests = [
         GenerationRequest(
-            chunk_id=f"{prepared[c].plan.chunk_id}:{purpose.value}",
+            chunk_id=f"{prepared[c].plan.chunk_id}:{purpose.value}:{n}",
             purpose=purpose,
             system=system,
-            user=render(prepared[c], by_chunk[c]),
-            json_schema=schema(len(by_chunk[c])),
+            user=render(prepared[c], shown),
+            json_schema=schema(len(shown)),
         )
-        for c in chunks
+        for n, (c, shown) in enumerate(asked)
     ]
     summary.model_calls += len(requests)
     answers = model.generate(requests)
@@ -61,4 +68,4 @@ def ask_by_chunk(
         summary.prompt_tokens += answer.prompt_tokens
         summary.completion_tokens += answer.completion_tokens
         summary.prompt_tokens_cached += answer.cached_tokens
-    return [(c, by_chunk[c], a) for c, a in zip(chunks, answers, strict=True)]
+    return [(c, shown, a) for (c, shown), a in zip(asked, answers, strict=True)]

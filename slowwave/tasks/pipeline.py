@@ -2,7 +2,8 @@
 in process.
 
 A chunk goes through ``open_chunks`` (gate, predict, the prompt), the model, ``finish_chunks``
-(calibrate: parse, guard, embed, evidence) and ``apply_chunks`` (a transaction per batch of
+(calibrate: parse, guard, the second look, embed, evidence), ``judge_chunks`` (the change
+check, the gray zone) and ``apply_chunks`` (a transaction per batch of
 chunks of distinct conversations, each chunk all or nothing).
 The stages take chunks of many conversations at once; ``tasks.chains`` schedules them so that
 each conversation is an independent chain: its chunk k+1 is opened only after chunk k is
@@ -26,11 +27,12 @@ import psycopg
 
 from slowwave.models import faultpoints
 from slowwave.models.chunk import ApplyResult, ChunkToApply, OpenChunk, PreparedChunk
+from slowwave.models.consolidation import ConsolidationOutput
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.episode import Episode
 from slowwave.models.ids import chunk_id
 from slowwave.models.llm.base import ModelAnswer, StructuredModel
-from slowwave.models.plan import Plan
+from slowwave.models.plan import Plan, PlannedAction, Rejection
 from slowwave.models.run import ChunkFailure, RunSummary
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
@@ -49,6 +51,7 @@ from slowwave.tasks.grounding import Grounding
 from slowwave.tasks.guard import HoldPolicy, guard, hold_reason, latest_end
 from slowwave.tasks.predict import episode_vectors, nearest_facts, related_facts
 from slowwave.tasks.profile import ProfilePolicy
+from slowwave.tasks.second_look import SecondLookPolicy, second_look
 from slowwave.tasks.speaker_check import SpeakerCheck
 from slowwave.tasks.surprise import score_surprise
 
@@ -68,6 +71,7 @@ class RunPolicy:
     check_speaker: bool
     gray_zone: GrayZonePolicy
     changes: ChangePolicy
+    second_look: SecondLookPolicy
     profile: ProfilePolicy
     related_facts_limit: int
     flashbulb_surprise: float
@@ -86,6 +90,7 @@ class RunPolicy:
             check_speaker=settings.consolidation.check_speaker,
             gray_zone=GrayZonePolicy.of(settings),
             changes=ChangePolicy.of(settings),
+            second_look=SecondLookPolicy.of(settings),
             profile=ProfilePolicy.of(settings),
             related_facts_limit=settings.consolidation.related_facts_limit,
             flashbulb_surprise=settings.consolidation.flashbulb_surprise,
@@ -160,19 +165,20 @@ def _plan_of(chunk: Sequence[Episode], summary: RunSummary, kept: Sequence[int])
 
 def finish_chunks(
     answered: Sequence[tuple[OpenChunk, ModelAnswer | None]],
+    model: StructuredModel,
     embedder: Embedder,
+    policy: RunPolicy,
     summary: RunSummary,
-    hold: HoldPolicy,
-    grounding: Grounding = Grounding.names,
-    check_speaker: bool = True,
 ) -> list[PreparedChunk]:
-    """Parse each answer (calibrate) → guard (a plan that would end too much of what was
-    shown is held for review) → embed what will be written, as one batch → attribute uncited
-    actions to their most similar episode."""
+    """Parse each answer (calibrate) → guard → the second look at the messages no item
+    covers, guarded the same way → hold a plan that would end too much of what was shown for
+    review → embed what will be written, as one batch → attribute uncited actions to their
+    most similar episode."""
     faultpoints.reached("model.answered")
     errors: dict[int, str] = {}
     held: dict[int, str] = {}
     plans = [item.plan for item, _ in answered]
+    guarded: list[int] = []
     with timed(summary, "guard"):
         for i, (item, answer) in enumerate(answered):
             if answer is None:  # never asked: the gate consolidated the whole chunk
@@ -187,16 +193,24 @@ def finish_chunks(
             if calibration.cut_off:
                 summary.answers_cut_off += 1
                 logger.warning("chunk %s: answer cut off at max_tokens", item.plan.chunk_id)
-            item.plan.actions, item.plan.rejections = guard(
-                calibration.output,
-                item.facts,
-                item.visible,
-                grounding,
-                SpeakerCheck(item.visible, item.facts, embedder) if check_speaker else None,
-            )
-            reason = hold_reason(item.plan, len(item.facts), hold)
-            if reason is not None:
-                held[i] = reason
+            output = calibration.output
+            item.plan.actions, item.plan.rejections = _guarded(output, item, policy, embedder)
+            guarded.append(i)
+    with timed(summary, "second_look"):
+        looking = [(answered[i][0], plans[i].actions) for i in guarded]
+        looked = second_look(model, looking, policy.second_look, summary)
+        for g, output in looked.items():
+            item = answered[guarded[g]][0]
+            actions, rejections = _guarded(output, item, policy, embedder)
+            for action in actions:
+                action.second_look = True
+                action.add_reason("stated by the second look at a message no item covered")
+            item.plan.actions += actions
+            item.plan.rejections += rejections
+    for i in guarded:
+        reason = hold_reason(plans[i], len(answered[i][0].facts), policy.hold)
+        if reason is not None:
+            held[i] = reason
     with timed(summary, "embed"):
         ok = [i for i in range(len(plans)) if i not in errors and i not in held]
         vectors = dict(zip(ok, embed_plans(embedder, [plans[i] for i in ok]), strict=True))
@@ -210,6 +224,18 @@ def finish_chunks(
         PreparedChunk(plan, vectors.get(i, empty), errors.get(i), held.get(i))
         for i, plan in enumerate(plans)
     ]
+
+
+def _guarded(
+    output: ConsolidationOutput, item: OpenChunk, policy: RunPolicy, embedder: Embedder
+) -> tuple[list[PlannedAction], list[Rejection]]:
+    return guard(
+        output,
+        item.facts,
+        item.visible,
+        policy.grounding,
+        SpeakerCheck(item.visible, item.facts, embedder) if policy.check_speaker else None,
+    )
 
 
 def judge_chunks(
@@ -378,14 +404,7 @@ def stages_for(
             db,
             model,
             embedder,
-            finish_chunks(
-                answered,
-                embedder,
-                summary,
-                policy.hold,
-                policy.grounding,
-                policy.check_speaker,
-            ),
+            finish_chunks(answered, model, embedder, policy, summary),
             policy.gray_zone,
             summary,
             policy.changes,

@@ -268,11 +268,11 @@ def speaks_in_first_person(fact: str) -> bool:
 def said_by(fact: str, episodes: Sequence[Episode]) -> tuple[str, Episode] | None:
     """The speaker and the episode of the message of ``episodes`` that shares the most words
     with ``fact`` (the latest of equals); None when no message shares a word."""
-    words = _content_words(fact)
+    words = content_words(fact)
     best, found = 0, None
     for episode in episodes:
         for message in episode.messages:
-            shared = len(words & _content_words(message.text))
+            shared = len(words & content_words(message.text))
             if shared and shared >= best:
                 best, found = shared, (message.speaker, episode)
     return found
@@ -381,7 +381,7 @@ def _third_person(verb: str) -> str | None:
     return verb + "s"
 
 
-def _content_words(text: str) -> set[str]:
+def content_words(text: str) -> set[str]:
     return {
         w.lower().replace("’", "'")
         for w in _WORD.findall(text)

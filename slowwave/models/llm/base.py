@@ -30,6 +30,7 @@ class Purpose(StrEnum):
     summarize = "summarize"  # episodes without a summary → summaries
     merge = "merge"  # a chunk's gray-zone pairs → same fact or not, and the merged sentence
     change = "change"  # a chunk's unnamed updates → does the known fact still hold
+    second_look = "second_look"  # a chunk's uncovered messages → the facts they state
     profile = "profile"  # a conversation's active facts → its profile
 
 

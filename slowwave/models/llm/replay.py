@@ -18,11 +18,10 @@ from pathlib import Path
 
 from slowwave.models.category import Category
 from slowwave.models.consolidation import (
-    MAX_KEYWORD_CHARS,
-    MAX_KEYWORDS,
     ConsolidatedFact,
     ConsolidationOutput,
     FactAction,
+    keywords_of,
     render_message_line,
 )
 from slowwave.models.llm.base import GenerationRequest, ModelAnswer, Purpose
@@ -81,8 +80,6 @@ _CATEGORY_RULES: tuple[tuple[Category, re.Pattern[str]], ...] = (
         ),
     ),
 )
-_WORD = re.compile(r"[A-Za-z][A-Za-z'\-]+")
-_STOP = {"The", "A", "An", "She", "He", "They", "Her", "His", "Their", "It", "This", "That"}
 
 
 def categorize(sentence: str) -> Category:
@@ -91,21 +88,6 @@ def categorize(sentence: str) -> Category:
         if pattern.search(sentence):
             return category
     return Category.experience
-
-
-def keywords_of(sentence: str, speaker: str) -> list[str]:
-    """The speaker and the capitalised words of the sentence, then its longest words."""
-    found: list[str] = [speaker]
-    words = _WORD.findall(sentence)
-    for word in words:
-        if word[0].isupper() and word not in _STOP and word not in found:
-            found.append(word)
-    for word in sorted(words, key=len, reverse=True):
-        if len(found) >= 3:
-            break
-        if word.lower() not in {w.lower() for w in found} and len(word) > 4:
-            found.append(word.lower())
-    return [w[:MAX_KEYWORD_CHARS] for w in found[:MAX_KEYWORDS]]
 
 
 class LoCoMoReplayModel:
@@ -180,12 +162,14 @@ class LoCoMoReplayModel:
         return ConsolidationOutput(facts=facts)
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[ModelAnswer]:
-        return [
-            ModelAnswer(chunk_id=r.chunk_id, text=self.answer(r).model_dump_json())
-            if r.purpose is Purpose.consolidate
-            else ModelAnswer(r.chunk_id, None, "the replay runtime answers consolidation only")
-            for r in requests
-        ]
+        return [self._answer(r) for r in requests]
+
+    def _answer(self, request: GenerationRequest) -> ModelAnswer:
+        if request.purpose is Purpose.consolidate:
+            return ModelAnswer(request.chunk_id, self.answer(request).model_dump_json())
+        if request.purpose is Purpose.second_look:  # its answers hold every gold observation
+            return ModelAnswer(request.chunk_id, ConsolidationOutput(facts=[]).model_dump_json())
+        return ModelAnswer(request.chunk_id, None, "the replay runtime answers consolidation only")
 
     def close(self) -> None:
         return None

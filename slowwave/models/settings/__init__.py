@@ -69,6 +69,8 @@ BY_NAME: dict[str, tuple[str, str]] = {
     "dedupe_threshold": ("consolidation", "dedupe_threshold"),
     "gray_zone_merge": ("consolidation", "gray_zone_merge"),
     "change_check": ("consolidation", "change_check"),
+    "second_look": ("consolidation", "second_look"),
+    "second_look_messages": ("consolidation", "second_look_messages"),
     "gray_zone_lower": ("consolidation", "gray_zone_lower"),
     "merge_faithfulness": ("consolidation", "merge_faithfulness"),
     "dedupe_candidates": ("consolidation", "dedupe_candidates"),

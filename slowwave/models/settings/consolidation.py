@@ -79,11 +79,25 @@ class ConsolidationSettings(BaseSettings):
     )
     change_check: bool = Field(
         default=True,
-        description="Check an update the model proposed without naming the fact it updates "
-        "against its nearest known fact of the same category about the same person (cosine "
-        "from `gray_zone_lower` to `dedupe_threshold`), in one short request per chunk: when "
-        "the known fact no longer holds, the new one updates it (lineage, ended in event time) "
-        "instead of standing beside it.",
+        description="Check an update the model proposed without naming the fact it updates, "
+        "and each fact of the second look, against its nearest known fact about the same "
+        "person (cosine from `gray_zone_lower` to `dedupe_threshold`), a short request per "
+        "pair: when the model's rewrite of the known fact swaps one of its values for the new "
+        "one's, the new one updates it (lineage, ended in event time) instead of standing "
+        "beside it.",
+    )
+    second_look: bool = Field(
+        default=True,
+        description="Show a person's messages that no item of a chunk's answer covers to the "
+        "model again, alone with who said them and when, in one short request per chunk: what "
+        "they state is written as new facts, and the change check asks whether each ends a "
+        "known fact about the same person.",
+    )
+    second_look_messages: int = Field(
+        default=6,
+        ge=0,
+        description="Second look: at most this many uncovered messages a chunk, those that say "
+        "the most (0 turns it off).",
     )
     gray_zone_lower: float = Field(
         default=0.2,

@@ -1,0 +1,197 @@
+"""second look: a person's message that no item of the chunk's answer covers is asked about
+again, alone, in one short request per chunk (``models.second_look``).
+
+Between the guard and embed. A message is a person's (not an agent's role), says something (at
+least ``MIN_WORDS`` content words, not only a question), and is covered when an item of the
+guarded plan shares at least ``COVERED_SHARE`` of its content words (or ``COVERED_WORDS`` of a
+long one). The ``policy.messages`` uncovered messages with the most content words are shown,
+oldest first, each with the name the chunk's facts give its speaker (``tasks.restate``) and the
+message it answers. What the answer states goes through the guard like any item (grounding,
+restating, the speaker check) as a ``new`` fact citing the message's episode, and the change
+check then asks whether it ends a known fact about the same person: what a person says of a
+change in their life is the message a small model most often passes over.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from slowwave.models.chunk import OpenChunk
+from slowwave.models.consolidation import (
+    AGENT_ROLES,
+    ConsolidatedFact,
+    ConsolidationOutput,
+    FactAction,
+    episode_short_id,
+    keywords_of,
+)
+from slowwave.models.episode import Episode, Message
+from slowwave.models.llm.base import GenerationRequest, Purpose, StructuredModel
+from slowwave.models.plan import PlannedAction
+from slowwave.models.run import RunSummary
+from slowwave.models.second_look import (
+    SECOND_LOOK_SYSTEM_PROMPT,
+    SecondLookAnswer,
+    ShownMessage,
+    message_short_id,
+    render_second_look_prompt,
+)
+from slowwave.models.settings import Settings, setting_default
+from slowwave.tasks.restate import content_words, person_named, subject_name
+
+logger = logging.getLogger(__name__)
+
+MIN_WORDS = 4
+COVERED_SHARE = 0.4
+COVERED_WORDS = 5
+_SENTENCE_END = re.compile(r"[.!?…]+")
+
+
+@dataclass(frozen=True)
+class SecondLookPolicy:
+    """The settings the second look uses."""
+
+    enabled: bool = True
+    messages: int = setting_default("second_look_messages")
+
+    @classmethod
+    def of(cls, settings: Settings) -> SecondLookPolicy:
+        return cls(settings.consolidation.second_look, settings.consolidation.second_look_messages)
+
+
+@dataclass(frozen=True)
+class Uncovered:
+    """A person's message no item covers: its episode's index among the chunk's visible
+    episodes, and the other speaker's message just before it, if any."""
+
+    episode: int
+    message: Message
+    reply_to: Message | None
+
+
+def uncovered_messages(
+    episodes: Sequence[Episode], actions: Sequence[PlannedAction], limit: int
+) -> list[Uncovered]:
+    """The ``limit`` uncovered messages of ``episodes`` that say the most, oldest first."""
+    stated = [content_words(a.fact) for a in actions if a.fact]
+    found: list[tuple[int, int, Uncovered]] = []  # (words left, order, message)
+    order = 0
+    for e, episode in enumerate(episodes):
+        before: Message | None = None
+        for message in episode.messages:
+            words = content_words(message.text)
+            if _says_something(message, words) and not _covered(words, stated):
+                answers = before is not None and before.speaker != message.speaker
+                reply_to = before if answers else None
+                found.append((len(words), order, Uncovered(e, message, reply_to)))
+            order += 1
+            before = message
+    chosen = sorted(found, key=lambda f: (-f[0], f[1]))[:limit]
+    return [u for _, _, u in sorted(chosen, key=lambda f: f[1])]
+
+
+def _says_something(message: Message, words: set[str]) -> bool:
+    if message.speaker.strip().lower() in AGENT_ROLES or len(words) < MIN_WORDS:
+        return False
+    sentences = [s for s in _SENTENCE_END.split(message.text) if s.strip()]
+    questions = message.text.count("?")
+    return questions < len(sentences)
+
+
+def _covered(words: set[str], stated: Sequence[set[str]]) -> bool:
+    need = min(COVERED_SHARE * len(words), COVERED_WORDS)
+    return any(len(words & fact) >= need for fact in stated)
+
+
+@dataclass
+class Look:
+    """One chunk's second look: the messages shown, and what its answer states as items."""
+
+    chunk: int
+    messages: list[Uncovered]
+    output: ConsolidationOutput | None = None
+
+
+def second_look(
+    model: StructuredModel,
+    chunks: Sequence[tuple[OpenChunk, Sequence[PlannedAction]]],
+    policy: SecondLookPolicy,
+    summary: RunSummary,
+) -> dict[int, ConsolidationOutput]:
+    """Ask about each chunk's uncovered messages, every chunk's request in one ``generate``
+    call; by chunk index, the items the answers state (``new``, citing the message's episode).
+    A chunk whose answer cannot be read gets none. Its tokens are the chunk's, added to its
+    plan's (the chunk's row and the run's totals both count them)."""
+    if not policy.enabled or policy.messages < 1:
+        return {}
+    looks: list[Look] = []
+    requests: list[GenerationRequest] = []
+    for c, (item, actions) in enumerate(chunks):
+        messages = uncovered_messages(item.visible, actions, policy.messages)
+        if not messages:
+            continue
+        known = [f.fact for f in item.facts] + [a.fact for a in actions if a.fact]
+        shown = [_shown(u, item.visible, known) for u in messages]
+        looks.append(Look(c, messages))
+        requests.append(
+            GenerationRequest(
+                chunk_id=f"{item.plan.chunk_id}:{Purpose.second_look.value}",
+                purpose=Purpose.second_look,
+                system=SECOND_LOOK_SYSTEM_PROMPT,
+                user=render_second_look_prompt(shown),
+                json_schema=SecondLookAnswer.response_schema(len(shown)),
+            )
+        )
+    if not requests:
+        return {}
+    summary.model_calls += len(requests)
+    summary.second_look_messages += sum(len(look.messages) for look in looks)
+    answers = model.generate(requests)
+    found: dict[int, ConsolidationOutput] = {}
+    for look, answer in zip(looks, answers, strict=True):
+        plan = chunks[look.chunk][0].plan  # its chunk's cost: the run counts it when applied
+        plan.prompt_tokens += answer.prompt_tokens
+        plan.completion_tokens += answer.completion_tokens
+        plan.cached_tokens += answer.cached_tokens
+        output = _items(look, answer.text, chunks[look.chunk][0].visible)
+        if output is not None and output.facts:
+            summary.second_look_facts += len(output.facts)
+            found[look.chunk] = output
+    return found
+
+
+def _shown(uncovered: Uncovered, episodes: Sequence[Episode], known: Sequence[str]) -> ShownMessage:
+    message = uncovered.message
+    person = person_named(message.speaker, episodes, known) or message.speaker
+    reply_to = uncovered.reply_to.text if uncovered.reply_to is not None else None
+    return ShownMessage(person, message.text, reply_to)
+
+
+def _items(look: Look, text: str | None, episodes: Sequence[Episode]) -> ConsolidationOutput | None:
+    try:
+        answer = SecondLookAnswer.model_validate_json((text or "").strip())
+    except ValidationError:
+        logger.warning("second look: an answer that is not a list of facts was ignored")
+        return None
+    by_id = {message_short_id(i): u for i, u in enumerate(look.messages)}
+    items = []
+    for stated in answer.facts:
+        uncovered = by_id.get(stated.message.strip().upper())
+        if uncovered is None:
+            continue
+        person = subject_name(stated.fact) or uncovered.message.speaker
+        items.append(
+            ConsolidatedFact(
+                fact=stated.fact,
+                category=stated.category,
+                keywords=keywords_of(stated.fact, person),
+                episodes=[episode_short_id(uncovered.episode)],
+                action=FactAction.new,
+            )
+        )
+    return ConsolidationOutput(facts=items)

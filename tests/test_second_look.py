@@ -1,0 +1,115 @@
+"""A person's message that no item of the chunk's answer covers is shown to the model again,
+alone (the second look): what it states is written as a fact, and a change it states ends the
+known fact it replaces, in event time, with lineage. Agents' messages, questions and what the
+answer already covers are never asked about."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import psycopg
+import pytest
+
+from slowwave.models.consolidation import FactAction
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.episode import Message
+from slowwave.models.plan import PlannedAction
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+from slowwave.tasks.consolidate import consolidate
+from slowwave.tasks.second_look import uncovered_messages
+from tests.fix_episodes import active, add, at, decisions, facts, make_episode, with_settings
+from tests.fix_models import ScriptedModel, fact
+from tests.test_consolidation import answer
+
+MOVE = "Big news: I'm moving to Manchester in July for a new job at a college."
+JAPAN = "I'm also saving for a trip to Japan with my sister this year."
+
+
+def _stated(*sentences: str) -> list[PlannedAction]:
+    when = at(2023, 5, 20)
+    return [
+        PlannedAction(
+            action=FactAction.new, proposed=FactAction.new, fact=s, episode_ids=[], event_time=when
+        )
+        for s in sentences
+    ]
+
+
+def test_only_a_persons_uncovered_messages_that_say_something_are_looked_at_again() -> None:
+    episode = make_episode("dana", "d2", MOVE, at(2023, 5, 20))
+    episode.messages += [
+        Message(
+            speaker="assistant",
+            text="That's exciting! I will remember your new job at the college.",
+        ),
+        Message(speaker="user", text="Will you remind me to pack the lab notes?"),
+        Message(speaker="user", text="Thanks, bye!"),
+        Message(speaker="user", text=JAPAN),
+    ]
+    found = uncovered_messages([episode], _stated("Dana is saving for a trip to Japan."), 6)
+    assert [u.message.text for u in found] == [MOVE]
+    assert uncovered_messages([episode], [], 6)[-1].message.text == JAPAN  # oldest first
+    assert len(uncovered_messages([episode], [], 1)) == 1  # the cap: the one that says most
+
+
+@pytest.mark.slow
+def test_a_change_the_answer_passed_over_is_found_by_the_second_look_and_ends_the_old_fact(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    one = with_settings(settings, chunk_size=1, episode_threshold=1)
+    moved = make_episode("dana", "d2", MOVE, at(2023, 5, 20))
+    moved.messages.append(Message(speaker="user", text=JAPAN))
+    moved.end_at = at(2023, 5, 20) + timedelta(minutes=1)
+    add(
+        conn,
+        make_episode(
+            "dana", "d1", "Hi! I'm Dana. I teach chemistry at a school in Leeds.", at(2023, 3, 4)
+        ),
+        moved,
+    )
+    model = ScriptedModel(
+        {
+            "d1": lambda r: answer(fact("Dana teaches chemistry at a school in Leeds.")),
+            # the default model's way: the known fact again, the move passed over
+            "d2": lambda r: answer(
+                fact("Dana teaches chemistry at a school in Leeds."),
+                fact("Dana is saving for a trip to Japan with Dana's sister.", "goal"),
+            ),
+        },
+        second_look=lambda text: (
+            [("Dana is moving to Manchester in July for a new job at a college.", "identity")]
+            if "Manchester" in text
+            else []
+        ),
+        out_of_date=lambda known, later: "Leeds" in known and "Manchester" in later,
+    )
+    summary = consolidate(db, model, embedder, one)
+
+    now = active(conn, "dana")
+    manchester = "Dana is moving to Manchester in July for a new job at a college."
+    assert set(now) == {manchester, "Dana is saving for a trip to Japan with Dana's sister."}
+    leeds = next(f for f in facts(conn, "dana") if "Leeds" in f["fact"])
+    assert now[manchester]["supersedes_id"] == leeds["id"]
+    assert leeds["invalid_at"] == now[manchester]["valid_at"] == moved.end_at
+    assert summary.second_look_messages == 1 and summary.second_look_facts == 1
+    assert summary.changes_found == summary.facts_updated == 1
+    logged = next(d for d in decisions(conn) if d["proposed_fact"] == manchester)
+    assert logged["action"] == "update" and "second look" in logged["reason"]
+
+
+@pytest.mark.slow
+def test_with_the_second_look_off_the_passed_over_message_stays_unasked(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    off = with_settings(settings, chunk_size=1, episode_threshold=1, second_look=False)
+    add(conn, make_episode("dana", "d2", MOVE, at(2023, 5, 20)))
+    model = ScriptedModel(
+        {"d2": lambda r: answer(fact("Dana likes chemistry.", "preference"))},
+        second_look=lambda text: [("Dana is moving to Manchester in July.", "identity")],
+    )
+    summary = consolidate(db, model, embedder, off)
+
+    assert set(active(conn, "dana")) == {"Dana likes chemistry."}
+    assert summary.second_look_messages == 0
+    assert all(r.purpose.value != "second_look" for r in model.requests)
