@@ -310,7 +310,6 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
                 "candidates": 3,
                 "excluded": [],
                 "lower": 0.2,
-                "upper": 0.95,
             },
             {active},
         ),

@@ -14,7 +14,7 @@ import psycopg
 
 from slowwave import sql
 from slowwave.models.chunk import ChunkToApply
-from slowwave.models.fact import said
+from slowwave.models.fact import other_numbers, said
 from slowwave.models.plan import Plan
 from slowwave.tasks.decide import Known, ended_targets
 
@@ -112,7 +112,7 @@ def lock_targets(conn: psycopg.Connection, plans: Sequence[Plan]) -> dict[UUID, 
             "conversations": [conversation for _, conversation in wanted],
         },
     ).fetchall()
-    return {r[0]: Known(valid_at=r[1], vector=r[2].to_numpy()) for r in rows}
+    return {r[0]: Known(valid_at=r[1], vector=r[2].to_numpy(), fact=r[3]) for r in rows}
 
 
 def refuse_foreign_targets(plans: Sequence[Plan], known: dict[UUID, Known]) -> None:
@@ -148,9 +148,9 @@ def lock_slot_holders(
         {"conversations": [c for c, _ in wanted], "slots": [s for _, s in wanted]},
     ).fetchall()
     holders: dict[str, dict[str, UUID]] = {}
-    for fact_id, conversation, slot, valid_at, vector in rows:
+    for fact_id, conversation, slot, valid_at, vector, stored in rows:
         holders.setdefault(conversation, {})[slot] = fact_id
-        known.setdefault(fact_id, Known(valid_at=valid_at, vector=vector.to_numpy()))
+        known.setdefault(fact_id, Known(valid_at=valid_at, vector=vector.to_numpy(), fact=stored))
     return holders
 
 
@@ -163,7 +163,8 @@ def nearest_duplicates(
 ) -> list[dict[int, tuple[UUID, float]]]:
     """Per chunk: action index → the nearest active duplicate (same conversation, among the
     ``candidates`` nearest, at least ``threshold`` similar, or saying the same sentence under
-    another category or keywords: similarity 1) of the fact it writes, if any; each
+    another category or keywords: similarity 1; none that states other numbers) of the fact
+    it writes, if any; each
     duplicate is added to ``known`` (a later action may act on the
     fact a new one merged into)."""
     nearest: list[dict[int, tuple[UUID, float]]] = [{} for _ in chunks]
@@ -190,8 +191,10 @@ def nearest_duplicates(
             "threshold": threshold,
         },
     ).fetchall()
-    for ordinal, fact_id, similarity, valid_at, vector in rows:  # best first per ordinal
+    for ordinal, fact_id, similarity, valid_at, vector, stored in rows:  # best first per ordinal
         i, action = origin[int(ordinal) - 1]
+        if other_numbers(chunks[i].plan.actions[action].fact or "", stored):
+            continue  # "five sessions" is no duplicate of "three sessions"
         nearest[i].setdefault(action, (fact_id, float(similarity)))
-        known.setdefault(fact_id, Known(valid_at=valid_at, vector=vector.to_numpy()))
+        known.setdefault(fact_id, Known(valid_at=valid_at, vector=vector.to_numpy(), fact=stored))
     return nearest

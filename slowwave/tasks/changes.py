@@ -41,6 +41,7 @@ from slowwave.models.change import (
 )
 from slowwave.models.chunk import PreparedChunk
 from slowwave.models.consolidation import FactAction
+from slowwave.models.fact import other_numbers
 from slowwave.models.llm.base import Purpose, StructuredModel
 from slowwave.models.run import RunSummary
 from slowwave.models.settings import Settings, setting_default
@@ -128,8 +129,11 @@ def find_changes(
 def _pairs(
     conn: psycopg.Connection, prepared: Sequence[PreparedChunk], policy: ChangePolicy
 ) -> list[Pair]:
-    """Each unnamed update of a chunk ready for apply with its nearest active fact of the same
-    category, when that one is in range and starts with the same person's name."""
+    """Each new fact of a chunk ready for apply with the nearest of its nearest active facts
+    that starts with the same person's name: for an unnamed update or a fact of the second
+    look, one in the range (``lower`` to the dedupe threshold); for any new fact, one above
+    it that states other numbers ("The user attended five sessions ..." beside "... three
+    sessions ...", which dedupe would otherwise take for the same fact)."""
     origin: list[tuple[int, int]] = []
     vectors = []
     conversations: list[str] = []
@@ -141,11 +145,7 @@ def _pairs(
         excluded |= ended_targets(plan) | {a.target_id for a in plan.actions if a.target_id}
         for row, index in enumerate(plan.writing):
             action = plan.actions[index]
-            if (
-                action.action is FactAction.new
-                and (action.proposed is FactAction.update or action.second_look)
-                and subject_name(action.fact or "") is not None
-            ):
+            if action.action is FactAction.new and subject_name(action.fact or "") is not None:
                 origin.append((c, index))
                 vectors.append(item.vectors[row])
                 conversations.append(plan.conversation_id)
@@ -159,14 +159,20 @@ def _pairs(
             "candidates": NEAREST_CANDIDATES,
             "excluded": sorted(excluded),
             "lower": policy.lower,
-            "upper": policy.upper,
         },
     ).fetchall()
     pairs: dict[int, Pair] = {}
     for ordinal, known_id, known_fact, similarity in rows:  # nearest first
         c, index = origin[ordinal - 1]
-        fact = prepared[c].plan.actions[index].fact or ""
-        if ordinal not in pairs and _subjects(known_fact) == _subjects(fact):
+        action = prepared[c].plan.actions[index]
+        fact = action.fact or ""
+        if ordinal in pairs or _subjects(known_fact) != _subjects(fact):
+            continue
+        if similarity >= policy.upper:
+            asked = other_numbers(fact, known_fact)
+        else:
+            asked = action.proposed is FactAction.update or action.second_look
+        if asked:
             pairs[ordinal] = Pair(c, index, known_id, known_fact, float(similarity))
     return [pairs[ordinal] for ordinal in sorted(pairs)]
 

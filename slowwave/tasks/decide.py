@@ -40,7 +40,7 @@ import numpy as np
 
 from slowwave.models.consolidation import FactAction
 from slowwave.models.embedding.base import Vectors
-from slowwave.models.fact import said
+from slowwave.models.fact import other_numbers, said
 from slowwave.models.ids import new_id
 from slowwave.models.plan import Decision, Plan, PlannedAction
 
@@ -51,6 +51,7 @@ class Known:
 
     valid_at: datetime
     vector: np.ndarray
+    fact: str = ""
 
 
 @dataclass
@@ -199,6 +200,10 @@ class _Decider:
         row = self.rows.get(fact_id)
         return row.embedding if row is not None else self.known[fact_id].vector
 
+    def _sentence(self, fact_id: UUID) -> str:
+        row = self.rows.get(fact_id)
+        return row.fact if row is not None else self.known[fact_id].fact
+
     def _valid_at(self, fact_id: UUID) -> datetime:
         row = self.rows.get(fact_id)
         return row.valid_at if row is not None else self.known[fact_id].valid_at
@@ -239,7 +244,8 @@ class _Decider:
             )
         if previous is not None:
             similarity = cosine(vector, self._vector(previous))
-            if similarity >= self.threshold:  # the "new" sentence says what the fact says
+            restates = not other_numbers(action.fact or "", self._sentence(previous))
+            if similarity >= self.threshold and restates:  # the new sentence says what it says
                 self._reinforce(previous, action.episode_ids)
                 self._log(
                     action,
@@ -318,6 +324,8 @@ class _Decider:
             similarity = float(pairs[self.position[self.row_of[row.id]]])
             if said(row.fact) == sentence:
                 similarity = 1.0  # the same sentence under another category or keywords
+            if other_numbers(self.plan.actions[index].fact or "", row.fact):
+                continue  # "five sessions" is no duplicate of "three sessions"
             if similarity >= self.threshold and (best is None or similarity > best[1]):
                 best = (row.id, similarity)
         return best if best is not None else self.nearest.get(index)
@@ -327,13 +335,17 @@ class _Decider:
     def _refuse_contradictions(self) -> None:
         """A fact the plan leaves active while it ended a duplicate of it, valid from before
         that end, contradicts the plan itself: rejected, never written."""
-        ended = [(self.known[f].vector, at) for f, at in self.writes.endings.items()]
-        ended += [(r.embedding, r.invalid_at) for r in self.rows.values() if r.invalid_at]
+        ended = [
+            (k.vector, at, k.fact) for f, at in self.writes.endings.items() if (k := self.known[f])
+        ]
+        ended += [(r.embedding, r.invalid_at, r.fact) for r in self.rows.values() if r.invalid_at]
         refused: dict[UUID, str] = {}
         for row in self.rows.values():
             if row.invalid_at is not None:
                 continue
-            for vector, at in ended:
+            for vector, at, sentence in ended:
+                if other_numbers(row.fact, sentence):  # "five sessions" ends "three sessions"
+                    continue
                 if row.valid_at <= at and cosine(row.embedding, vector) >= self.threshold:
                     refused[row.id] = (
                         f"contradicts the plan itself: it ends this fact at {at.isoformat()} "

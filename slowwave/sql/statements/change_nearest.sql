@@ -1,9 +1,8 @@
--- change check: for each update the plans write without naming a fact (and each fact of the
--- second look), its %(candidates)s nearest active facts of the same conversation that are close
--- but not duplicates (cosine in [%(lower)s, %(upper)s)), nearest first: the caller pairs it with
--- the nearest about the same person. None the plans end or act on. Exact cosine over the
--- conversation's active facts (semantic_memory_active_idx, whose first column is the
--- conversation).
+-- change check: for each new fact the plans write, its %(candidates)s nearest active facts of the
+-- same conversation at cosine %(lower)s or more, nearest first: the caller pairs it with the
+-- nearest about the same person it may end (tasks.changes). None the plans end or act on.
+-- Exact cosine over the conversation's active facts (semantic_memory_active_idx, whose first
+-- column is the conversation).
 SELECT q.ord, d.id, d.fact, 1 - d.distance AS similarity
 FROM unnest(%(vectors)b::vector[], %(conversations)s::text[])
      WITH ORDINALITY AS q(vec, conversation_id, ord)
@@ -16,5 +15,5 @@ CROSS JOIN LATERAL (
     ORDER BY distance, s.id
     LIMIT %(candidates)s
 ) d
-WHERE 1 - d.distance >= %(lower)s AND 1 - d.distance < %(upper)s
+WHERE 1 - d.distance >= %(lower)s
 ORDER BY q.ord, d.distance, d.id

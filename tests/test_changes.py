@@ -1,0 +1,63 @@
+"""Two sentences alike but for a number are two values, not one fact said twice: dedupe never
+merges them, and the change check asks whether the later one ends the earlier."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from slowwave.models.embedding.base import Embedder
+from slowwave.models.fact import numbers_in, other_numbers
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
+from slowwave.tasks.consolidate import consolidate
+from tests.fix_episodes import active, add, at, facts, make_episode, with_settings
+from tests.fix_models import ScriptedModel, fact
+from tests.test_consolidation import answer
+
+THREE = "The user attended three sessions of the bereavement support group."
+FIVE = "The user attended five sessions of the bereavement support group."
+
+
+def test_numbers_are_read_in_digits_and_words_alike() -> None:
+    assert numbers_in(FIVE) == {"5"} == numbers_in("The user attended 5 sessions.")
+    assert numbers_in("1,200 followers, a 5K in 25:50") == {"1200", "5", "25:50"}
+    assert other_numbers(FIVE, THREE) and not other_numbers(FIVE, FIVE.replace("five", "5"))
+    assert not other_numbers(FIVE, "The user attends a bereavement support group.")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("out_of_date", [True, False])
+def test_a_new_fact_alike_but_for_its_number_ends_the_old_value_or_stands_beside_it(
+    out_of_date: bool,
+    db: Database,
+    conn: psycopg.Connection,
+    embedder: Embedder,
+    settings: Settings,
+) -> None:
+    one = with_settings(settings, chunk_size=1, episode_threshold=1)
+    add(
+        conn,
+        make_episode(
+            "u", "g1", "I went to three sessions of the grief group so far.", at(2023, 3, 4)
+        ),
+        make_episode("u", "g2", "Up to five sessions of the grief group now!", at(2023, 5, 20)),
+    )
+    model = ScriptedModel(
+        {
+            "g1": lambda r: answer(fact(THREE, "experience")),
+            "g2": lambda r: answer(fact(FIVE, "experience")),
+        },
+        out_of_date=lambda known, later: out_of_date and "three" in known,
+    )
+    summary = consolidate(db, model, embedder, one)
+
+    now = active(conn, "u")
+    assert FIVE in now  # never merged into the fact with the other number
+    assert summary.dedupe_merges == 0 and summary.change_pairs == 1
+    three = next(f for f in facts(conn, "u") if f["fact"] == THREE)
+    if out_of_date:
+        assert THREE not in now and now[FIVE]["supersedes_id"] == three["id"]
+        assert three["invalid_at"] == now[FIVE]["valid_at"] == at(2023, 5, 20)
+    else:
+        assert THREE in now and now[FIVE]["supersedes_id"] is None
