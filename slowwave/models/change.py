@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from slowwave.models.consolidation import MAX_FACT_CHARS
 from slowwave.models.merge import exactly_these_pairs
+from slowwave.models.words import FUNCTION_WORDS
 
 # pairs a chunk asks about; each in a request of its own: shown three at a time, the default
 # model wrote the later fact back as the known one's rewrite for 6 of 23 pairs (15 of 23 right,
@@ -61,61 +62,13 @@ class ChangeJudgement(BaseModel):
 # words, numbers and times ("25:50", "3.5"), lower-cased; the function words a rewrite may
 # add or drop without changing a value
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9:'’.,-]*[A-Za-z0-9]|[A-Za-z0-9]")
-_FUNCTION_WORDS = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "and",
-        "or",
-        "but",
-        "of",
-        "in",
-        "on",
-        "at",
-        "to",
-        "for",
-        "with",
-        "from",
-        "by",
-        "as",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "being",
-        "has",
-        "have",
-        "had",
-        "do",
-        "does",
-        "did",
-        "now",
-        "still",
-        "also",
-        "just",
-        "this",
-        "that",
-        "these",
-        "those",
-        "it",
-        "its",
-        "his",
-        "her",
-        "their",
-        "he",
-        "she",
-        "they",
-        "them",
-    ]
-)
+# and the verbs a rewrite may add or drop without changing a value
+_NO_VALUE = FUNCTION_WORDS | {"has", "have", "had", "do", "does", "did", "being", "now", "still"}
 
 
 def value_tokens(sentence: str) -> set[str]:
     """The words and numbers of ``sentence`` a value is written in."""
-    return {t.lower().replace("’", "'") for t in _TOKEN.findall(sentence)} - _FUNCTION_WORDS
+    return {t.lower().replace("’", "'") for t in _TOKEN.findall(sentence)} - _NO_VALUE
 
 
 def replaced(known: str, later: str, now: str) -> bool:

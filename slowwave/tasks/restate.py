@@ -31,6 +31,7 @@ from collections.abc import Iterable, Sequence
 
 from slowwave.models.consolidation import AGENT_ROLES
 from slowwave.models.episode import Episode
+from slowwave.models.words import FUNCTION_WORDS
 from slowwave.tasks.grounding import names_in
 
 # chat roles: an agent's ("assistant", AGENT_ROLES) "I" is not a person's; a person's is named
@@ -49,71 +50,6 @@ _INTRODUCTION = re.compile(
 # words a capitalised word after "I'm" is not a name when it is
 _NOT_A_NAME = frozenset(
     {"So", "Not", "Just", "Really", "Very", "Also", "Still", "Always", "Never", "Sorry", "Glad"}
-)
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "and",
-        "or",
-        "but",
-        "so",
-        "to",
-        "of",
-        "in",
-        "on",
-        "at",
-        "for",
-        "with",
-        "from",
-        "by",
-        "as",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "am",
-        "i",
-        "i'm",
-        "i've",
-        "i'll",
-        "i'd",
-        "me",
-        "my",
-        "mine",
-        "we",
-        "our",
-        "us",
-        "you",
-        "your",
-        "he",
-        "she",
-        "his",
-        "her",
-        "they",
-        "their",
-        "it",
-        "its",
-        "this",
-        "that",
-        "there",
-        "what",
-        "when",
-        "where",
-        "who",
-        "how",
-        "not",
-        "no",
-        "yes",
-        "just",
-        "really",
-        "very",
-        "also",
-        "too",
-    ]
 )
 # verbs that stay as they are after "I" (past tenses, modals)
 _UNCHANGED = frozenset(
@@ -372,7 +308,7 @@ def _third_person(verb: str) -> str | None:
         return _IRREGULAR[lowered]
     if lowered in _UNCHANGED or lowered.endswith("ed") or "'" in lowered:
         return verb
-    if not lowered.isalpha() or lowered in _STOP:
+    if not lowered.isalpha() or lowered in FUNCTION_WORDS:
         return None
     if re.search(r"(s|sh|ch|x|z|o)$", lowered):
         return verb + "es"
@@ -385,5 +321,5 @@ def content_words(text: str) -> set[str]:
     return {
         w.lower().replace("’", "'")
         for w in _WORD.findall(text)
-        if w.lower().replace("’", "'") not in _STOP
+        if w.lower().replace("’", "'") not in FUNCTION_WORDS
     }
