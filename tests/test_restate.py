@@ -234,6 +234,15 @@ def test_an_update_that_names_no_fact_ends_its_nearest_fact_about_the_person_onl
             "The user's 5K personal best is 25:50.",
             True,
         ),
+        # the later fact written back, a number swapped about the same thing
+        (
+            "The user did attend three sessions of the bereavement support group.",
+            "The user attended five sessions of the bereavement support group last year.",
+            "The user attended five sessions of the bereavement support group last year.",
+            True,
+        ),
+        # the later fact written back about something else: only the subject in common
+        ("The user owns 3 bikes.", "The user has 2 cats.", "The user has 2 cats.", False),
         # a copy: the later fact is about something else
         (
             "Kenji plays in a community orchestra every Sunday.",

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from slowwave.models.consolidation import MAX_FACT_CHARS
+from slowwave.models.fact import numbers_in
 from slowwave.models.merge import exactly_these_pairs
 from slowwave.models.words import FUNCTION_WORDS
 
@@ -81,7 +82,15 @@ def replaced(known: str, later: str, now: str) -> bool:
     with his husband Theo and his apprentice Lea": both hold), or one whose new words come
     from neither fact (the model's own slip, "his wife Theo")."""
     before, after, said = value_tokens(known), value_tokens(now), value_tokens(later)
-    return bool((after & before) - said) and bool(before - after) and bool((after - before) & said)
+    if (after & before) - said and before - after and (after - before) & said:
+        return True
+    # a number swapped, the later fact written back or not: "The user attended five sessions
+    # of the bereavement support group last year." for "... three sessions ...": the rewrite
+    # states a number of the later fact in place of the known one's, about the same thing (a
+    # word beside the subject in common); "The user has 2 cats." for "The user owns 3 bikes."
+    # shares only the subject
+    old, new, stated = numbers_in(known), numbers_in(later), numbers_in(now)
+    return bool(old and stated & (new - old) and not stated & old and len(after & before) >= 2)
 
 
 EXAMPLE = json.dumps(

@@ -135,10 +135,11 @@ def _pairs(
     conn: psycopg.Connection, prepared: Sequence[PreparedChunk], policy: ChangePolicy
 ) -> list[Pair]:
     """Each new fact of a chunk ready for apply with the nearest of its nearest active facts
-    that starts with the same person's name: for an unnamed update or a fact of the second
-    look, one in the range (``lower`` to the dedupe threshold); for any new fact, one from
+    that starts with the same person's name: for any new fact, the nearest from
     ``NUMBERS_LOWER`` on that states other numbers ("The user attended five sessions ..."
-    beside "... three sessions ...")."""
+    beside "... three sessions ...", even behind a nearer fact without them); else, for an
+    unnamed update or a fact of the second look, the nearest in the range (``lower`` to the
+    dedupe threshold)."""
     origin: list[tuple[int, int]] = []
     vectors = []
     conversations: list[str] = []
@@ -167,19 +168,20 @@ def _pairs(
         },
     ).fetchall()
     pairs: dict[int, Pair] = {}
+    numbered: set[int] = set()  # the fact's pair states other numbers: no nearer one replaces it
     for ordinal, known_id, known_fact, similarity in rows:  # nearest first
         c, index = origin[ordinal - 1]
         action = prepared[c].plan.actions[index]
         fact = action.fact or ""
-        if ordinal in pairs or _subjects(known_fact) != _subjects(fact):
+        if ordinal in numbered or _subjects(known_fact) != _subjects(fact):
             continue
         if other_numbers(fact, known_fact):
-            asked = similarity >= NUMBERS_LOWER
-        elif similarity < policy.upper:
-            asked = action.proposed is FactAction.update or action.second_look
-        else:
-            asked = False  # a duplicate: dedupe merges it
-        if asked:
+            if similarity >= NUMBERS_LOWER:  # a count that changed, even behind a nearer fact
+                pairs[ordinal] = Pair(c, index, known_id, known_fact, float(similarity))
+                numbered.add(ordinal)
+            continue
+        unnamed = action.proposed is FactAction.update or action.second_look
+        if ordinal not in pairs and unnamed and similarity < policy.upper:
             pairs[ordinal] = Pair(c, index, known_id, known_fact, float(similarity))
     return [pairs[ordinal] for ordinal in sorted(pairs)]
 
