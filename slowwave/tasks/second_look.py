@@ -108,13 +108,12 @@ def _covered(words: set[str], stated: Sequence[set[str]]) -> bool:
     return any(len(words & fact) >= need for fact in stated)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Look:
-    """One chunk's second look: the messages shown, and what its answer states as items."""
+    """One chunk's second look: its index among the chunks, and the messages shown."""
 
     chunk: int
     messages: list[Uncovered]
-    output: ConsolidationOutput | None = None
 
 
 def second_look(
