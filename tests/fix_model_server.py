@@ -29,7 +29,8 @@ class FakeModel:
     previous: str = ""  # the last prompt answered: what the slot's cache holds
 
     def env(self, **extra: str) -> dict[str, str]:
-        """The settings that point slowwave at this endpoint (no summaries: one call a chunk)."""
+        """The settings that point slowwave at this endpoint (no summaries, no second look, no
+        change check: one call a chunk, so ``hold_after`` counts chunks)."""
         return {
             "SLOWWAVE_LLM_RUNTIME": "openai",
             "SLOWWAVE_OPENAI_BASE_URL": self.url,
@@ -38,6 +39,8 @@ class FakeModel:
             "SLOWWAVE_OPENAI_STRICT_SCHEMA": "false",
             "SLOWWAVE_OPENAI_TIMEOUT_S": "600",
             "SLOWWAVE_SUMMARIZE_ON_INGEST": "false",
+            "SLOWWAVE_SECOND_LOOK": "false",
+            "SLOWWAVE_CHANGE_CHECK": "false",
             **extra,
         }
 

@@ -5,14 +5,21 @@ answer already covers are never asked about."""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 import psycopg
 import pytest
 
+from slowwave.models import interrupt
 from slowwave.models.consolidation import FactAction
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.episode import Message
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer, Purpose
 from slowwave.models.plan import PlannedAction
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
@@ -113,3 +120,61 @@ def test_with_the_second_look_off_the_passed_over_message_stays_unasked(
     assert set(active(conn, "dana")) == {"Dana likes chemistry."}
     assert summary.second_look_messages == 0
     assert all(r.purpose.value != "second_look" for r in model.requests)
+
+
+@dataclass
+class _HeldSecondLook(ScriptedModel):
+    """Streams: every request is answered at once except the second look's, which never is
+    (a model call in flight when the operator interrupts)."""
+
+    held: list[Future[ModelAnswer]] = field(default_factory=list)
+
+    def submit(self, requests: Sequence[GenerationRequest]) -> list[Future[ModelAnswer]]:
+        futures: list[Future[ModelAnswer]] = []
+        for request in requests:
+            future: Future[ModelAnswer] = Future()
+            if request.purpose is Purpose.second_look:
+                self.requests.append(request)
+                self.held.append(future)
+            else:
+                future.set_result(super().generate([request])[0])
+            futures.append(future)
+        return futures
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[ModelAnswer]:
+        return [future.result() for future in self.submit(requests)]
+
+
+@pytest.mark.slow
+def test_an_interrupt_stops_a_run_waiting_on_its_second_look_and_nothing_of_the_chunk_is_applied(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    one = with_settings(settings, chunk_size=1, episode_threshold=1)
+    add(conn, make_episode("dana", "d2", MOVE, at(2023, 5, 20)))
+    model = _HeldSecondLook({"d2": lambda r: answer(fact("Dana likes chemistry.", "preference"))})
+    outcome: list[BaseException] = []
+
+    def run() -> None:  # a shard's thread: no KeyboardInterrupt ever reaches it
+        try:
+            consolidate(db, model, embedder, one)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    deadline = time.monotonic() + 60
+    while not model.held and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert model.held, "the second look was never asked"
+    interrupt.request()
+    try:
+        worker.join(10)
+        assert not worker.is_alive(), "the run still waits on the model after the interrupt"
+    finally:
+        interrupt.clear()
+    assert [type(e) for e in outcome] == [interrupt.Interrupted]
+    assert all(f.cancelled() for f in model.held)
+    assert active(conn, "dana") == {}
+    assert conn.execute(
+        "SELECT count(*) FROM episodic_memory WHERE claimed_by IS NOT NULL"
+    ).fetchone() == (0,)

@@ -1,7 +1,8 @@
 """pair requests: a step's pairs of facts asked about, each chunk's pairs in one short request
 and every chunk's request in one ``generate`` call, never a call per fact; what the answers
-cost is added to the run's summary. The gray zone (``tasks.gray_zone``) and the change check
-(``tasks.changes``) ask this way; each reads its own answers."""
+cost is the asking chunk's (its row and the run's totals agree). The gray zone
+(``tasks.gray_zone``) and the change check (``tasks.changes``) ask this way; each reads its
+own answers."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from slowwave.models.chunk import PreparedChunk
-from slowwave.models.llm.base import GenerationRequest, ModelAnswer, Purpose, StructuredModel
+from slowwave.models.llm.base import (
+    GenerationRequest,
+    ModelAnswer,
+    Purpose,
+    StructuredModel,
+    generate_watched,
+)
 from slowwave.models.run import RunSummary
 
 
@@ -38,8 +45,9 @@ def ask_by_chunk(
 ) -> list[tuple[int, list[P], ModelAnswer]]:
     """Each chunk's first ``limit`` pairs in one request, or in requests of ``per_request``
     pairs (``render`` a request's prompt, ``schema`` its answer for that many pairs), all in
-    one call; each request's chunk, the pairs it asked and its answer. The calls and tokens
-    are counted in ``summary``."""
+    one call; each request's chunk, the pairs it asked and its answer. The calls are counted
+    in ``summary``; each answer's tokens are its chunk's, counted with the chunk's own when
+    it is applied."""
     by_chunk: dict[int, list[P]] = {}
     for pair in pairs:
         if len(by_chunk.setdefault(pair.chunk, [])) < limit:
@@ -63,9 +71,10 @@ def ask_by_chunk(
         for n, (c, shown) in enumerate(asked)
     ]
     summary.model_calls += len(requests)
-    answers = model.generate(requests)
-    for answer in answers:
-        summary.prompt_tokens += answer.prompt_tokens
-        summary.completion_tokens += answer.completion_tokens
-        summary.prompt_tokens_cached += answer.cached_tokens
+    answers = generate_watched(model, requests)
+    for (c, _), answer in zip(asked, answers, strict=True):
+        plan = prepared[c].plan
+        plan.prompt_tokens += answer.prompt_tokens
+        plan.completion_tokens += answer.completion_tokens
+        plan.cached_tokens += answer.cached_tokens
     return [(c, shown, a) for (c, shown), a in zip(asked, answers, strict=True)]

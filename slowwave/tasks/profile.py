@@ -24,7 +24,13 @@ from pydantic import BaseModel, Field, ValidationError
 
 from slowwave import sql
 from slowwave.models.ids import conversation_ref
-from slowwave.models.llm.base import GenerationRequest, ModelAnswer, Purpose, StructuredModel
+from slowwave.models.llm.base import (
+    GenerationRequest,
+    ModelAnswer,
+    Purpose,
+    StructuredModel,
+    generate_watched,
+)
 from slowwave.models.llm.tokens import average_tokens
 from slowwave.models.profile import (
     PROFILE_SYSTEM_PROMPT,
@@ -178,7 +184,7 @@ def _answers(model: StructuredModel, requests: list[GenerationRequest]) -> list[
     if not requests:
         return []
     try:
-        return model.generate(requests)
+        return generate_watched(model, requests)
     except Exception as exc:
         reason = f"{type(exc).__name__}: {exc}"
         logger.warning("profiles: the model runtime failed (%s): kept stale", reason)

@@ -31,7 +31,7 @@ from slowwave.models.consolidation import (
     keywords_of,
 )
 from slowwave.models.episode import Episode, Message
-from slowwave.models.llm.base import GenerationRequest, Purpose, StructuredModel
+from slowwave.models.llm.base import GenerationRequest, Purpose, StructuredModel, generate_watched
 from slowwave.models.plan import PlannedAction
 from slowwave.models.run import RunSummary
 from slowwave.models.second_look import (
@@ -150,7 +150,7 @@ def second_look(
         return {}
     summary.model_calls += len(requests)
     summary.second_look_messages += sum(len(look.messages) for look in looks)
-    answers = model.generate(requests)
+    answers = generate_watched(model, requests)
     found: dict[int, ConsolidationOutput] = {}
     for look, answer in zip(looks, answers, strict=True):
         plan = chunks[look.chunk][0].plan  # its chunk's cost: the run counts it when applied

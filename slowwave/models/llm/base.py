@@ -15,11 +15,12 @@ conversation's next chunk while other conversations' answers are still being gen
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import Future
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
+from slowwave.models import interrupt
 from slowwave.models.llm.tokens import TokenCounter, estimate_tokens
 
 
@@ -127,3 +128,23 @@ def submit(
             answer or ModelAnswer(request.chunk_id, None, "runtime returned no answer for it")
         )
     return futures
+
+
+def generate_watched(
+    model: StructuredModel, requests: Sequence[GenerationRequest]
+) -> list[ModelAnswer]:
+    """One answer per request, in order, as ``generate`` gives them, waited for the way an
+    interrupt can stop: within ``interrupt.POLL_S`` of an operator's interrupt the requests
+    still in flight are cancelled and ``Interrupted`` is raised. A step's own requests (the
+    second look, the change check, the gray zone) ask this way: they run on a shard's thread,
+    where no ``KeyboardInterrupt`` arrives to end a plain wait."""
+    futures = submit(model, requests)
+    pending = set(futures)
+    try:
+        while pending:
+            interrupt.check()
+            pending = wait(pending, interrupt.POLL_S, FIRST_COMPLETED).not_done
+    finally:
+        for future in pending:  # interrupted, or a wait that raised: nobody reads them
+            future.cancel()
+    return [future.result() for future in futures]

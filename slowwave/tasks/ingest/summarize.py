@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from slowwave import sql
 from slowwave.models.episode import Episode, Message
-from slowwave.models.llm.base import GenerationRequest, Purpose, StructuredModel
+from slowwave.models.llm.base import GenerationRequest, Purpose, StructuredModel, generate_watched
 from slowwave.models.summary import (
     MAX_SUMMARY_CHARS,
     SUMMARY_SYSTEM_PROMPT,
@@ -75,7 +75,7 @@ def summarize_missing(
             for e in episodes
         ]
         ids, summaries = [], []
-        for answer in model.generate(requests):
+        for answer in generate_watched(model, requests):
             report.prompt_tokens += answer.prompt_tokens
             report.completion_tokens += answer.completion_tokens
             report.cached_tokens += answer.cached_tokens
