@@ -88,7 +88,7 @@ def test_billed_and_computed_tokens_of_a_model_with_a_prefix_cache_are_told_apar
 ) -> None:
     with fake_model() as model:
         figures = _night(tmp_path, locomo_path, "--engine", "openai", **model.env())
-    # a chunk's call each, and the second looks and change checks beside them
+    # a chunk's call each (the double is asked nothing else)
     assert figures["model_calls"] >= figures["chunks"] > 0
     assert figures["prompt_tokens"] > figures["prompt_tokens_cached"] > 0
     assert figures["billed_tokens_per_raw_token"] > figures["computed_tokens_per_raw_token"] > 0
