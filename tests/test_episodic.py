@@ -110,6 +110,70 @@ def test_an_episodic_memory_is_cut_to_its_budget_around_what_the_query_names_and
     assert [m.messages for m in before.memories] == [40]  # the later episode began after it
 
 
+JOB = "I'm a research engineer at Anthropic, mostly building evaluation tools."
+
+
+def _a_long_morning() -> list[dict[str, Any]]:
+    """24 messages: the user's job early on, then cooking, then an email draft whose questions
+    say "where", "does" and "the" and nothing of work."""
+    lines = [
+        ("user", "Morning! Quick intro before we start."),
+        ("assistant", "Good morning, tell me about yourself."),
+        ("user", JOB),
+        ("assistant", "That sounds like interesting work."),
+        ("user", "It is, most days are spent reading model transcripts."),
+        ("assistant", "What would you like help with today?"),
+        ("user", "A few things, let's start with dinner."),
+        ("assistant", "Sure, what are you cooking?"),
+    ]
+    dishes = ["risotto", "ramen", "tacos", "curry", "paella", "gnocchi", "chili", "soup"]
+    for dish in dishes[:4]:
+        lines += [
+            ("user", f"How long should {dish} simmer on a low flame?"),
+            ("assistant", f"About twenty minutes for {dish}, stirring now and then."),
+        ]
+    lines += [
+        ("user", "Now the draft to my landlord, can you look at it?"),
+        ("assistant", "Of course, paste it in."),
+        ("user", "Where does the greeting go, above or beside the date?"),
+        ("assistant", "Above the greeting, on a line of its own."),
+        ("user", "And where does the closing line go, does the signature follow it?"),
+        ("assistant", "Yes: the closing line, then the signature below it."),
+        ("user", "Does the subject line need the flat number in it?"),
+        ("assistant", "It helps the landlord find it: put the flat number there."),
+    ]
+    return [said(n, text, speaker=who) for n, (who, text) in enumerate(lines)]
+
+
+def test_an_excerpt_keeps_what_each_channel_found_and_the_neighbours_nearest_them() -> None:
+    from slowwave.tasks.memories import excerpt, query_words
+
+    assert query_words("Where does the user work?") == {"user", "work"}
+    assert query_words("She works, worked, is working") == {"work"}
+    chatter = [said(n, f"Filler line number {n} about nothing much.") for n in range(40)]
+    chatter[6] = said(6, JOB)  # what the vector channel's nearest window holds
+    chatter[30] = said(30, "The newsletter goes out every Friday.")  # the query's word
+    text, cut = excerpt(chatter, "when is the newsletter", 60, window=(4, 8))
+    assert cut and "Anthropic" in text and "newsletter" in text
+    assert text.startswith("…") and text.count("…") == 3  # before, between and after them
+    alone, _ = excerpt(chatter, "where does it go", 60)  # neither: the episode's start
+    assert alone.startswith("Dana: Filler line number 0")
+
+
+@pytest.mark.slow
+def test_an_excerpt_shows_the_message_that_answers_not_one_that_shares_its_small_words(
+    db: Database, settings: Settings
+) -> None:
+    conversation = f"job-{uuid.uuid4().hex[:8]}"
+    with slowwave.Memory(settings) as memory:
+        memory.record(conversation, _a_long_morning())
+        answer = memory.search("Where does the user work?", conversation, memory_tokens=60)
+
+    (found,) = [m for m in answer.memories if m.messages == 24]
+    assert found.excerpt and "Anthropic" in found.text, found.text
+    assert "greeting" not in found.text
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     home = tmp_path_factory.mktemp("episodic")

@@ -29,6 +29,7 @@ from slowwave.models.embedding.base import Embedder
 from slowwave.models.episode import EpisodicHit
 from slowwave.models.llm.tokens import average_tokens
 from slowwave.models.settings import Settings, setting_default
+from slowwave.models.words import FUNCTION_WORDS
 
 # Reviews are computed the same on every replica: no fuzzing of intervals.
 _SCHEDULER = Scheduler(enable_fuzzing=False)
@@ -93,34 +94,84 @@ def lines(messages: Sequence[dict[str, Any]]) -> list[str]:
     return [f"{m.get('speaker', '')}: {m.get('text', '')}" for m in messages]
 
 
-def excerpt(messages: Sequence[dict[str, Any]], query: str, budget: int) -> tuple[str, bool]:
-    """The episode's text within ``budget`` tokens: whole when it fits, else the message that
-    shares most words with the query and its neighbours, nearer ones first (``…`` where
-    messages were left out); a single message longer than the budget is cut."""
+def excerpt(
+    messages: Sequence[dict[str, Any]],
+    query: str,
+    budget: int,
+    window: tuple[int, int] | None = None,
+) -> tuple[str, bool]:
+    """The episode's text within ``budget`` tokens: whole when it fits, else centred on the
+    messages that answer the query, and their neighbours, nearer ones first (``…`` where
+    messages were left out); a single message longer than the budget is cut.
+
+    What answers is what each channel of the search found: the message whose text shares
+    most of the query's words (``query_words``: "Where does the user work?" asks for "work",
+    not "where" or "the"), and the messages ``[start, stop)`` of the episode's window nearest
+    the query's meaning (``window``): "I'm a research engineer at Anthropic" shares no word
+    with that question, and a later message about an email draft that said "the" and "does"
+    was shown in its place."""
     shown = lines(messages)
     costs = [average_tokens(line) + 1 for line in shown]
     if sum(costs) <= budget:
         return "\n".join(shown), False
-    words = {w.lower() for w in _WORD.findall(query)}
-    overlap = [len(words & {w.lower() for w in _WORD.findall(line)}) for line in shown]
+    wanted = query_words(query)
+    overlap = [len(wanted & query_words(str(m.get("text", "")))) for m in messages]
+    anchors: list[int] = []
     best = max(range(len(shown)), key=lambda i: (overlap[i], -i))
-    kept, used = {best}, costs[best]
-    for step in range(1, len(shown)):
-        for i in (best - step, best + step):
-            if 0 <= i < len(shown) and used + costs[i] <= budget:
-                kept.add(i)
-                used += costs[i]
-    if used > budget:  # the best message alone is longer than the budget: its start
-        cut = shown[best][: max(1, len(shown[best]) * budget // costs[best])]
+    if overlap[best] > 0 or window is None:
+        anchors.append(best)
+    if window is not None:
+        start, stop = max(0, window[0]), min(len(shown), window[1])
+        middle = (start + stop - 1) / 2
+        anchors += sorted(range(start, stop), key=lambda i: (-overlap[i], abs(i - middle), i))
+    if not anchors:  # a window past the episode's messages (it grew since): its start
+        anchors.append(0)
+    kept: list[int] = []
+    used = 0
+    for i in anchors:
+        if i not in kept and used + costs[i] <= budget:
+            kept.append(i)
+            used += costs[i]
+    if not kept:  # the best message alone is longer than the budget: its start
+        first = anchors[0]
+        cut = shown[first][: max(1, len(shown[first]) * budget // costs[first])]
         return cut.rstrip() + " …", True
+    centres = list(kept)
+    for step in range(1, len(shown)):  # then the neighbours, nearest the anchors first
+        for i in sorted({j + d for j in centres for d in (-step, step)}):
+            if 0 <= i < len(shown) and i not in kept and used + costs[i] <= budget:
+                kept.append(i)
+                used += costs[i]
     parts: list[str] = []
-    for i in sorted(kept):
-        if (parts and i - 1 not in kept) or (not parts and i > 0):
+    ordered = sorted(kept)
+    for n, i in enumerate(ordered):
+        if (n and ordered[n - 1] != i - 1) or (not n and i > 0):
             parts.append("…")
         parts.append(shown[i])
-    if max(kept) < len(shown) - 1:
+    if ordered[-1] < len(shown) - 1:
         parts.append("…")
     return "\n".join(parts), True
+
+
+_SUFFIXES = ("ing", "ed", "es", "s")
+# words a question is made of that say nothing of what it asks
+_QUESTION_WORDS = frozenset({"do", "does", "did", "which", "why", "can", "could", "would"})
+
+
+def query_words(text: str) -> set[str]:
+    """The words of ``text`` that can answer or ask something, lower-cased, without the
+    function words and with a plural's or a tense's ending dropped ("works", "worked" and
+    "working" are "work")."""
+    found = set()
+    for word in _WORD.findall(text.lower()):
+        if word in FUNCTION_WORDS or word in _QUESTION_WORDS:
+            continue
+        for suffix in _SUFFIXES:
+            if len(word) > len(suffix) + 3 and word.endswith(suffix):
+                word = word[: -len(suffix)]
+                break
+        found.add(word)
+    return found
 
 
 Embed = Callable[[list[str]], Any]
@@ -247,7 +298,8 @@ def search_memories(
     best = scored[0][0] or 1.0  # the best one scores 1
     hits = []
     for score, _, recall, row in scored[:k]:
-        text, cut = excerpt(row["messages"], query, memory_tokens)
+        nearest = None if row["best_from"] is None else (row["best_from"], row["best_to"])
+        text, cut = excerpt(row["messages"], query, memory_tokens, nearest)
         hits.append(
             EpisodicHit(
                 id=row["id"],

@@ -85,8 +85,9 @@ class SearchSettings(BaseSettings):
         ge=16,
         le=100_000,
         description="Search: the most tokens of one episodic memory's text an answer carries, "
-        "unless the call says: a longer episode is cut to the messages that match the query "
-        "best and those around them (marked as an excerpt).",
+        "unless the call says: a longer episode is cut to the message that shares most of the "
+        "query's words, the window nearest its meaning and the messages around them (marked "
+        "as an excerpt).",
     )
     retrievability_weight: float = Field(
         default=0.3,

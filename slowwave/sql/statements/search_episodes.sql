@@ -6,7 +6,9 @@
 --              words matching (OR), document frequencies among the conversation's episodes; a
 --              consolidated episode's words are stored (search_tsv, apply_mark_consolidated),
 --              a pending one's parsed here, so a message is found the moment it is recorded;
---   vector:    the cosine distance of the episode's nearest window of messages
+--   vector:    the cosine distance of the episode's nearest window of messages (returned as
+--              best_from / best_to: the excerpt is centred on it, with the best full-text
+--              message)
 --              (episode_windows, embedded before the search by tasks.memories, or soon after
 --              by a server's thread), weighted by %(vector_weight)s (0: off): what the query
 --              means without its words. An episode whose messages are not all embedded yet
@@ -53,19 +55,23 @@ WITH scope AS MATERIALIZED (
     ORDER BY r
     LIMIT %(candidates)s
 ), nearest AS (
-    SELECT w.episode_id AS id, min(cosine_distance(w.embedding, %(vector)s::vector)) AS d,
-           max(w.messages_to) AS covered
-    FROM episode_windows w
-    JOIN scope s ON s.id = w.episode_id
-    WHERE %(vector_weight)s::float8 > 0 AND w.conversation_id = %(conversation_id)s
-    GROUP BY w.episode_id
+    SELECT DISTINCT ON (id) id, d, covered, best_from, best_to
+    FROM (
+        SELECT w.episode_id AS id, cosine_distance(w.embedding, %(vector)s::vector) AS d,
+               max(w.messages_to) OVER (PARTITION BY w.episode_id) AS covered,
+               w.messages_from AS best_from, w.messages_to AS best_to
+        FROM episode_windows w
+        JOIN scope s ON s.id = w.episode_id
+        WHERE %(vector_weight)s::float8 > 0 AND w.conversation_id = %(conversation_id)s
+    ) AS w
+    ORDER BY id, d, best_from
 ), semantic AS (
     SELECT id, row_number() OVER (ORDER BY d, id) AS r
     FROM nearest
     ORDER BY r
     LIMIT %(candidates)s
 ), fused AS (
-    SELECT id, f.r AS fulltext_rank, v.r AS vector_rank,
+    SELECT id, f.r AS fulltext_rank, v.r AS vector_rank, n.best_from, n.best_to,
            coalesce(1.0 / (%(rrf_k)s + f.r), 0)
            + %(vector_weight)s::float8 * greatest(
                coalesce(1.0 / (%(rrf_k)s + v.r), 0),
@@ -80,6 +86,7 @@ WITH scope AS MATERIALIZED (
 )
 SELECT e.id, e.conversation_id, e.start_at, e.end_at, e.consolidated_at IS NULL AS pending,
        e.messages, f.fused::float8 AS fused, f.fulltext_rank, f.vector_rank,
+       f.best_from, f.best_to,
        e.review_stability, e.review_difficulty, e.review_state, e.review_step, e.reviewed_at,
        e.reviews
 FROM fused f
