@@ -126,8 +126,7 @@ def _a_long_morning() -> list[dict[str, Any]]:
         ("user", "A few things, let's start with dinner."),
         ("assistant", "Sure, what are you cooking?"),
     ]
-    dishes = ["risotto", "ramen", "tacos", "curry", "paella", "gnocchi", "chili", "soup"]
-    for dish in dishes[:4]:
+    for dish in ["risotto", "ramen", "tacos", "curry"]:
         lines += [
             ("user", f"How long should {dish} simmer on a low flame?"),
             ("assistant", f"About twenty minutes for {dish}, stirring now and then."),

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from slowwave.models.category import Category
 from slowwave.models.consolidation import FactAction
+from slowwave.models.llm.base import ModelAnswer
 
 
 class Decision(StrEnum):
@@ -127,6 +128,13 @@ class Plan(BaseModel):
     cached_tokens: int = Field(
         default=0, description="Of prompt_tokens, those the engine's prefix cache served."
     )
+
+    def charge(self, answer: ModelAnswer) -> None:
+        """Add what a model answer for this chunk cost (its own, a second look's, a change
+        check's) to the chunk's tokens: the run counts them when the chunk is applied."""
+        self.prompt_tokens += answer.prompt_tokens
+        self.completion_tokens += answer.completion_tokens
+        self.cached_tokens += answer.cached_tokens
 
     @property
     def writing(self) -> list[int]:

@@ -126,21 +126,21 @@ def excerpt(
         anchors += sorted(range(start, stop), key=lambda i: (-overlap[i], abs(i - middle), i))
     if not anchors:  # a window past the episode's messages (it grew since): its start
         anchors.append(0)
-    kept: list[int] = []
+    kept: set[int] = set()
     used = 0
     for i in anchors:
         if i not in kept and used + costs[i] <= budget:
-            kept.append(i)
+            kept.add(i)
             used += costs[i]
     if not kept:  # the best message alone is longer than the budget: its start
         first = anchors[0]
         cut = shown[first][: max(1, len(shown[first]) * budget // costs[first])]
         return cut.rstrip() + " …", True
-    centres = list(kept)
+    centres = set(kept)
     for step in range(1, len(shown)):  # then the neighbours, nearest the anchors first
         for i in sorted({j + d for j in centres for d in (-step, step)}):
             if 0 <= i < len(shown) and i not in kept and used + costs[i] <= budget:
-                kept.append(i)
+                kept.add(i)
                 used += costs[i]
     parts: list[str] = []
     ordered = sorted(kept)

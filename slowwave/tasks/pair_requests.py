@@ -73,8 +73,5 @@ def ask_by_chunk(
     summary.model_calls += len(requests)
     answers = generate_watched(model, requests)
     for (c, _), answer in zip(asked, answers, strict=True):
-        plan = prepared[c].plan
-        plan.prompt_tokens += answer.prompt_tokens
-        plan.completion_tokens += answer.completion_tokens
-        plan.cached_tokens += answer.cached_tokens
+        prepared[c].plan.charge(answer)
     return [(c, shown, a) for (c, shown), a in zip(asked, answers, strict=True)]

@@ -153,10 +153,7 @@ def second_look(
     answers = generate_watched(model, requests)
     found: dict[int, ConsolidationOutput] = {}
     for look, answer in zip(looks, answers, strict=True):
-        plan = chunks[look.chunk][0].plan  # its chunk's cost: the run counts it when applied
-        plan.prompt_tokens += answer.prompt_tokens
-        plan.completion_tokens += answer.completion_tokens
-        plan.cached_tokens += answer.cached_tokens
+        chunks[look.chunk][0].plan.charge(answer)  # its chunk's cost
         output = _items(look, answer.text, chunks[look.chunk][0].visible)
         if output is not None and output.facts:
             summary.second_look_facts += len(output.facts)
