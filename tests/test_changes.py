@@ -1,11 +1,14 @@
 """Two sentences alike but for a number are two values, not one fact said twice: dedupe never
-merges them, and the change check asks whether the later one ends the earlier."""
+merges them, and the change check asks whether the later one ends the earlier. A pair is asked
+about only where the later fact names a value the known one holds another of."""
 
 from __future__ import annotations
 
 import psycopg
 import pytest
 
+from slowwave.models.change import named_values, names_another_value
+from slowwave.models.consolidation import FactAction
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.fact import numbers_in, other_numbers
 from slowwave.models.settings import Settings
@@ -61,3 +64,55 @@ def test_a_new_fact_alike_but_for_its_number_ends_the_old_value_or_stands_beside
         assert three["invalid_at"] == now[FIVE]["valid_at"] == at(2023, 5, 20)
     else:
         assert THREE in now and now[FIVE]["supersedes_id"] is None
+
+
+def test_the_values_a_sentence_names_are_its_numbers_and_the_names_inside_it() -> None:
+    said = "Dana is moving to Manchester in July for a new job at Northfield's college."
+    assert named_values(said, ["Dana"]) == {"manchester", "july", "northfield"}
+    quoted = 'The user is on page 220 of "The Nightingale". It is long.'
+    assert named_values(quoted, ["The user"]) == {"220", "the", "nightingale"}
+
+
+@pytest.mark.parametrize(
+    ("later", "known", "asked"),
+    [
+        ("Dana is moving to Manchester in July.", "Dana teaches chemistry in Leeds.", True),
+        ("The user now has 4 bikes.", "The user owns 3 bikes.", True),
+        # the same names on both sides, or none on one: no value to swap
+        ("Melanie showed Caroline a photo of bowls.", "Melanie is proud of Caroline.", False),
+        ("Omar hired his first apprentice, Lea.", "Omar is allergic to hazelnuts.", False),
+        ("Kenji switched to day shifts.", "Kenji is a nurse in Osaka.", False),
+    ],
+)
+def test_a_pair_is_asked_about_only_where_the_later_fact_names_another_value(
+    later: str, known: str, asked: bool
+) -> None:
+    subject = later.split()[0] if not later.startswith("The user") else "The user"
+    assert names_another_value(later, known, [subject]) is asked
+
+
+@pytest.mark.slow
+def test_an_unnamed_update_that_names_no_other_value_leaves_the_known_fact_unasked_and_active(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    one = with_settings(settings, chunk_size=1, episode_threshold=1)
+    leeds = "Kai teaches chemistry at a school in Leeds."
+    add(
+        conn,
+        make_episode(
+            "kai", "k1", "Hi, I'm Kai. I teach chemistry at a school in Leeds.", at(2023, 3, 4)
+        ),
+        make_episode("kai", "k2", "My chemistry classes are all hands-on now.", at(2023, 5, 20)),
+    )
+    hands_on = "Kai teaches chemistry with hands-on experiments."
+    model = ScriptedModel(
+        {
+            "k1": lambda r: answer(fact(leeds)),
+            "k2": lambda r: answer(fact(hands_on, action=FactAction.update)),
+        },
+        out_of_date=lambda known, later: True,  # a model that ends whatever it is shown
+    )
+    summary = consolidate(db, model, embedder, one)
+
+    assert summary.change_pairs == 0 and summary.changes_found == 0
+    assert {leeds, hands_on} <= set(active(conn, "kai"))

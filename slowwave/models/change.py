@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -70,6 +70,36 @@ _NO_VALUE = FUNCTION_WORDS | {"has", "have", "had", "do", "does", "did", "being"
 def value_tokens(sentence: str) -> set[str]:
     """The words and numbers of ``sentence`` a value is written in."""
     return {t.lower().replace("’", "'") for t in _TOKEN.findall(sentence)} - _NO_VALUE
+
+
+# a word with its quotes, brackets and trailing punctuation around it
+_EDGES = "\"'“”‘’()[]{},;:"
+
+
+def named_values(sentence: str, subjects: Collection[str] = ()) -> set[str]:
+    """The values ``sentence`` names: its numbers (in digits) and the capitalised words inside
+    it, a place, a person, a month, a title ("Manchester", "July", "TechCorp"), lower-cased;
+    its first word, a sentence's first after a full stop, "I" and the ``subjects`` aside."""
+    values = set(numbers_in(sentence))
+    opening = True
+    for raw in sentence.split():
+        word = raw.strip(_EDGES + ".!?…")
+        for possessive in ("'s", "’s"):
+            word = word.removesuffix(possessive)
+        if not opening and word[:1].isupper() and word != "I" and word not in subjects:
+            values.add(word.lower())
+        opening = raw.rstrip(_EDGES).endswith((".", "!", "?", "…"))
+    return values
+
+
+def names_another_value(later: str, known: str, subjects: Collection[str] = ()) -> bool:
+    """Whether ``later`` names a value ``known`` does not and ``known`` one ``later`` does not:
+    the only pairs in which the rewrite can swap one ("Dana is moving to Manchester ..." beside
+    "... a high school in Leeds."). "Melanie showed Caroline a photo of bowls" beside "Melanie
+    is supportive of Caroline", or "Omar hired an apprentice" beside "Omar runs a bakery in
+    Lyon", cannot."""
+    mine, theirs = named_values(later, subjects), named_values(known, subjects)
+    return bool(mine - theirs) and bool(theirs - mine)
 
 
 def replaced(known: str, later: str, now: str) -> bool:

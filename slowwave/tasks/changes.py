@@ -6,19 +6,22 @@ The guard writes an ``update`` whose ``existing_fact_id`` names no fact shown as
 cannot guess the target), so "Dana is moving to Manchester in July for a new job ..." was
 written beside "Dana is teaching chemistry at a high school in Leeds." and both stayed active.
 Here, of each such fact's ``NEAREST_CANDIDATES`` nearest active facts of the conversation
-(cosine from ``lower`` to the dedupe threshold; none the plan ends or acts on), the nearest
-that starts with the same person's name is shown with it as a pair, each pair in a short
-request of its own and every request in one ``generate`` call (``models.change``). The
+(cosine from ``lower`` to the dedupe threshold; none the plan ends or acts on), the nearest that
+starts with the same person's name and holds another value of a kind the new one names (a place,
+a name, a number: ``models.change.names_another_value``) is shown with it as a pair: on one
+night of short episodes, 4 of the 21 pairs asked before, the one real change (Dana's move) among
+them; a change of a common word ("day shifts" after "nights") goes unasked. Each pair is in a
+short request of its own and every request in one ``generate`` call (``models.change``). The
 model writes the known fact as it stands once the new one holds; a rewrite that takes a value
 from the new fact turns the action into the update it is: the known fact ends at the new one's
-event time and the new one supersedes it (lineage, revertible). A copy, or an answer that
-cannot be read, leaves every fact as written. The model's own updates and the second look's
-facts are checked; a ``new`` fact of the answer only beside a known fact about the same person
-that reads alike (``NUMBERS_LOWER``) and states other numbers, which is how a count, a time or
-a score changes ("five sessions" after "three"). No category is required of the pair: the model
-files a move under identity one time and under goal the next, and the rewrite, unlike the yes
-or no it replaced, leaves "Kenji plays in a community orchestra every Sunday." as it was
-beside "Kenji switched to day shifts at the same hospital."
+event time and the new one supersedes it (lineage, revertible). A copy, or an answer that cannot
+be read, leaves every fact as written. The model's own updates and the second look's facts are
+checked; a ``new`` fact of the answer only beside a known fact about the same person that reads
+alike (``NUMBERS_LOWER``) and states other numbers, which is how a count, a time or a score
+changes ("five sessions" after "three"). No category is required of the pair: the model files a
+move under identity one time and under goal the next, and the rewrite, unlike the yes or no it
+replaced, leaves "Kenji plays in a community orchestra every Sunday." as it was beside "Kenji
+switched to day shifts at the same hospital."
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from slowwave.models.change import (
     CHANGE_SYSTEM_PROMPT,
     MAX_PAIRS_PER_CHUNK,
     ChangeJudgement,
+    names_another_value,
     render_change_prompt,
     replaced,
 )
@@ -139,7 +143,8 @@ def _pairs(
     ``NUMBERS_LOWER`` on that states other numbers ("The user attended five sessions ..."
     beside "... three sessions ...", even behind a nearer fact without them); else, for an
     unnamed update or a fact of the second look, the nearest in the range (``lower`` to the
-    dedupe threshold)."""
+    dedupe threshold) that names a value the fact names another of
+    (``models.change.names_another_value``)."""
     origin: list[tuple[int, int]] = []
     vectors = []
     conversations: list[str] = []
@@ -181,7 +186,12 @@ def _pairs(
                 numbered.add(ordinal)
             continue
         unnamed = action.proposed is FactAction.update or action.second_look
-        if ordinal not in pairs and unnamed and similarity < policy.upper:
+        if (
+            ordinal not in pairs
+            and unnamed
+            and similarity < policy.upper
+            and names_another_value(fact, known_fact, _subjects(fact))
+        ):
             pairs[ordinal] = Pair(c, index, known_id, known_fact, float(similarity))
     return [pairs[ordinal] for ordinal in sorted(pairs)]
 
