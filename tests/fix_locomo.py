@@ -3,6 +3,7 @@ when one is absent."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,32 @@ def locomo_path() -> Path:
     if not LOCOMO.is_file():
         pytest.skip(f"LoCoMo data not found at {LOCOMO} (expected ../shared beside the repo)")
     return LOCOMO
+
+
+def locomo_subset(folder: Path, *conversations: str) -> Path:
+    """A LoCoMo file of ``conversations`` alone, written in ``folder``."""
+    kept = [c for c in json.loads(LOCOMO.read_text()) if c["sample_id"] in conversations]
+    assert len(kept) == len(conversations), conversations
+    path = folder / f"locomo-{'-'.join(conversations)}.json"
+    path.write_text(json.dumps(kept))
+    return path
+
+
+@pytest.fixture(scope="session")
+def locomo_one_path(locomo_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """LoCoMo's smallest conversation alone (conv-30: 19 sessions, 369 turns, a ninth of the
+    seven), for a test whose point is not the data's size. The replay model reads its answers
+    from the whole file as from this one."""
+    return locomo_subset(tmp_path_factory.mktemp("locomo"), "conv-30")
+
+
+@pytest.fixture(scope="session")
+def locomo_four_path(locomo_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """LoCoMo's four smallest conversations (2,080 turns, half the seven's): four shards of
+    one conversation each."""
+    return locomo_subset(
+        tmp_path_factory.mktemp("locomo"), "conv-26", "conv-30", "conv-41", "conv-42"
+    )
 
 
 @pytest.fixture(scope="session")

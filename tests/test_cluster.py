@@ -25,7 +25,7 @@ def test_the_nightly_flow_on_a_two_node_ray_cluster_runs_shards_and_actors_on_bo
     db: Database,
     conn: psycopg.Connection,
     flow_settings: Settings,
-    locomo_path: Path,
+    locomo_four_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from slowwave.flows.consolidate import nightly
@@ -33,12 +33,13 @@ def test_the_nightly_flow_on_a_two_node_ray_cluster_runs_shards_and_actors_on_bo
     monkeypatch.setenv("SLOWWAVE_RAY_ADDRESS", ray_cluster)
     monkeypatch.setenv("SLOWWAVE_EMBEDDING_ACTORS_PER_NODE", "1")
     monkeypatch.setenv("SLOWWAVE_SHARD_CONCURRENCY", "4")
+    monkeypatch.setenv("SLOWWAVE_SHARD_CONVERSATIONS", "1")
     monkeypatch.setenv("PREFECT_API_URL", str(PREFECT_API_URL.value()))  # for the workers
     get_settings.cache_clear()
-    ingest(db, locomo_path, IngestPolicy.of(flow_settings))
+    ingest(db, locomo_four_path, IngestPolicy.of(flow_settings))
     (episodes,) = conn.execute("SELECT count(*) FROM episodic_memory").fetchone()  # type: ignore[misc]
 
-    state = nightly(return_state=True)  # 7 conversations in shards of 2: 4 shard tasks
+    state = nightly(return_state=True)  # 4 conversations in shards of 1: 4 shard tasks
 
     assert state.is_completed(), state.message
     summary = state.result()

@@ -148,7 +148,7 @@ def test_a_shard_hit_by_a_dropped_connection_is_retried_and_goes_on_where_it_sto
     db: Database,
     conn: psycopg.Connection,
     flow_settings: Settings,
-    locomo_path: Path,
+    locomo_one_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import slowwave.flows.consolidate as nightly_module
@@ -165,7 +165,7 @@ def test_a_shard_hit_by_a_dropped_connection_is_retried_and_goes_on_where_it_sto
         return real_apply(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(stages_module, "apply_chunks", drops_once)  # the one wiring
-    ingest(db, locomo_path, IngestPolicy.of(flow_settings))
+    ingest(db, locomo_one_path, IngestPolicy.of(flow_settings))
     state = nightly_module.nightly(conversations=["conv-30"], return_state=True)
     assert state.is_completed(), state.message
     summary = state.result()
@@ -189,14 +189,14 @@ def test_the_revert_and_forget_flows_run_like_the_rest_with_their_summaries(
     db: Database,
     conn: psycopg.Connection,
     flow_settings: Settings,
-    locomo_path: Path,
+    locomo_one_path: Path,
 ) -> None:
     from slowwave.flows.consolidate import nightly
     from slowwave.flows.history import forget, revert
     from slowwave.models.errors import HistoryError
     from slowwave.models.ids import conversation_ref
 
-    ingest(db, locomo_path, IngestPolicy.of(flow_settings))
+    ingest(db, locomo_one_path, IngestPolicy.of(flow_settings))
     run = nightly(conversations=["conv-30"], return_state=True).result()
     state = revert(run_id=run["run_id"], reason="prompt bug", by="ops", return_state=True)
     assert state.is_completed(), state.message
@@ -228,19 +228,20 @@ def test_the_nightly_flow_runs_its_shards_at_once_each_claiming_its_own_conversa
     db: Database,
     conn: psycopg.Connection,
     flow_settings: Settings,
-    locomo_path: Path,
+    locomo_four_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from slowwave.flows.consolidate import nightly
     from slowwave.models.settings import get_settings
 
     monkeypatch.setenv("SLOWWAVE_SHARD_CONCURRENCY", "3")
+    monkeypatch.setenv("SLOWWAVE_SHARD_CONVERSATIONS", "1")
     get_settings.cache_clear()
-    ingest(db, locomo_path, IngestPolicy.of(flow_settings))
-    state = nightly(return_state=True)  # every conversation, in shards of 2
+    ingest(db, locomo_four_path, IngestPolicy.of(flow_settings))
+    state = nightly(return_state=True)  # every conversation, in shards of 1
     assert state.is_completed(), state.message
     summary = state.result()
-    assert summary["conversations"] == 7 and summary["shards"] == 4
+    assert summary["conversations"] == 4 and summary["shards"] == 4
     assert sum(summary["placement"]["shards"].values()) == 4
     assert consolidated_once(conn) == (0, 0)
     names = completed_tasks(state.state_details.flow_run_id)
@@ -254,7 +255,7 @@ def test_the_nightly_flow_writes_profiles_as_a_task_of_its_own_after_the_shards(
     db: Database,
     conn: psycopg.Connection,
     flow_settings: Settings,
-    locomo_path: Path,
+    locomo_one_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Seen in the UI as its own task run; the replay model writes no profile, so the
@@ -264,7 +265,7 @@ def test_the_nightly_flow_writes_profiles_as_a_task_of_its_own_after_the_shards(
 
     monkeypatch.setenv("SLOWWAVE_PROFILES", "true")
     get_settings.cache_clear()
-    ingest(db, locomo_path, IngestPolicy.of(flow_settings))
+    ingest(db, locomo_one_path, IngestPolicy.of(flow_settings))
     state = nightly(conversations=["conv-30"], return_state=True)
     assert state.is_completed(), state.message
     summary = state.result()
@@ -280,12 +281,12 @@ def test_the_soon_flow_consolidates_a_quiet_conversation_and_leaves_a_talking_on
     db: Database,
     conn: psycopg.Connection,
     flow_settings: Settings,
-    locomo_path: Path,
+    locomo_one_path: Path,
 ) -> None:
     import slowwave
     from slowwave.flows.consolidate import soon
 
-    ingest(db, locomo_path, IngestPolicy.of(flow_settings))  # quiet since 2023
+    ingest(db, locomo_one_path, IngestPolicy.of(flow_settings))  # conv-30, quiet since 2023
     now = datetime.now(UTC)
     talking = [  # three episodes (an hour apart, the gap is 30 min), the last one just now
         {

@@ -102,9 +102,9 @@ def test_prompt_tokens_the_engines_prefix_cache_served_are_counted_apart_from_bi
     conn: psycopg.Connection,
     settings: Settings,
     embedder: Embedder,
-    locomo_path: Path,
+    locomo_one_path: Path,
 ) -> None:
-    ingest(db, locomo_path, IngestPolicy.of(settings))
+    ingest(db, locomo_one_path, IngestPolicy.of(settings))
     with fake_model() as fake:
         model = OpenAICompatibleModel(
             fake.url, "fake", strict=False, schema_dialect="json_object", concurrency=1

@@ -27,12 +27,9 @@ from tests.reliability.fix_outcome import broken_invariants, outcome
 CONVERSATION = "conv-30"  # 19 sessions: 3 chunks
 
 
-def ingest_one(db: Database, settings: Settings, locomo_path: Path) -> None:
-    """LoCoMo ingested, then only the conversation under test kept."""
-    ingest(db, locomo_path, IngestPolicy.of(settings))
-    with db.connection() as conn:
-        conn.execute("DELETE FROM ingested_messages WHERE conversation_id <> %s", (CONVERSATION,))
-        conn.execute("DELETE FROM episodic_memory WHERE conversation_id <> %s", (CONVERSATION,))
+def ingest_one(db: Database, settings: Settings, locomo_one_path: Path) -> None:
+    """The conversation under test ingested, alone."""
+    ingest(db, locomo_one_path, IngestPolicy.of(settings))
 
 
 def terminate(db: Database) -> Callable[[str, Any], None]:
@@ -53,12 +50,16 @@ def lose_confirmation(point: str, conn: Any) -> None:
 
 @pytest.fixture
 def clean(
-    db: Database, flow_settings: Settings, locomo_path: Path, embedder: Embedder
+    db: Database, flow_settings: Settings, locomo_one_path: Path, embedder: Embedder
 ) -> Iterator[Any]:
     """What one undisturbed run makes of the conversation."""
-    ingest_one(db, flow_settings, locomo_path)
+    ingest_one(db, flow_settings, locomo_one_path)
     consolidate(
-        db, LoCoMoReplayModel(locomo_path), embedder, flow_settings, conversations=[CONVERSATION]
+        db,
+        LoCoMoReplayModel(locomo_one_path),
+        embedder,
+        flow_settings,
+        conversations=[CONVERSATION],
     )
     with db.connection() as conn:
         seen = outcome(conn)
@@ -89,7 +90,7 @@ def test_a_connection_lost_while_applying_ends_as_a_clean_run(
     db: Database,
     conn: psycopg.Connection,
     flow_settings: Settings,
-    locomo_path: Path,
+    locomo_one_path: Path,
     clean: Any,
     point: str,
     fault: str,
@@ -97,7 +98,7 @@ def test_a_connection_lost_while_applying_ends_as_a_clean_run(
 ) -> None:
     from slowwave.flows.consolidate import nightly
 
-    ingest_one(db, flow_settings, locomo_path)
+    ingest_one(db, flow_settings, locomo_one_path)
     faultpoints.arm(point, terminate(db) if fault == "drop" else lose_confirmation, at_hit=2)
     try:
         state = nightly(conversations=[CONVERSATION], return_state=True)
