@@ -71,6 +71,8 @@ def test_the_values_a_sentence_names_are_its_numbers_and_the_names_inside_it() -
     assert named_values(said, ["Dana"]) == {"manchester", "july", "northfield"}
     quoted = 'The user is on page 220 of "The Nightingale". It is long.'
     assert named_values(quoted, ["The user"]) == {"220", "the", "nightingale"}
+    restated = "The user said The user's plan is to go with the cardboard box cityscape."
+    assert named_values(restated, ["The user"]) == set()
 
 
 @pytest.mark.parametrize(

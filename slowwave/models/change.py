@@ -81,6 +81,8 @@ def named_values(sentence: str, subjects: Collection[str] = ()) -> set[str]:
     it, a place, a person, a month, a title ("Manchester", "July", "TechCorp"), lower-cased;
     its first word, a sentence's first after a full stop, "I" and the ``subjects`` aside."""
     values = set(numbers_in(sentence))
+    for subject in subjects:  # "The user said The user thinks ...": no value "the"
+        sentence = re.sub(rf"\b{re.escape(subject)}\b", "_", sentence)
     opening = True
     for raw in sentence.split():
         word = raw.strip(_EDGES + ".!?…")
