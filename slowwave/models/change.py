@@ -88,7 +88,7 @@ def named_values(sentence: str, subjects: Collection[str] = ()) -> set[str]:
         word = raw.strip(_EDGES + ".!?…")
         for possessive in ("'s", "’s"):
             word = word.removesuffix(possessive)
-        if not opening and word[:1].isupper() and word != "I" and word not in subjects:
+        if not opening and word[:1].isupper() and word != "I":
             values.add(word.lower())
         opening = raw.rstrip(_EDGES).endswith((".", "!", "?", "…"))
     return values
@@ -96,10 +96,10 @@ def named_values(sentence: str, subjects: Collection[str] = ()) -> set[str]:
 
 def names_another_value(later: str, known: str, subjects: Collection[str] = ()) -> bool:
     """Whether ``later`` names a value ``known`` does not and ``known`` one ``later`` does not:
-    the only pairs in which the rewrite can swap one ("Dana is moving to Manchester ..." beside
-    "... a high school in Leeds."). "Melanie showed Caroline a photo of bowls" beside "Melanie
-    is supportive of Caroline", or "Omar hired an apprentice" beside "Omar runs a bakery in
-    Lyon", cannot."""
+    a pair in which a place, a person or a number can be swapped ("Dana is moving to Manchester
+    ..." beside "... a high school in Leeds."), unlike "Melanie showed Caroline a photo of
+    bowls" beside "Melanie is supportive of Caroline", or "Omar hired an apprentice" beside
+    "Omar runs a bakery in Lyon"."""
     mine, theirs = named_values(later, subjects), named_values(known, subjects)
     return bool(mine - theirs) and bool(theirs - mine)
 
