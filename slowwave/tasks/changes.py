@@ -178,7 +178,8 @@ def _pairs(
         c, index = origin[ordinal - 1]
         action = prepared[c].plan.actions[index]
         fact = action.fact or ""
-        if ordinal in numbered or _subjects(known_fact) != _subjects(fact):
+        subjects = _subjects(fact)
+        if ordinal in numbered or _subjects(known_fact) != subjects:
             continue
         if other_numbers(fact, known_fact):
             if similarity >= NUMBERS_LOWER:  # a count that changed, even behind a nearer fact
@@ -190,7 +191,7 @@ def _pairs(
             ordinal not in pairs
             and unnamed
             and similarity < policy.upper
-            and names_another_value(fact, known_fact, _subjects(fact))
+            and names_another_value(fact, known_fact, subjects)
         ):
             pairs[ordinal] = Pair(c, index, known_id, known_fact, float(similarity))
     return [pairs[ordinal] for ordinal in sorted(pairs)]
