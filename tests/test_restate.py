@@ -91,6 +91,35 @@ def test_the_speaker_is_the_one_whose_message_the_item_repeats_and_a_role_goes_b
     assert person_named("user", [quiet], junk) == "The user"  # a gerund is no name
 
 
+def test_a_person_known_by_role_is_named_as_the_chat_names_them_not_as_a_facts_first_word() -> None:
+    greeted = [
+        make_episode("x", "r1", "Busy, but I love it.", at(2023, 3, 4)),
+        make_episode(
+            "x", "r2", "Congratulations, Dana! How is it?", at(2023, 3, 4), speaker="assistant"
+        ),
+    ]
+    assert person_named("user", greeted, []) == "Dana"
+    drafted = make_episode(
+        "x", "r5", "Here is a draft:\n\nDear Jason,\nI hope this finds you well.", at(2023, 3, 4),
+        speaker="assistant",
+    )  # fmt: skip
+    assert person_named("user", [greeted[0], drafted], []) == "The user"  # a letter's greeting
+    quiet = [make_episode("x", "r3", "Short answers on weekdays, please.", at(2023, 4, 2))]
+    # what a small model wrote first about a chat on team outings, charity events and networking
+    things = [
+        "Giant Jenga is a fantastic choice for a team outing.",
+        "Giant is planning a team outing.",
+        "Los Angeles is a hub for philanthropy.",
+        "Los Angeles hosts charity events.",
+    ]
+    assert person_named("user", quiet, things) == "The user"
+    told = [make_episode("x", "r4", "One of the members, Jack, gives me feedback.", at(2023, 4, 2))]
+    someone = ["Jack met Tom at a networking event.", "Jack gave the user feedback."]
+    assert person_named("user", told, someone) == "The user"  # whom the user talks about
+    mostly = ["The user runs.", "The user swims.", "The user reads.", "Kim met the user."]
+    assert person_named("user", quiet, mostly) == "The user"
+
+
 @pytest.mark.slow
 def test_a_first_person_update_is_restated_and_ends_the_fact_it_replaces_in_event_time(
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings

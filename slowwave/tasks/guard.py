@@ -73,7 +73,7 @@ MAX_TOKEN_REPEATS = 3
 MIN_LETTER_SHARE = 0.6
 # a sentence ends at . ! or ? before a capital, unless the word before is an initial or a
 # title ("J. R. R. Tolkien", "Dr. Ruiz", "U.S. Army")
-_SENTENCE_BREAK = re.compile(r"(?<![A-Z])(?<!\b[A-Z][a-z])(?<!\bMrs)(?<!\bSt)[.!?]\s+(?=[A-Z\"'])")
+_SENTENCE_BREAK = re.compile(r"(?<![A-Z])(?<!\b[A-Z][a-z])(?<!\bMrs)(?<!\bSt)[.!?]\s+(?=[A-Z\"'“])")
 _PRONOUN_START = re.compile(
     r"^(he|she|they|it|this|that|these|those|there|his|her|their|its|him|them)\b", re.I
 )
@@ -216,7 +216,7 @@ def guard(
     rejections: list[Rejection] = []
     writer_of: dict[int, int] = {}  # answer item number (N-id) → index in ``actions``
     speakers = {m.speaker for e in episodes for m in e.messages}  # whom a slot may name
-    known_sentences = [f.fact for f in shown] + [item.fact for item in output.facts]
+    known_sentences = [f.fact for f in shown]  # stored facts: how a role's person is named
     # each item's sentences, its first restated about its speaker where it said "I" (restate)
     stated = [_stated(item, episodes, known_sentences) for item in output.facts]
     if speaker_check is not None:  # every item's statement embedded in one batch

@@ -47,6 +47,13 @@ _OPENING = re.compile(
 _INTRODUCTION = re.compile(
     r"\b(?:I'm|I am|my name is|call me|this is)\s+([A-Z][a-z]+(?:\s+[A-Z][a-z]+)?)\b"
 )
+# another speaker greeting a person by name as their message opens: "Congratulations, Dana!",
+# "Good morning, Omar!" (not a letter they draft for them: "... Dear Jason, I hope ...")
+_ADDRESSED = re.compile(
+    r"^\W*(?i:hi|hello|hey|thanks|thank you|congratulations|congrats|good morning|"
+    r"good afternoon|good evening|well done|nice to meet you),?\s+"
+    r"([A-Z][a-z]+)\b(?!\s+[A-Z])"
+)
 # words a capitalised word after "I'm" is not a name when it is
 _NOT_A_NAME = frozenset(
     {"So", "Not", "Just", "Really", "Very", "Also", "Still", "Always", "Never", "Sorry", "Glad"}
@@ -221,34 +228,42 @@ def speaker_of(fact: str, episodes: Sequence[Episode]) -> str | None:
 
 
 def person_named(speaker: str, episodes: Sequence[Episode], known: Iterable[str]) -> str | None:
-    """How a fact names ``speaker``: their name, or for a person's chat role the name they
-    introduced themselves by in ``episodes``, else the name most ``known`` sentences start
-    with, else "The user"; None for an agent's role. A first word in -ing is no name: "Reaching
-    the Gold level is a great goal!", written by a small model, named the user "Reaching"."""
+    """How a fact names ``speaker``: their name; for a person's chat role, the name the chat
+    gives them in ``episodes`` (their own introduction, "I'm Dana"; another speaker greeting
+    them, "Congratulations, Dana!"), else the name that the facts already stored (``known``)
+    start with more often than any other and more often than "The user"; else "The user".
+    None for an agent's role.
+
+    The facts a model writes name many things first: "Giant Jenga is a fantastic choice",
+    "Los Angeles is a hub for philanthropy", "Jack met Tom at a networking event" (Jack being
+    someone the user talks about) once named the user Giant, Los and Jack. So a stored fact's
+    first word counts only as a name on its own (never before another capitalised word), not
+    in -ing ("Reaching the Gold level ..."), and not one the speaker's own messages mention:
+    people rarely say their own name but to introduce themselves."""
     role = speaker.strip().lower()
     if role in AGENT_ROLES:
         return None
     if role not in PERSON_ROLES:
         return speaker.strip()
-    for episode in episodes:
-        for message in episode.messages:
-            if message.speaker.strip().lower() != role:
-                continue
-            found = _INTRODUCTION.search(message.text)
-            if found is not None and found.group(1).split()[0] not in _NOT_A_NAME:
-                return found.group(1)
+    own = [m.text for e in episodes for m in e.messages if m.speaker.strip().lower() == role]
+    others = [m.text for e in episodes for m in e.messages if m.speaker.strip().lower() != role]
+    for found in [*map(_INTRODUCTION.search, own), *map(_ADDRESSED.search, others)]:
+        if found is not None and found.group(1).split()[0] not in _NOT_A_NAME:
+            return found.group(1)
     plain = [sentence for sentence in known if not speaks_in_first_person(sentence)]
-    subjects = {name for sentence in plain if (name := subject_name(sentence))}
-    named = Counter(
-        name.removesuffix("'s").removesuffix("’s")
-        for sentence in plain
-        for name in names_in(sentence)
-    )
-    leading = Counter(
-        {name: n for name, n in named.items() if name in subjects and not name.endswith("ing")}
-    )
-    ranked = leading.most_common(2)
-    if ranked and (len(ranked) == 1 or ranked[0][1] > ranked[1][1]):
+    leading = Counter(name for sentence in plain if (name := subject_name(sentence)))
+    mentioned = " ".join(own)
+
+    def alone(name: str) -> bool:
+        return (
+            name != "The user"
+            and not name.endswith("ing")
+            and not any(re.search(rf"\b{re.escape(name)}\s+[A-Z]", s) for s in plain)
+            and re.search(rf"\b{re.escape(name)}\b", mentioned) is None
+        )
+
+    ranked = [(name, n) for name, n in leading.most_common() if alone(name)]
+    if ranked and ranked[0][1] > max([leading["The user"], *(n for _, n in ranked[1:2])]):
         return ranked[0][0]
     return "The user"
 

@@ -134,7 +134,7 @@ def second_look(
         messages = uncovered_messages(item.visible, actions, policy.messages)
         if not messages:
             continue
-        known = [f.fact for f in item.facts] + [a.fact for a in actions if a.fact]
+        known = [f.fact for f in item.facts]  # stored facts: how a role's person is named
         shown = [_shown(u, item.visible, known) for u in messages]
         looks.append(Look(c, messages))
         requests.append(
