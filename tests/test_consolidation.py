@@ -23,6 +23,7 @@ from slowwave.models.embedding.base import Embedder
 from slowwave.models.episode import Episode, Message
 from slowwave.models.llm.base import GenerationRequest, ModelAnswer, Purpose
 from slowwave.models.llm.tokens import estimate_tokens
+from slowwave.models.second_look import ShownMessage, render_second_look_prompt
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
@@ -1270,3 +1271,13 @@ def test_the_prompt_shows_an_agents_long_answer_cut_and_a_persons_message_whole(
     assert render_message_line(Message(speaker="user", text=said)) == f"user: {said}"
     short = "Congratulations on your new personal best!"
     assert render_message_line(Message(speaker="assistant", text=short)) == f"assistant: {short}"
+
+
+def test_the_prompt_shows_a_quoted_title_in_quotes_that_cannot_end_a_json_string() -> None:
+    said = 'I\'m now on page 220 of "The Nightingale", and "Circe" is next. He said "wait'
+    shown = render_message_line(Message(speaker="user", text=said))
+    assert (
+        shown
+        == "user: I'm now on page 220 of “The Nightingale”, and “Circe” is next. He said ”wait"
+    )
+    assert '"' not in render_second_look_prompt([ShownMessage("Dana", said, 'Is "it" good?')])

@@ -322,9 +322,21 @@ def shown_surprise(episode: Episode) -> float:
 AGENT_MESSAGE_CHARS = 280
 
 
+_QUOTE_PAIR = re.compile(r'"([^"\n]*)"')
+
+
+def curly_quotes(text: str) -> str:
+    """``text`` with its straight double quotes as typographic ones. A model answering in
+    JSON copies a quoted title as it reads it, and its straight quote ends the string: "The
+    user is now on page 220 of" was all that was left of a fact about a novel. A typographic
+    quote is only a character to it."""
+    return _QUOTE_PAIR.sub(r"“\1”", text).replace('"', "”")
+
+
 def render_message_line(message: Message) -> str:
-    """One message as the prompt shows it: an agent's cut to ``AGENT_MESSAGE_CHARS``."""
-    text = message.text
+    """One message as the prompt shows it: an agent's cut to ``AGENT_MESSAGE_CHARS``, its
+    quotes typographic (``curly_quotes``)."""
+    text = curly_quotes(message.text)
     if len(text) > AGENT_MESSAGE_CHARS and message.speaker.strip().lower() in AGENT_ROLES:
         text = text[:AGENT_MESSAGE_CHARS].rstrip() + " […]"
     return f"{message.speaker}: {text}"

@@ -19,7 +19,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from slowwave.models.category import Category
-from slowwave.models.consolidation import MAX_FACT_CHARS, MIN_FACT_CHARS, category_lines
+from slowwave.models.consolidation import (
+    MAX_FACT_CHARS,
+    MIN_FACT_CHARS,
+    category_lines,
+    curly_quotes,
+)
 
 # what one request shows of a message, and of the message it answers
 MESSAGE_CHARS = 600
@@ -124,5 +129,5 @@ def render_second_look_prompt(messages: Sequence[ShownMessage]) -> str:
 
 
 def _cut(text: str, limit: int) -> str:
-    text = " ".join(text.split())
+    text = " ".join(curly_quotes(text).split())
     return text if len(text) <= limit else text[:limit].rstrip() + " […]"
