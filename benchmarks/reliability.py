@@ -2,8 +2,11 @@
 
 - crash: a SIGKILL of the consolidating process at each of the 24 fault points of a run
   (``models/faultpoints.py``, ``RUN_POINTS``), mid-run, then a rerun; the end state compared
-  with a clean run's. The killed run names its conversations, as a run asked for explicitly
-  does (it closes their open episodes first: ``close.after``), the rerun names none;
+  with a clean run's. The killed process runs behind a temporary Prefect API of its own, as a
+  backfill does where no `slowwave server` runs: ``helpers_left`` counts what it started that
+  is still alive 15 s after the kill (must be 0). The killed run names its conversations, as
+  a run asked for explicitly does (it closes their open episodes first: ``close.after``), the
+  rerun names none;
 - concurrency: runs that claim at the same moment on one database, each its share;
 - overtaken: a run stalls past its lease and another run takes its work over;
 - model faults: each fault of a test model in one conversation among healthy ones, the run
@@ -68,6 +71,8 @@ class Scenario:
     left_behind: int = 0  # places still holding a forgotten conversation (must be 0)
     operations_refused: int = 0  # reverts refused: the held run had committed on the run first
     operation_s_max: float = 0.0  # the longest an operation took once the held run went on
+    helpers_started: int = 0  # processes a killed run had started (its watchdog, its API ...)
+    helpers_left: int = 0  # of those, still alive 15 s after the kill (must be 0)
     seconds: float = 0.0
 
 
@@ -140,7 +145,7 @@ def main() -> None:
     figures["all_clean"] = all(
         f["lost_episodes"] == f["duplicate_facts"] == f["differ_from_clean"] == 0
         and f["broken_invariants"] == 0
-        and f["left_behind"] == 0
+        and f["left_behind"] == f["helpers_left"] == 0
         for f in figures.values()
         if isinstance(f, dict)
     )
@@ -219,13 +224,15 @@ def clean_outcome(db: Any, home: Path, conversations: int) -> Any:
 
 
 def crash(db: Any, home: Path, conversations: int, points: tuple[str, ...]) -> Scenario:
-    from tests.reliability.fix_crash import hit_for, kill_at
+    from tests.reliability.fix_crash import hit_for, kill_with_helpers_at
 
     clean = clean_outcome(db, home, conversations)
     scenario = Scenario()
     for point in points:
         stories(db, conversations)
-        said = kill_at(db, home, point, hit_for(point))
+        said, started, left = kill_with_helpers_at(db, home, point, hit_for(point))
+        scenario.helpers_started += started
+        scenario.helpers_left += left
         if said != f"AT {point}":
             raise RuntimeError(f"the child did not stop at {point}: {said}")
         consolidate_commands(db, home)

@@ -1,4 +1,5 @@
-"""The embedded server's lifetime: stopped by its last holder, even after a SIGKILL."""
+"""The embedded server's lifetime: stopped by its last holder, or within seconds by its warden
+when the last holder was killed with SIGKILL."""
 
 from __future__ import annotations
 
@@ -6,12 +7,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from slowwave.sql.db.embedded import postmaster_pid, stop_embedded
+from slowwave.sql.db.embedded import postmaster_pid, stop_embedded, warden_pid
+from slowwave.sql.db.warden import POLL_S as WARDEN_POLL_S
 from tests.fix_db import wait_gone
 from tests.fix_processes import run_cli, slowwave_env
 
@@ -48,18 +51,42 @@ def holder(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], int]]:
         assert wait_gone(pid)
 
 
+def _hold(home: Path) -> tuple[subprocess.Popen[str], int]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER], env=slowwave_env(home), stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.strip(), "holder did not start the embedded server"
+    return proc, int(line)
+
+
 @pytest.mark.slow
-def test_a_holder_killed_with_sigkill_does_not_leave_the_server_running_forever(
+def test_the_server_stops_within_seconds_of_its_last_holder_killed_with_sigkill(
     tmp_path: Path, holder: tuple[subprocess.Popen[str], int]
 ) -> None:
     proc, pid = holder
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert postmaster_pid(tmp_path / "pgdata") == pid, "the server outlives its killed holder"
+    second, joined = _hold(tmp_path)
+    try:
+        assert joined == pid  # one server, two holders
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        time.sleep(3 * WARDEN_POLL_S)
+        assert postmaster_pid(tmp_path / "pgdata") == pid, "stopped under a live holder"
 
-    status = run_cli(tmp_path, "db", "status")  # joins, prunes the dead holder, stops at exit
+        warden = warden_pid(tmp_path / "pgdata")
+        assert warden is not None
+        os.kill(second.pid, signal.SIGKILL)
+        second.wait()
+        assert wait_gone(pid), "the server outlives its last holder"
+        assert wait_gone(warden)  # and its warden, its work done
+    finally:
+        if second.poll() is None:
+            second.kill()
+            second.wait()
+
+    status = run_cli(tmp_path, "db", "status")  # the next command starts it again
     assert status.returncode == 0, status.stderr
-    assert wait_gone(pid)
 
 
 @pytest.mark.slow
@@ -67,6 +94,9 @@ def test_db_stop_stops_a_server_left_behind_by_a_killed_process(
     tmp_path: Path, holder: tuple[subprocess.Popen[str], int]
 ) -> None:
     proc, pid = holder
+    warden = warden_pid(tmp_path / "pgdata")
+    assert warden is not None
+    os.kill(warden, signal.SIGKILL)  # the OOM killer may take both
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     result = run_cli(tmp_path, "db", "stop")

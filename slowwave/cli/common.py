@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from slowwave.cli.render import errors
 from slowwave.models.errors import SlowwaveError
+from slowwave.models.processes import run_in_foreground
 from slowwave.tasks.ingest.formats import Format
 
 SourceArgument = Annotated[
@@ -66,6 +67,16 @@ R = TypeVar("R")
 
 # The exit status after Ctrl-C, as shells report a process ended by SIGINT (128 + 2).
 INTERRUPTED = 130
+
+
+def foreground(command: list[str], env: dict[str, str]) -> None:
+    """A server or worker until it ends (its status) or Ctrl-C (130, after it stopped); ended
+    with this command however this command ends (``models.processes.run_in_foreground``)."""
+    try:
+        status = run_in_foreground(command, env)
+    except KeyboardInterrupt:
+        raise typer.Exit(INTERRUPTED) from None
+    raise typer.Exit(status)
 
 
 def one_line_errors(func: Callable[P, R]) -> Callable[P, R]:

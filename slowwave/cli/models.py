@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -11,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.table import Column, Table
 
-from slowwave.cli.common import one_line_errors
+from slowwave.cli.common import foreground, one_line_errors
 from slowwave.cli.render import console
 from slowwave.models.settings import get_settings
 
@@ -125,7 +124,6 @@ def models_serve(
     runtime (it prints the settings to use); Ctrl-C stops it.
 
     Example: slowwave models serve --engine llamacpp --port 8000"""
-    import subprocess
 
     settings = get_settings()
     if engine is Engine.llamacpp:
@@ -148,12 +146,4 @@ def models_serve(
         f"SLOWWAVE_OPENAI_MODEL=slowwave SLOWWAVE_OPENAI_SCHEMA_DIALECT={dialect} "
         "SLOWWAVE_OPENAI_STRICT_SCHEMA=false"
     )
-    process = subprocess.Popen(command, env=env)  # same process group: Ctrl-C reaches it
-    try:
-        raise typer.Exit(process.wait())
-    except KeyboardInterrupt:
-        raise typer.Exit(process.wait()) from None
-    finally:
-        if process.poll() is None:  # this command was ended otherwise (SIGTERM): so is it
-            process.send_signal(signal.SIGTERM)
-            process.wait()
+    foreground(list(command), env)

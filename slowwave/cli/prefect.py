@@ -8,12 +8,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import typer
-
-from slowwave.cli.common import INTERRUPTED, one_line_errors
+from slowwave.cli.common import foreground, one_line_errors
 from slowwave.cli.render import errors
 from slowwave.models.errors import ServerError
-from slowwave.models.processes import LocalServer, answers, free_port, run_in_foreground
+from slowwave.models.processes import (
+    LocalServer,
+    answers,
+    free_port,
+    helpers_of,
+)
 from slowwave.models.settings import Settings, get_settings
 
 # How long a temporary Prefect API may take to answer (10-15 s on two cores).
@@ -68,15 +71,6 @@ def server_command() -> None:
         soft_wrap=True,
     )
     foreground([sys.executable, "-m", "prefect", "server", "start"], env)
-
-
-def foreground(command: list[str], env: dict[str, str]) -> None:
-    """A server or worker until it ends (its status) or Ctrl-C (130, after it stopped)."""
-    try:
-        status = run_in_foreground(command, env)
-    except KeyboardInterrupt:
-        raise typer.Exit(INTERRUPTED) from None
-    raise typer.Exit(status)
 
 
 @one_line_errors
@@ -150,6 +144,7 @@ def flow_api(settings: Settings) -> Iterator[str]:
         log,
         f"{url}/health",
         TEMPORARY_API_STARTUP_S,
+        registry=helpers_of(settings.home),
     )
     errors.print(
         f"starting a temporary Prefect API for this run (`slowwave server` is not running on "

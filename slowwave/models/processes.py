@@ -1,13 +1,19 @@
-"""Servers slowwave starts as child processes (Prefect, vLLM): on 127.0.0.1, each in a process
-group of its own, and stopped by pid with everything they started."""
+"""Servers slowwave starts as child processes (Prefect, llama.cpp, vLLM): on 127.0.0.1, each in
+a session of its own behind a watchdog (``models.watchdog``) that ends it when the command
+that started it ends, however that ends; stopped by pid with everything they started. Each
+running helper has a record in its home's ``run/helpers``; a command finding the record of a
+helper whose command is gone stops what is left of it and says so (``take_over``)."""
 
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -17,6 +23,19 @@ import httpx
 import psutil
 
 from slowwave.models.errors import ServerError
+
+log = logging.getLogger(__name__)
+
+
+def helpers_of(home: Path) -> Path:
+    """The folder of the records of ``home``'s running helpers (``take_over``)."""
+    return home / "run" / "helpers"
+
+
+def watched(args: Sequence[str]) -> list[str]:
+    """``args`` run behind a watchdog that ends them when this process ends
+    (``models.watchdog``)."""
+    return [sys.executable, "-m", "slowwave.models.watchdog", str(os.getpid()), "--", *args]
 
 
 def unwind_on_sigterm() -> None:
@@ -37,7 +56,7 @@ def run_in_foreground(args: Sequence[str], env: dict[str, str], grace_s: float =
     passed on to it as SIGINT, ``grace_s`` for it to stop as it does on Ctrl-C, then whatever
     it left stopped by pid; the interrupt is raised again. It runs in a session of its own,
     so that one Ctrl-C reaches it once, through this process."""
-    process = subprocess.Popen(list(args), env=env, start_new_session=True)
+    process = subprocess.Popen(watched(args), env=env, start_new_session=True)
     try:
         return process.wait()
     except BaseException:
@@ -67,11 +86,12 @@ def free_port() -> int:
 def start_in_own_group(
     args: Sequence[str], env: dict[str, str], log: Path, cwd: Path | None = None
 ) -> subprocess.Popen[bytes]:
-    """Start ``args`` in a new session (so a terminal's Ctrl-C is not theirs), output to
-    ``log``; stop it with :func:`stop_process_tree`."""
+    """Start ``args`` in a new session (so a terminal's Ctrl-C is not theirs) behind a watchdog
+    that ends them with this process (``watched``), output to ``log``; stop it with
+    :func:`stop_process_tree`."""
     with log.open("wb") as out:
         return subprocess.Popen(
-            list(args),
+            watched(args),
             env=env,
             cwd=cwd,
             stdout=out,
@@ -84,8 +104,16 @@ def stop_process_tree(process: subprocess.Popen[bytes], timeout_s: float = 30.0)
     """SIGTERM to the process, its descendants (a child may have started a session of its own)
     and its group; SIGKILL to whatever is still there after ``timeout_s``. Returns the pids
     that survived even that (none, normally)."""
+    stuck = stop_pid_tree(process.pid, timeout_s)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=5)
+    return stuck
+
+
+def stop_pid_tree(pid: int, timeout_s: float = 30.0) -> list[int]:
+    """``stop_process_tree`` of a process known by its pid (a child or not)."""
     try:
-        leader = psutil.Process(process.pid)
+        leader = psutil.Process(pid)
         family = [leader, *leader.children(recursive=True)]
     except psutil.NoSuchProcess:
         family = []
@@ -93,15 +121,51 @@ def stop_process_tree(process: subprocess.Popen[bytes], timeout_s: float = 30.0)
         with contextlib.suppress(psutil.NoSuchProcess):
             member.send_signal(signal.SIGTERM)
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGTERM)
+        os.killpg(pid, signal.SIGTERM)
     _, alive = psutil.wait_procs(family, timeout=timeout_s)
     for member in alive:
         with contextlib.suppress(psutil.NoSuchProcess):
             member.kill()
     _, stuck = psutil.wait_procs(alive, timeout=5)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=5)
     return [member.pid for member in stuck]
+
+
+def _started(pid: int) -> float | None:
+    """When process ``pid`` started (to tell it from a later process given the same pid), or
+    None when there is none."""
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return None
+
+
+def take_over(registry: Path) -> list[str]:
+    """Clear the records in ``registry`` (a home's ``run/helpers``) of helpers whose command is
+    gone: what still runs of such a helper (its watchdog was killed too, by the OOM killer
+    say) is stopped by pid. Returns what was done, one phrase each; says so in one line."""
+    done: list[str] = []
+    for path in sorted(registry.glob("*.json")):
+        try:
+            record = json.loads(path.read_text())
+            owner, helper = int(record["owner"]), int(record["pid"])
+            what = str(record["what"])
+            if _started(owner) == record["owner_started"]:
+                continue  # a live command's: not ours to touch
+        except FileNotFoundError:
+            continue  # its command removed it meanwhile
+        except (ValueError, KeyError, TypeError, OSError):
+            path.unlink(missing_ok=True)
+            done.append(f"removed an unreadable record {path.name}")
+            continue
+        if record["started"] is not None and _started(helper) == record["started"]:
+            stop_pid_tree(helper, timeout_s=5.0)
+            done.append(f"stopped {what} (pid {helper}) of a command that is gone (pid {owner})")
+        else:
+            done.append(f"removed the record of {what} (pid {helper}), no longer running")
+        path.unlink(missing_ok=True)
+    if done:
+        log.warning("took over this home's helpers: %s", "; ".join(done))
+    return done
 
 
 class LocalServer:
@@ -118,9 +182,14 @@ class LocalServer:
         health_url: str,
         startup_timeout_s: float,
         stop_grace_s: float = 30.0,
+        registry: Path | None = None,
     ) -> None:
         """``stop_grace_s``: how long a stop waits after SIGTERM before it kills (a server with
-        nothing to save, like a model's, need not finish the answer it is generating)."""
+        nothing to save, like a model's, need not finish the answer it is generating);
+        ``registry``: the folder of the records of a home's running helpers (``take_over``),
+        by default the log's."""
+        self.registry = registry or log.parent
+        self.record: Path | None = None
         self.what = what
         self.stop_grace_s = stop_grace_s
         self.command = list(command)
@@ -134,7 +203,10 @@ class LocalServer:
         """Start and wait until healthy; stopped again if anything interrupts the wait (a
         Ctrl-C during a model load included): a server of its own session outlives its
         parent otherwise."""
+        self.registry.mkdir(parents=True, exist_ok=True)
+        take_over(self.registry)
         self.process = start_in_own_group(self.command, self.env, self.log)
+        self.record = self._write_record(self.process.pid)
         deadline = time.monotonic() + self.startup_timeout_s
         try:
             # exited first: something else on the port must not pass for this server
@@ -151,8 +223,29 @@ class LocalServer:
 
     def stop(self) -> None:
         process, self.process = self.process, None
-        if process is not None and (left := stop_process_tree(process, self.stop_grace_s)):
+        left = stop_process_tree(process, self.stop_grace_s) if process is not None else []
+        record, self.record = self.record, None
+        if record is not None and not left:
+            record.unlink(missing_ok=True)
+        if left:
             raise ServerError(f"{self.what} processes {left} did not stop")
+
+    def _write_record(self, pid: int) -> Path:
+        """The record ``take_over`` reads: which helper, started when, for which command."""
+        record = self.registry / f"{self.log.stem}-{pid}.json"
+        record.write_text(
+            json.dumps(
+                {
+                    "what": self.what,
+                    "pid": pid,
+                    "started": _started(pid),
+                    "owner": os.getpid(),
+                    "owner_started": _started(os.getpid()),
+                    "command": self.command[:3],
+                }
+            )
+        )
+        return record
 
     def _healthy(self) -> bool:
         return answers(self.health_url)

@@ -14,8 +14,11 @@ for explicitly does: it closes their open episodes first (the fault point ``clos
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import time
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -66,12 +69,22 @@ def main() -> None:
         faultpoints.arm("claim.before", lambda p, conn: wait_for_runs(url, hit))
     elif point != "none":
         faultpoints.arm(point, wait_here, at_hit=hit)
-    with Database(settings) as db:
+    with helpers(settings), Database(settings) as db:
         named = None if point == "barrier" else pending_conversations(db)
         consolidate(
             db, CommandModel(), HashEmbedder(), settings, kind="backfill", conversations=named
         )
     print("DONE", flush=True)
+
+
+def helpers(settings: Settings) -> AbstractContextManager[object]:
+    """With ``SLOWWAVE_CRASH_HELPERS=1``, a temporary Prefect API of the run's own (what
+    `slowwave backfill` starts where no `slowwave server` runs): a helper its kill must end."""
+    if os.environ.get("SLOWWAVE_CRASH_HELPERS") != "1":
+        return contextlib.nullcontext()
+    from slowwave.cli.prefect import flow_api
+
+    return flow_api(settings)
 
 
 def pending_conversations(db: Database) -> list[str]:

