@@ -47,6 +47,31 @@ GRAY_ZONE = {
 }
 CHUNKS = {"chunks": "all", "chunks_failed": "failed", "chunks_conflicted": "conflicted"}
 TOKENS = {"prompt_tokens": "prompt", "completion_tokens": "completion"}
+# counters of a run's summary with no label: metric, help, summary field
+SINGLE_COUNTERS = (
+    ("slowwave_model_calls", "Prompts sent to the model.", "model_calls"),
+    (
+        "slowwave_answers_cut_off",
+        "Answers that reached max_tokens (whole items kept).",
+        "answers_cut_off",
+    ),
+    (
+        "slowwave_model_refusals",
+        "429s and 503s the model's endpoint answered before answers the runs applied.",
+        "model_refusals",
+    ),
+    (
+        "slowwave_model_refusal_wait_seconds",
+        "Seconds spent waiting those refusals out.",
+        "model_waited_s",
+    ),
+    (
+        "slowwave_actions_ungrounded",
+        "Facts refused as ungrounded: a name, number, date, email address or URL in no message "
+        "they cite and no fact shown (counted among the rejected actions too).",
+        "actions_ungrounded",
+    ),
+)
 
 
 def families(m: DecisionMetrics) -> Iterator[Metric]:
@@ -86,21 +111,10 @@ def families(m: DecisionMetrics) -> Iterator[Metric]:
         [], m.counters.get("prompt_tokens", 0.0) - m.counters.get("prompt_tokens_cached", 0.0)
     )
     yield computed
-    calls = CounterMetricFamily("slowwave_model_calls", "Prompts sent to the model.")
-    calls.add_metric([], m.counters.get("model_calls", 0.0))
-    yield calls
-    cut = CounterMetricFamily(
-        "slowwave_answers_cut_off", "Answers that reached max_tokens (whole items kept)."
-    )
-    cut.add_metric([], m.counters.get("answers_cut_off", 0.0))
-    yield cut
-    ungrounded = CounterMetricFamily(
-        "slowwave_actions_ungrounded",
-        "Facts refused as ungrounded: a name, number, date, email address or URL in no message "
-        "they cite and no fact shown (counted among the rejected actions too).",
-    )
-    ungrounded.add_metric([], m.counters.get("actions_ungrounded", 0.0))
-    yield ungrounded
+    for name, doc, key in SINGLE_COUNTERS:
+        family = CounterMetricFamily(name, doc)
+        family.add_metric([], m.counters.get(key, 0.0))
+        yield family
     stages = CounterMetricFamily(
         "slowwave_stage_seconds",
         "Seconds spent in each stage, summed over shards.",

@@ -5,12 +5,14 @@ citing the chunk's first episode; a prompt holding one of ``garble`` gets an ans
 not JSON (the chunk fails); with ``hold`` given, every request after the first ``hold_after``
 waits on it unanswered (a model call in flight). Like llama.cpp's server it says how much of
 each prompt its one slot's cache held (``timings.cache_n``: the characters shared with the
-previous prompt, a token per four)."""
+previous prompt, a token per four). With ``refuse``, its first requests are refused as a
+hosted model's are when it is overloaded: 429 with ``Retry-After``."""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,6 +29,12 @@ class FakeModel:
     held: threading.Event = field(default_factory=threading.Event)
     calls: int = 0
     previous: str = ""  # the last prompt answered: what the slot's cache holds
+    refuse: int = 0  # the first requests answered 429 with Retry-After: refuse_after_s
+    refuse_after_s: float = 1.0
+    refused: int = 0
+    in_flight: int = 0
+    peak_after_refusals: int = 0  # the most answered at once once every refusal was sent
+    answer_s: float = 0.0  # how long an answer takes
 
     def env(self, **extra: str) -> dict[str, str]:
         """The settings that point slowwave at this endpoint (no summaries, no second look, no
@@ -61,9 +69,22 @@ class FakeModel:
 
 @contextmanager
 def fake_model(
-    *, garble: tuple[str, ...] = (), hold: threading.Event | None = None, hold_after: int = 0
+    *,
+    garble: tuple[str, ...] = (),
+    hold: threading.Event | None = None,
+    hold_after: int = 0,
+    refuse: int = 0,
+    refuse_after_s: float = 1.0,
+    answer_s: float = 0.0,
 ) -> Iterator[FakeModel]:
-    model = FakeModel(garble=garble, hold=hold, hold_after=hold_after)
+    model = FakeModel(
+        garble=garble,
+        hold=hold,
+        hold_after=hold_after,
+        refuse=refuse,
+        refuse_after_s=refuse_after_s,
+        answer_s=answer_s,
+    )
     count = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
@@ -72,6 +93,30 @@ def fake_model(
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with count:
+                refusing = model.refused < model.refuse
+                model.refused += refusing
+            if refusing:
+                self._refuse()
+                return
+            with count:
+                model.in_flight += 1
+                if model.refused >= model.refuse > 0:
+                    model.peak_after_refusals = max(model.peak_after_refusals, model.in_flight)
+            try:
+                self._answer(body)
+            finally:
+                with count:
+                    model.in_flight -= 1
+
+        def _refuse(self) -> None:
+            self.send_response(429)
+            self.send_header("Retry-After", f"{model.refuse_after_s:g}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def _answer(self, body: dict[str, Any]) -> None:
+            time.sleep(model.answer_s)
             with count:
                 model.calls += 1
                 waits = model.hold is not None and model.calls > model.hold_after

@@ -127,6 +127,7 @@ ADDED = [
     "CHANGE_CHECK",
     "SECOND_LOOK",
     "SECOND_LOOK_MESSAGES",
+    "OPENAI_MAX_WAIT_S",
 ]
 
 
@@ -139,6 +140,7 @@ def test_every_variable_keeps_its_name_and_lands_in_its_group(
         "search",
         "serve",
         "consolidation",
+        "openai",
     }
     monkeypatch.chdir(tmp_path)  # no .env of the checkout's
     monkeypatch.setenv("SLOWWAVE_SERVE_PORT", "9123")

@@ -128,13 +128,18 @@ class Plan(BaseModel):
     cached_tokens: int = Field(
         default=0, description="Of prompt_tokens, those the engine's prefix cache served."
     )
+    refusals: int = Field(default=0, description="429s and 503s its requests met first.")
+    waited_s: float = Field(default=0.0, description="Seconds they waited those out.")
 
     def charge(self, answer: ModelAnswer) -> None:
         """Add what a model answer for this chunk cost (its own, a second look's, a change
-        check's) to the chunk's tokens: the run counts them when the chunk is applied."""
+        check's) to the chunk's tokens and waits: the run counts them when the chunk is
+        applied."""
         self.prompt_tokens += answer.prompt_tokens
         self.completion_tokens += answer.completion_tokens
         self.cached_tokens += answer.cached_tokens
+        self.refusals += answer.refusals
+        self.waited_s += answer.waited_s
 
     @property
     def writing(self) -> list[int]:

@@ -221,6 +221,12 @@ class RunSummary(BaseModel):
         default=0,
         description="Answers that reached max_tokens: the items written whole were kept.",
     )
+    model_refusals: int = Field(
+        default=0,
+        description="429s and 503s the model's endpoint answered before the answers the run "
+        "applied (each waited out as its Retry-After said, fewer requests at once meanwhile).",
+    )
+    model_waited_s: float = Field(default=0.0, description="Seconds spent waiting them out.")
     prompt_tokens: int = Field(default=0, description="Prompt tokens billed (sent to the model).")
     completion_tokens: int = 0
     prompt_tokens_cached: int = Field(
@@ -270,6 +276,7 @@ class RunSummary(BaseModel):
         for name, info in RunSummary.model_fields.items():
             if info.annotation is int and name not in _RUN_LEVEL:
                 setattr(self, name, getattr(self, name) + getattr(shard, name))
+        self.model_waited_s = round(self.model_waited_s + shard.model_waited_s, 3)
         for stage, seconds in shard.stage_seconds.items():
             self.add_time(stage, seconds)
         self.failures += shard.failures
@@ -319,6 +326,10 @@ class RunSummary(BaseModel):
             ),
             ("facts evicted over the cap", self.facts_evicted),
             ("answers cut off at max_tokens (whole items kept)", self.answers_cut_off),
+            (
+                "model refusals (429, 503) waited out, seconds",
+                f"{self.model_refusals}, {self.model_waited_s:g}",
+            ),
             ("tokens in / out", f"{self.prompt_tokens} / {self.completion_tokens}"),
             (
                 "tokens in: computed (prefix cache)",

@@ -187,6 +187,7 @@ def finish_chunks(
             item.plan.prompt_tokens = calibration.prompt_tokens
             item.plan.completion_tokens = calibration.completion_tokens
             item.plan.cached_tokens = calibration.cached_tokens
+            item.plan.refusals, item.plan.waited_s = answer.refusals, answer.waited_s
             if calibration.output is None:
                 errors[i] = calibration.error or "no answer"
                 continue
@@ -359,6 +360,8 @@ def count(summary: RunSummary, plan: Plan, result: ApplyResult) -> None:
     summary.prompt_tokens += plan.prompt_tokens
     summary.completion_tokens += plan.completion_tokens
     summary.prompt_tokens_cached += plan.cached_tokens
+    summary.model_refusals += plan.refusals
+    summary.model_waited_s = round(summary.model_waited_s + plan.waited_s, 3)
     if result.forgotten:
         return
     if result.conflict:

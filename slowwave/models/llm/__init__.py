@@ -66,6 +66,7 @@ def load_model(settings: Settings) -> StructuredModel:
             concurrency=settings.openai.concurrency,
             timeout_s=settings.openai.timeout_s,
             max_retries=settings.openai.max_retries,
+            max_wait_s=settings.openai.max_wait_s,
             extra_body=settings.openai.extra_body,
             strict=settings.openai.strict_schema,
             context_tokens=settings.openai.context_tokens,

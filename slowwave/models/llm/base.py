@@ -60,6 +60,9 @@ class ModelAnswer:
     # of ``prompt_tokens``, those the engine took from its prefix cache instead of computing
     # them (0 where the engine does not say: every billed token counts as computed)
     cached_tokens: int = 0
+    # refusals (429, 503) the request met before this answer, and the seconds it waited them out
+    refusals: int = 0
+    waited_s: float = 0.0
 
 
 @runtime_checkable

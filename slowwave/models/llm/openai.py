@@ -3,27 +3,38 @@ Ollama, or a hosted API.
 
 Requests are streamed with bounded concurrency, each answered as it returns; each call asks
 for the answer schema through ``response_format`` (JSON schema), has a timeout, and is
-retried with exponential backoff on 429, 5xx and connection errors. An endpoint that stays
-unreachable, overloaded (429) or unavailable (502-504) raises ``RuntimeUnreachable``
-(transient: the run retries, no chunk is charged); other failures, such as a 500 on one
-prompt, are that chunk's error answer. The API key comes from settings and is never
-logged.
+retried with jittered exponential backoff on 429, 5xx and connection errors. A refusal (429,
+503: a hosted model's backpressure) is waited out for as long as its ``Retry-After`` says (at
+most ``MAX_RETRY_AFTER_S``, plus up to a second of jitter, so that refused requests do not
+return together), and halves the requests let in at once (``AdaptiveLimit``) until answers
+raise it again; each answer says how many refusals it met and how long it waited
+(``ModelAnswer.refusals`` / ``waited_s``: the run's record adds them up). A request that has
+waited ``max_wait_s`` in all, or was tried ``max_retries`` times, gives up. An endpoint that
+stays unreachable, overloaded (429) or unavailable (502-504) raises ``RuntimeUnreachable``
+(transient: the run fails with its claims released and retries, no chunk is charged); other
+failures, such as a 500 on one prompt, are that chunk's error answer. The API key comes from
+settings and is never logged.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any, Literal
 
 import httpx
 from tenacity import (
     AsyncRetrying,
+    RetryCallState,
     RetryError,
     retry_if_exception,
     stop_after_attempt,
+    stop_after_delay,
     wait_exponential_jitter,
 )
 
@@ -41,6 +52,68 @@ SchemaDialect = Literal["json_schema", "json_object", "grammar"]
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 UNAVAILABLE = {429, 502, 503, 504}  # after the last retry: the run is retried, not the chunk
+REFUSED = {429, 503}  # the endpoint's backpressure: wait as it says, fewer requests at once
+MAX_RETRY_AFTER_S = 60.0  # a Retry-After longer than this is waited this long, then asked again
+
+
+def retry_after_s(response: httpx.Response) -> float | None:
+    """How long ``Retry-After`` asks to wait, in seconds (a number or an HTTP date); None
+    where it says neither."""
+    value = response.headers.get("Retry-After", "").strip()
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+def _refused(exc: BaseException | None) -> httpx.Response | None:
+    if isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code in REFUSED:
+        return exc.response
+    return None
+
+
+class AdaptiveLimit:
+    """At most ``limit`` requests in flight: ``ceiling`` at first, halved (never below one) at
+    each refusal, one more after as many answers as it lets in (TCP's additive increase,
+    multiplicative decrease), back up to ``ceiling``. Made on the event loop that uses it."""
+
+    def __init__(self, ceiling: int) -> None:
+        self.ceiling = ceiling
+        self.limit = ceiling
+        self.in_flight = 0
+        self._answers = 0  # since the limit last changed
+        self._changed = asyncio.Condition()
+
+    async def __aenter__(self) -> None:
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.in_flight < self.limit)
+            self.in_flight += 1
+
+    async def __aexit__(self, *exc: object) -> None:
+        async with self._changed:
+            self.in_flight -= 1
+            self._changed.notify_all()
+
+    def refused(self) -> None:
+        self.limit, self._answers = max(1, self.limit // 2), 0
+
+    async def answered(self) -> None:
+        if self.limit >= self.ceiling:
+            return
+        self._answers += 1
+        if self._answers >= self.limit:
+            async with self._changed:
+                self.limit, self._answers = self.limit + 1, 0
+                self._changed.notify_all()
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -65,6 +138,7 @@ class OpenAICompatibleModel:
         concurrency: int = 8,
         timeout_s: float = 120.0,
         max_retries: int = 5,
+        max_wait_s: float = 300.0,
         extra_body: dict[str, Any] | None = None,
         strict: bool = True,
         context_tokens: int = 8192,
@@ -82,6 +156,7 @@ class OpenAICompatibleModel:
         self.concurrency = concurrency
         self.timeout_s = timeout_s
         self.max_retries = max_retries
+        self.max_wait_s = max_wait_s
         self.extra_body = dict(extra_body or {})
         self.strict = strict
         self.context_tokens = context_tokens
@@ -89,7 +164,7 @@ class OpenAICompatibleModel:
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._loop: BackgroundLoop | None = None  # started on first use: the model pickles
         self._client: httpx.AsyncClient | None = None
-        self._limit: asyncio.Semaphore | None = None
+        self._limit: AdaptiveLimit | None = None
         self._starting = threading.Lock()  # shards on threads may make their first call at once
 
     def __repr__(self) -> str:  # never show the key
@@ -155,20 +230,41 @@ class OpenAICompatibleModel:
             self._client = httpx.AsyncClient(
                 base_url=self.base_url, headers=self._headers, timeout=timeout
             )
-            self._limit = asyncio.Semaphore(self.concurrency)
-        async with self._limit:
-            return await self._call(self._client, request)
+            self._limit = AdaptiveLimit(self.concurrency)
+        answer = await self._call(self._client, self._limit, request)
+        if answer.error is None:
+            await self._limit.answered()
+        return answer
 
-    async def _call(self, client: httpx.AsyncClient, request: GenerationRequest) -> ModelAnswer:
+    async def _call(
+        self, client: httpx.AsyncClient, limit: AdaptiveLimit, request: GenerationRequest
+    ) -> ModelAnswer:
+        backoff = wait_exponential_jitter(initial=0.5, max=20)
+        refusals, waited = 0, 0.0
+
+        def pause(state: RetryCallState) -> float:
+            """As long as a refusal's Retry-After says, else the backoff's."""
+            nonlocal waited
+            refused = _refused(state.outcome.exception() if state.outcome else None)
+            after = retry_after_s(refused) if refused is not None else None
+            seconds = backoff(state) if after is None else min(after, MAX_RETRY_AFTER_S)
+            seconds += random.uniform(0, 1) if after is not None else 0.0
+            waited += seconds
+            return seconds
+
         try:
             async for attempt in AsyncRetrying(
-                stop=stop_after_attempt(self.max_retries),
-                wait=wait_exponential_jitter(initial=0.5, max=20),
+                stop=stop_after_attempt(self.max_retries) | stop_after_delay(self.max_wait_s),
+                wait=pause,
                 retry=retry_if_exception(_retryable),
                 reraise=False,
             ):
                 with attempt:
-                    response = await client.post("/chat/completions", json=self.body(request))
+                    async with limit:  # not held while waiting: the others may go on
+                        response = await client.post("/chat/completions", json=self.body(request))
+                    if response.status_code in REFUSED:
+                        refusals += 1
+                        limit.refused()
                     response.raise_for_status()
         except RetryError as exc:
             cause = exc.last_attempt.exception()
@@ -176,9 +272,17 @@ class OpenAICompatibleModel:
                 raise RuntimeUnreachable(
                     f"cannot reach {self.base_url}: {_describe(cause)}"
                 ) from None
-            return ModelAnswer(request.chunk_id, None, f"gave up after retries: {_describe(cause)}")
+            return ModelAnswer(
+                request.chunk_id,
+                None,
+                f"gave up after retries: {_describe(cause)}",
+                refusals=refusals,
+                waited_s=waited,
+            )
         except httpx.HTTPError as exc:
-            return ModelAnswer(request.chunk_id, None, _describe(exc))
+            return ModelAnswer(
+                request.chunk_id, None, _describe(exc), refusals=refusals, waited_s=waited
+            )
         payload = response.json()
         usage = payload.get("usage") or {}
         prompt = int(usage.get("prompt_tokens") or 0)
@@ -188,7 +292,15 @@ class OpenAICompatibleModel:
             text = choice["message"]["content"]
         except (KeyError, IndexError, TypeError):
             reason = "response has no choices[0].message.content"
-            return ModelAnswer(request.chunk_id, None, reason, prompt, completion)
+            return ModelAnswer(
+                request.chunk_id,
+                None,
+                reason,
+                prompt,
+                completion,
+                refusals=refusals,
+                waited_s=waited,
+            )
         finish = choice.get("finish_reason")
         extra = {"finish_reason": finish}
         return ModelAnswer(
@@ -200,6 +312,8 @@ class OpenAICompatibleModel:
             extra,
             truncated=finish == "length",
             cached_tokens=cached_prompt_tokens(payload, prompt),
+            refusals=refusals,
+            waited_s=waited,
         )
 
     def close(self) -> None:

@@ -154,6 +154,7 @@ BY_NAME: dict[str, tuple[str, str]] = {
     "openai_concurrency": ("openai", "concurrency"),
     "openai_timeout_s": ("openai", "timeout_s"),
     "openai_max_retries": ("openai", "max_retries"),
+    "openai_max_wait_s": ("openai", "max_wait_s"),
     "openai_extra_body": ("openai", "extra_body"),
     "openai_context_tokens": ("openai", "context_tokens"),
     "openai_strict_schema": ("openai", "strict_schema"),

@@ -159,6 +159,14 @@ class OpenAISettings(BaseSettings):
     max_retries: int = Field(
         default=5, ge=1, description="OpenAI-compatible: attempts per request (429 / 5xx)."
     )
+    max_wait_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="OpenAI-compatible: the longest one request waits out refusals (429, "
+        "503, each as long as its Retry-After says, at most a minute) and errors before it "
+        "gives up; an endpoint that still refuses then fails the run with its claims "
+        "released, to be retried.",
+    )
     extra_body: dict[str, Any] = Field(
         default_factory=dict,
         description="OpenAI-compatible: extra request fields as JSON, e.g. "
