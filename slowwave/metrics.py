@@ -39,6 +39,7 @@ EPISODES = {
     "episodes_quarantined": "quarantined",
     "episodes_deferred": "deferred",
     "episodes_conflicted": "conflicted",
+    "episodes_over_budget": "over_budget",
 }
 GRAY_ZONE = {
     "gray_zone_pairs": "asked",

@@ -19,6 +19,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from slowwave.models.settings import Settings
+from tests.fix_episodes import with_settings
+
 
 @dataclass
 class FakeModel:
@@ -51,6 +54,22 @@ class FakeModel:
             "SLOWWAVE_CHANGE_CHECK": "false",
             **extra,
         }
+
+    def settings(self, settings: Settings, **extra: Any) -> Settings:
+        """``settings`` pointing at this endpoint in this process, a chunk an episode (what
+        ``env`` sets for another process)."""
+        return with_settings(
+            settings,
+            llm_runtime="openai",
+            openai_base_url=self.url,
+            openai_model="fake",
+            openai_schema_dialect="json_object",
+            openai_strict_schema=False,
+            second_look=False,
+            change_check=False,
+            chunk_size=1,
+            **extra,
+        )
 
     def answer(self, prompt: str) -> str:
         if any(word in prompt for word in self.garble):

@@ -21,7 +21,7 @@ from slowwave.models.llm.openai import OpenAICompatibleModel, retry_after_s
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
-from tests.fix_episodes import add, at, episodes_state, facts, make_episode, with_settings
+from tests.fix_episodes import add, at, episodes_state, facts, make_episode
 from tests.fix_model_server import FakeModel, fake_model
 
 SAID = ["Dana teaches chemistry in Leeds.", "Dana climbs with Mia.", "Dana saves for Japan."]
@@ -87,28 +87,14 @@ def test_an_endpoint_that_keeps_refusing_gives_up_within_the_wait_limit() -> Non
     assert 2 <= model.refused <= 5
 
 
-def _on(settings: Settings, model: FakeModel, **extra: object) -> Settings:
-    return with_settings(
-        settings,
-        llm_runtime="openai",
-        openai_base_url=model.url,
-        openai_model="fake",
-        openai_schema_dialect="json_object",
-        openai_strict_schema=False,
-        second_look=False,
-        change_check=False,
-        chunk_size=1,
-        **extra,
-    )
-
-
 @pytest.mark.slow
 def test_a_run_against_a_refusing_endpoint_waits_it_out_and_its_record_counts_the_wait(
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
 ) -> None:
     add(conn, *(make_episode("d", f"d{i}", t, at(2024, 3, 1 + i)) for i, t in enumerate(SAID)))
     with fake_model(refuse=3, refuse_after_s=1) as model:
-        summary = consolidate(db, load_model(_on(settings, model)), embedder, _on(settings, model))
+        on = model.settings(settings)
+        summary = consolidate(db, load_model(on), embedder, on)
     assert summary.status == "completed" and summary.episodes_consolidated == 3
     (record,) = conn.execute(  # type: ignore[misc]
         "SELECT summary FROM consolidation_runs WHERE id = %s", (summary.run_id,)
@@ -126,7 +112,7 @@ def test_a_run_against_an_endpoint_that_keeps_refusing_ends_with_its_claims_rele
 ) -> None:
     add(conn, *(make_episode("d", f"d{i}", t, at(2024, 3, 1 + i)) for i, t in enumerate(SAID)))
     with fake_model(refuse=10**6, refuse_after_s=1) as model:
-        refusing = _on(settings, model, openai_max_wait_s=2.0)
+        refusing = model.settings(settings, openai_max_wait_s=2.0)
         started = time.monotonic()
         with pytest.raises(RuntimeUnreachable):
             consolidate(db, load_model(refusing), embedder, refusing)

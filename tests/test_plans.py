@@ -483,6 +483,9 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
         # index per run on three tables would cost every insert for a rare repair)
         # (runs: a row per night, read whole)
         "run_status": ({"run_id": uuid.uuid4()}, {"Seq Scan on consolidation_runs"}),
+        # a budgeted run sums its chunks before each step (consolidation_chunks_run_idx where
+        # the table is large; here, as for the counted runs, it is read whole)
+        "run_spending": ({"run": uuid.uuid4()}, {"Seq Scan on consolidation_chunks"}),
         # a run still marked running is counted from what it committed (migration 0026); a
         # list reads the newest runs by their start, not every run (migration 0027)
         "runs_list": ({"limit": 20}, {"Index Scan on consolidation_runs_started_idx"} | counted),

@@ -106,6 +106,12 @@ LEFT_UNDONE: tuple[tuple[str, str, str], ...] = (
     ("not_due", "episodes_not_due", "not due yet under the nightly rule"),
     ("over_cap", "episodes_over_cap", "over the run's cap (SLOWWAVE_CLAIM_MAX_CONVERSATIONS)"),
     ("deferred", "episodes_deferred", "behind a failed chunk of their conversation"),
+    (
+        "over_budget",
+        "episodes_over_budget",
+        "over the run's token budget, or their tenant's (SLOWWAVE_RUN_TOKEN_BUDGET, "
+        "SLOWWAVE_TENANT_TOKEN_BUDGET)",
+    ),
     ("conflicted", "episodes_conflicted", "taken over by another run"),
     ("forgotten", "episodes_forgotten", "dropped: their conversation was forgotten"),
     (
@@ -133,6 +139,10 @@ class RunSummary(BaseModel):
     episodes_quarantined: int = 0
     episodes_deferred: int = Field(
         default=0, description="Left for a later run behind a failed chunk of their conversation."
+    )
+    episodes_over_budget: int = Field(
+        default=0,
+        description="Left for a later run: the run, or their tenant, had spent its token budget.",
     )
     episodes_conflicted: int = Field(
         default=0,
@@ -295,6 +305,7 @@ class RunSummary(BaseModel):
             ("episodes quarantined", self.episodes_quarantined),
             ("left pending: deferred behind a failed chunk", self.episodes_deferred),
             ("left pending: taken over by another run", self.episodes_conflicted),
+            ("left pending: over the token budget", self.episodes_over_budget),
             ("dropped: their conversation was forgotten", self.episodes_forgotten),
             ("episodes closed at the request", self.episodes_closed),
             ("left pending: still open", self.episodes_open),

@@ -202,7 +202,8 @@ class RunState(BaseModel):
         description="Once the run ended: the episodes of its conversations it left undone, by "
         "reason, only those that count: `open` (still open: the conversation went on after the "
         "request), `held` (by another run), `not_due`, `over_cap`, `deferred` (behind a failed "
-        "chunk), `conflicted` (taken over by another run), `forgotten`, `quarantined`.",
+        "chunk), `over_budget` (the run or its tenant had spent its token budget), `conflicted` "
+        "(taken over by another run), `forgotten`, `quarantined`.",
     )
     note: str | None = Field(
         default=None,

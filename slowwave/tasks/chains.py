@@ -57,6 +57,8 @@ class Stages:
     finish: Callable[[Sequence[tuple[OpenChunk, ModelAnswer | None]]], list[PreparedChunk]]
     # applies, calling the second argument with each chunk's result as soon as it commits
     apply: Callable[[Sequence[PreparedChunk], Callable[[ApplyResult], None]], object]
+    # of the conversations about to open a chunk, those over the run's token budget
+    over_budget: Callable[[Sequence[str]], set[str]] = lambda conversations: set()
 
 
 def _episodes(queue: Sequence[Sequence[Episode]], also: Sequence[UUID] = ()) -> set[UUID]:
@@ -143,6 +145,12 @@ def run_chains(
         while ready or waiting:
             stop_if_interrupted()
             answered: list[tuple[OpenChunk, ModelAnswer | None]] = []
+            spent = stages.over_budget(ready) if ready else set()
+            for conversation in spent:  # left pending for a later run, with the reason
+                summary.episodes_over_budget += len(_episodes(queues.pop(conversation)))
+            ready = [c for c in ready if c not in spent]
+            if spent and after_step is not None:
+                after_step(len(spent))
             if ready:
                 opened = stages.open([queues[c][0] for c in ready])
                 ready = []

@@ -53,6 +53,7 @@ from slowwave.tasks.predict import episode_vectors, nearest_facts, related_facts
 from slowwave.tasks.profile import ProfilePolicy
 from slowwave.tasks.second_look import SecondLookPolicy, second_look
 from slowwave.tasks.speaker_check import SpeakerCheck
+from slowwave.tasks.spending import SpendingPolicy, over_budget
 from slowwave.tasks.surprise import score_surprise
 
 logger = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ class RunPolicy:
     related_facts_limit: int
     flashbulb_surprise: float
     lease_s: int
+    spending: SpendingPolicy
 
     @classmethod
     def of(cls, settings: Settings, model: object) -> RunPolicy:
@@ -95,6 +97,7 @@ class RunPolicy:
             related_facts_limit=settings.consolidation.related_facts_limit,
             flashbulb_surprise=settings.consolidation.flashbulb_surprise,
             lease_s=settings.consolidation.claim_lease_s,
+            spending=SpendingPolicy.of(settings),
         )
 
 
@@ -414,6 +417,9 @@ def stages_for(
         ),
         apply=lambda prepared, settle: apply_chunks(
             db, prepared, policy.apply, summary, model.name, settle
+        ),
+        over_budget=lambda conversations: over_budget(
+            db, summary.run_id, policy.spending, conversations
         ),
     )
 

@@ -282,7 +282,7 @@ class RunState(BaseModel):
     kind: str = Field(..., title="Kind")
     left_undone: dict[str, int] | None = Field(None, title="Left Undone")
     """
-    Once the run ended: the episodes of its conversations it left undone, by reason, only those that count: `open` (still open: the conversation went on after the request), `held` (by another run), `not_due`, `over_cap`, `deferred` (behind a failed chunk), `conflicted` (taken over by another run), `forgotten`, `quarantined`.
+    Once the run ended: the episodes of its conversations it left undone, by reason, only those that count: `open` (still open: the conversation went on after the request), `held` (by another run), `not_due`, `over_cap`, `deferred` (behind a failed chunk), `over_budget` (the run or its tenant had spent its token budget), `conflicted` (taken over by another run), `forgotten`, `quarantined`.
     """
     note: str | None = Field(None, title="Note")
     """

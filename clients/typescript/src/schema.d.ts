@@ -724,7 +724,7 @@ export interface components {
             kind: string;
             /**
              * Left Undone
-             * @description Once the run ended: the episodes of its conversations it left undone, by reason, only those that count: `open` (still open: the conversation went on after the request), `held` (by another run), `not_due`, `over_cap`, `deferred` (behind a failed chunk), `conflicted` (taken over by another run), `forgotten`, `quarantined`.
+             * @description Once the run ended: the episodes of its conversations it left undone, by reason, only those that count: `open` (still open: the conversation went on after the request), `held` (by another run), `not_due`, `over_cap`, `deferred` (behind a failed chunk), `over_budget` (the run or its tenant had spent its token budget), `conflicted` (taken over by another run), `forgotten`, `quarantined`.
              */
             left_undone?: {
                 [key: string]: number;

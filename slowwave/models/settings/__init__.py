@@ -77,6 +77,8 @@ BY_NAME: dict[str, tuple[str, str]] = {
     "claim_lease_s": ("consolidation", "claim_lease_s"),
     "due_after_s": ("consolidation", "due_after_s"),
     "claim_max_conversations": ("consolidation", "claim_max_conversations"),
+    "run_token_budget": ("consolidation", "run_token_budget"),
+    "tenant_token_budget": ("consolidation", "tenant_token_budget"),
     "max_active_facts": ("consolidation", "max_active_facts"),
     "slots": ("consolidation", "slots"),
     "profiles": ("consolidation", "profiles"),

@@ -131,6 +131,20 @@ class ConsolidationSettings(BaseSettings):
     claim_max_conversations: int = Field(
         default=10000, ge=1, description="Most conversations one run claims."
     )
+    run_token_budget: int | None = Field(
+        default=None,
+        ge=1,
+        description="Billed tokens (prompt + answer, every call of a chunk, failed ones too) "
+        "one run may spend, over all its shards; unset: no budget. Once spent, no new chunk is "
+        "opened, those in flight finish, and the rest is left pending for the next run "
+        "(left undone: over_budget).",
+    )
+    tenant_token_budget: int | None = Field(
+        default=None,
+        ge=1,
+        description="Billed tokens one run may spend on one tenant's conversations; unset: no "
+        "budget. One tenant's spending never stops another's conversations.",
+    )
     max_active_facts: int = Field(
         default=0,
         ge=0,
