@@ -114,3 +114,46 @@ def test_db_stop_refuses_while_a_live_process_holds_the_server(
     assert result.returncode == 1
     assert f"in use by pid(s) [{proc.pid}]" in result.stderr
     assert postmaster_pid(tmp_path / "pgdata") == pid
+
+
+REJOINER = """
+import sys
+from slowwave.sql.db import Database
+with Database() as db, db.connection() as conn:
+    conn.execute("SELECT 1")
+print("released", flush=True)  # another process held it too: pgserver keeps its handle cached
+sys.stdin.readline()
+with Database() as db, db.connection() as conn:
+    print(conn.execute("SELECT 41 + 1").fetchone()[0], flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_process_that_let_go_joins_again_after_the_server_stopped(
+    tmp_path: Path, holder: tuple[subprocess.Popen[str], int]
+) -> None:
+    """pgserver hands a process that let go while others held the server its cached handle,
+    without starting the server or counting the process as a holder: once the last holder is
+    gone and the warden stopped it, that process must start it and hold it again."""
+    proc, pid = holder
+    again = subprocess.Popen(
+        [sys.executable, "-c", REJOINER],
+        env=slowwave_env(tmp_path),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert again.stdin is not None and again.stdout is not None
+    try:
+        assert again.stdout.readline().strip() == "released"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert wait_gone(pid), "the warden did not stop the server of no live holder"
+        again.stdin.write("go on\n")
+        again.stdin.flush()
+        assert again.stdout.readline().strip() == "42"
+        assert again.wait(60) == 0
+    finally:
+        if again.poll() is None:
+            again.kill()
+            again.wait()

