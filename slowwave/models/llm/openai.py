@@ -23,6 +23,7 @@ import random
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
+from dataclasses import replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
@@ -247,8 +248,10 @@ class OpenAICompatibleModel:
             nonlocal waited
             refused = _refused(state.outcome.exception() if state.outcome else None)
             after = retry_after_s(refused) if refused is not None else None
-            seconds = backoff(state) if after is None else min(after, MAX_RETRY_AFTER_S)
-            seconds += random.uniform(0, 1) if after is not None else 0.0
+            if after is None:
+                seconds = backoff(state)
+            else:  # jittered, so that requests refused together do not come back together
+                seconds = min(after, MAX_RETRY_AFTER_S) + random.uniform(0, 1)
             waited += seconds
             return seconds
 
@@ -272,49 +275,14 @@ class OpenAICompatibleModel:
                 raise RuntimeUnreachable(
                     f"cannot reach {self.base_url}: {_describe(cause)}"
                 ) from None
-            return ModelAnswer(
-                request.chunk_id,
-                None,
-                f"gave up after retries: {_describe(cause)}",
-                refusals=refusals,
-                waited_s=waited,
+            answer = ModelAnswer(
+                request.chunk_id, None, f"gave up after retries: {_describe(cause)}"
             )
         except httpx.HTTPError as exc:
-            return ModelAnswer(
-                request.chunk_id, None, _describe(exc), refusals=refusals, waited_s=waited
-            )
-        payload = response.json()
-        usage = payload.get("usage") or {}
-        prompt = int(usage.get("prompt_tokens") or 0)
-        completion = int(usage.get("completion_tokens") or 0)
-        try:
-            choice = payload["choices"][0]
-            text = choice["message"]["content"]
-        except (KeyError, IndexError, TypeError):
-            reason = "response has no choices[0].message.content"
-            return ModelAnswer(
-                request.chunk_id,
-                None,
-                reason,
-                prompt,
-                completion,
-                refusals=refusals,
-                waited_s=waited,
-            )
-        finish = choice.get("finish_reason")
-        extra = {"finish_reason": finish}
-        return ModelAnswer(
-            request.chunk_id,
-            text,
-            None,
-            prompt,
-            completion,
-            extra,
-            truncated=finish == "length",
-            cached_tokens=cached_prompt_tokens(payload, prompt),
-            refusals=refusals,
-            waited_s=waited,
-        )
+            answer = ModelAnswer(request.chunk_id, None, _describe(exc))
+        else:
+            answer = answer_of(request.chunk_id, response.json())
+        return replace(answer, refusals=refusals, waited_s=waited)
 
     def close(self) -> None:
         if self._loop is None:
@@ -324,6 +292,30 @@ class OpenAICompatibleModel:
             self._client = None
         self._loop.close()
         self._loop = None
+
+
+def answer_of(chunk_id: str, payload: dict[str, Any]) -> ModelAnswer:
+    """The answer a chat completion ``payload`` holds, with the tokens it billed."""
+    usage = payload.get("usage") or {}
+    prompt = int(usage.get("prompt_tokens") or 0)
+    completion = int(usage.get("completion_tokens") or 0)
+    try:
+        choice = payload["choices"][0]
+        text = choice["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        reason = "response has no choices[0].message.content"
+        return ModelAnswer(chunk_id, None, reason, prompt, completion)
+    finish = choice.get("finish_reason")
+    return ModelAnswer(
+        chunk_id,
+        text,
+        None,
+        prompt,
+        completion,
+        {"finish_reason": finish},
+        truncated=finish == "length",
+        cached_tokens=cached_prompt_tokens(payload, prompt),
+    )
 
 
 def cached_prompt_tokens(payload: dict[str, Any], prompt_tokens: int) -> int:
