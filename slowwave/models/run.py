@@ -284,9 +284,9 @@ class RunSummary(BaseModel):
     def merge(self, shard: RunSummary) -> None:
         """Add a shard's counts, tokens, stage times, failures and placement to the run's."""
         for name, info in RunSummary.model_fields.items():
-            if info.annotation is int and name not in _RUN_LEVEL:
-                setattr(self, name, getattr(self, name) + getattr(shard, name))
-        self.model_waited_s = round(self.model_waited_s + shard.model_waited_s, 3)
+            if info.annotation in (int, float) and name not in _RUN_LEVEL:
+                total = getattr(self, name) + getattr(shard, name)
+                setattr(self, name, round(total, 3) if info.annotation is float else total)
         for stage, seconds in shard.stage_seconds.items():
             self.add_time(stage, seconds)
         self.failures += shard.failures
