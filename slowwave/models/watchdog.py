@@ -49,19 +49,26 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
 
 def _stop_group(grace_s: float) -> None:
     """SIGTERM to every other process of this process group, SIGKILL to what is left after
-    ``grace_s``."""
+    ``grace_s``. Where the group's members cannot be listed (no /proc), the group as a whole
+    gets SIGTERM, this process ignoring it."""
     group = os.getpgrp()
-    _signal_group(group, signal.SIGTERM)
+    members = _group_members(group)
+    if members is None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGTERM)
+        return
+    _signal(members, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline and _group_members(group):
         time.sleep(0.1)
         _reap()
-    _signal_group(group, signal.SIGKILL)
+    _signal(_group_members(group) or [], signal.SIGKILL)
     _reap()
 
 
-def _signal_group(group: int, signum: int) -> None:
-    for pid in _group_members(group):
+def _signal(pids: list[int], signum: int) -> None:
+    for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signum)
 
@@ -72,16 +79,13 @@ def _reap() -> None:
             pass
 
 
-def _group_members(group: int) -> list[int]:
-    """The live processes of ``group`` but this one (Linux: /proc; elsewhere the group as a
-    whole is signalled, this process ignoring SIGTERM, once)."""
+def _group_members(group: int) -> list[int] | None:
+    """The live processes of ``group`` but this one; None where they cannot be listed (no
+    /proc)."""
     try:
         entries = os.listdir("/proc")
     except OSError:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(group, signal.SIGTERM)
-        return []
+        return None
     me, members = os.getpid(), []
     for entry in entries:
         if not entry.isdigit() or int(entry) == me:
@@ -119,7 +123,7 @@ def watch(parent: int, command: Sequence[str]) -> int:
                 _stop_group(GRACE_S)
                 return 1
             continue
-        if _group_members(os.getpgrp()):  # what the helper started and left behind
+        if _group_members(os.getpgrp()) != []:  # what the helper started and left behind
             _stop_group(GRACE_S)
         return status if status >= 0 else 128 - status
 
