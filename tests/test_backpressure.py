@@ -57,6 +57,7 @@ def test_retry_after_is_read_as_seconds_or_as_an_http_date() -> None:
     assert answered("soon") is None and answered("") is None
 
 
+@pytest.mark.slow  # waits out real Retry-After seconds
 def test_while_an_endpoint_refuses_fewer_requests_go_at_once_and_each_answer_says_so() -> None:
     with fake_model(refuse=4, refuse_after_s=0.2, answer_s=0.3) as model:
         client = _client(model, concurrency=4)
@@ -74,6 +75,7 @@ def test_while_an_endpoint_refuses_fewer_requests_go_at_once_and_each_answer_say
     assert time.monotonic() - started < 30
 
 
+@pytest.mark.slow  # waits out real Retry-After seconds
 def test_an_endpoint_that_keeps_refusing_gives_up_within_the_wait_limit() -> None:
     with fake_model(refuse=10**6, refuse_after_s=1) as model:
         client = _client(model, concurrency=2, max_retries=100, max_wait_s=2.5)
