@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from slowwave.sql.db.embedded import postmaster_pid, stop_embedded, warden_pid
@@ -157,3 +158,20 @@ def test_a_process_that_let_go_joins_again_after_the_server_stopped(
         if again.poll() is None:
             again.kill()
             again.wait()
+
+
+def test_the_last_holder_letting_go_ends_the_warden_before_it_returns(tmp_path: Path) -> None:
+    """A benchmark removes its temporary home as soon as its database closes: nothing may
+    write there afterwards, so the last holder ends the warden rather than leave it to notice."""
+    from slowwave.sql.db import Database
+    from slowwave.models.settings import Settings
+
+    home = tmp_path / "home"
+    settings = Settings(home=home, database_url=None)
+    pgdata = settings.pgdata
+    with Database(settings):
+        warden = warden_pid(pgdata)
+        assert warden is not None
+    assert postmaster_pid(pgdata) is None
+    assert not psutil.pid_exists(warden) or psutil.Process(warden).status() == "zombie"
+    assert not (pgdata.parent / f".{pgdata.name}.warden").exists()

@@ -140,8 +140,13 @@ class EmbeddedPostgres:
                 self._open_handles[key] = remaining
                 return
             self._open_handles.pop(key, None)
-            prune_dead_holders(self.pgdata)
-            server.cleanup()  # type: ignore[attr-defined]
+            with holders_locked(self.pgdata):
+                prune_dead_holders(self.pgdata)
+                server.cleanup()  # type: ignore[attr-defined]
+                if not live_holders(self.pgdata) and postmaster_pid(self.pgdata) is None:
+                    # nothing left to watch: end the warden now, so that nothing writes
+                    # beside the data directory once this returns (a caller may remove it)
+                    stop_warden(self.pgdata)
 
     @property
     def pid(self) -> int | None:
@@ -190,6 +195,22 @@ def start_warden(pgdata: Path) -> None:
             start_new_session=True,  # neither a Ctrl-C nor a kill of the group is its
         )
     warden_file(pgdata).write_text(str(process.pid))
+
+
+def stop_warden(pgdata: Path) -> None:
+    """End the warden of ``pgdata`` and wait for it (under ``holders_locked``, where it only
+    sleeps or waits for the lock, so a SIGTERM cuts no work short)."""
+    pid = warden_pid(pgdata)
+    if pid is not None:
+        with contextlib.suppress(psutil.Error):
+            process = psutil.Process(pid)
+            process.terminate()
+            try:
+                process.wait(timeout=5)
+            except psutil.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=5)
+    warden_file(pgdata).unlink(missing_ok=True)
 
 
 def stop_embedded(pgdata: Path, *, force: bool = False) -> bool:
