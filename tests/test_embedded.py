@@ -14,6 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from slowwave.models.settings import Settings
+from slowwave.sql.db import Database
 from slowwave.sql.db.embedded import postmaster_pid, stop_embedded, warden_pid
 from slowwave.sql.db.warden import POLL_S as WARDEN_POLL_S
 from tests.fix_db import wait_gone
@@ -163,9 +165,6 @@ def test_a_process_that_let_go_joins_again_after_the_server_stopped(
 def test_the_last_holder_letting_go_ends_the_warden_before_it_returns(tmp_path: Path) -> None:
     """A benchmark removes its temporary home as soon as its database closes: nothing may
     write there afterwards, so the last holder ends the warden rather than leave it to notice."""
-    from slowwave.sql.db import Database
-    from slowwave.models.settings import Settings
-
     home = tmp_path / "home"
     settings = Settings(home=home, database_url=None)
     pgdata = settings.pgdata
