@@ -88,6 +88,8 @@ TINY: dict[str, Tiny] = {
     "longmemeval": Tiny(
         ("--data", "{longmemeval}", "--questions", "1", "--single-session", "0"), model=True
     ),
+    # three questions, their sessions the haystack
+    "longmemeval_recall": Tiny(("--data", "{longmemeval}", "--questions", "3")),
     "locomo_recall": Tiny(("--data", "{data}", "--conversations", "conv-26", "--sessions", "3")),
     "nightly_cost": Tiny(
         ("--data", "{data}", "--engine", "replay", "--conversations", "conv-26", "--known", "2")
