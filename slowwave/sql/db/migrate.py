@@ -3,7 +3,8 @@
 Re-running is a no-op. Concurrent migrators serialise on an advisory lock. A migration whose
 file changed after it was applied is an error, not a silent drift. The vector column's
 dimension follows ``SLOWWAVE_EMBEDDING_DIM`` when the schema is created; afterwards a differing
-setting is reported as a mismatch (changing it needs a re-embedding, not a setting flip).
+setting is reported as a mismatch (changing it needs a re-embedding, not a setting flip), and
+so is another embedding model than the one whose vectors the store holds (``embedding_model``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,31 @@ def check_dimension(actual: int | None, dim: int) -> None:
             f"the schema stores {actual}-dimensional embeddings but SLOWWAVE_EMBEDDING_DIM="
             f"{dim}; use a database migrated for {dim} dimensions or set it back to {actual}"
         )
+
+
+def check_embedding_model(conn: psycopg.Connection, model: str) -> None:
+    """Record the embedding model of a store that holds no vector yet; refuse another model's
+    on a store that does (its vectors would be compared with the other model's: a search that
+    answers nonsense, a dedupe that merges strangers)."""
+    row = conn.execute("SELECT model FROM embedding_model").fetchone()
+    if row is not None and row[0] == model:
+        return
+    if row is not None:
+        stored = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM semantic_memory) "
+            "OR EXISTS (SELECT 1 FROM episode_windows)"
+        ).fetchone()
+        if stored is not None and stored[0]:
+            raise MigrationError(
+                f"this store holds vectors of embedding model {row[0]!r}, not of "
+                f"SLOWWAVE_EMBEDDING_MODEL={model!r}: vectors of two models cannot be compared; "
+                f"set SLOWWAVE_EMBEDDING_MODEL back to {row[0]!r}, or use another database"
+            )
+    conn.execute(
+        "INSERT INTO embedding_model (model) VALUES (%s) ON CONFLICT (only_row) "
+        "DO UPDATE SET model = excluded.model, recorded_at = now()",
+        (model,),
+    )
 
 
 @dataclass(frozen=True)
@@ -121,6 +147,8 @@ def migrate(db: Database) -> MigrationReport:
                     raise MigrationError(f"migration {label} failed (rolled back): {exc}") from exc
                 applied.append(label)
             actual = schema_embedding_dim(conn)
+            if actual is None or actual == dim:  # a dimension apart is refused below, first
+                check_embedding_model(conn, db.settings.embedding.model)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
     check_dimension(actual, dim)
