@@ -30,7 +30,6 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -127,9 +126,10 @@ def carried(text: str, messages: Sequence[dict[str, Any]]) -> set[int]:
 
 
 def measure(haystack: Haystack, settings: Any) -> dict[str, Any]:
-    """Record the haystack on a fresh embedded database and search every question in it."""
+    """Record the haystack on a fresh embedded database and search every question in it
+    (the embedding model is the one ``settings`` names, prepared in its home)."""
+    from benchmarks.locomo_extraction import fresh_database
     from slowwave.models.embedding import load_embedder
-    from slowwave.sql.db import Database, migrate
     from slowwave.tasks.ingest.load import load_episodes
     from slowwave.tasks.memories import MemoryPolicy, embed_windows, search_memories
 
@@ -139,53 +139,51 @@ def measure(haystack: Haystack, settings: Any) -> dict[str, Any]:
     sums: dict[str, float] = defaultdict(float)
     by_type: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     latencies: list[float] = []
-    with Database(settings) as db:
-        migrate(db)
-        with db.connection() as conn:
-            load_episodes(conn, recorded)
+    with fresh_database(settings) as db, db.connection() as conn:
+        load_episodes(conn, recorded)
+        started = time.perf_counter()
+        windows = embed_windows(conn, embedder.embed, CONVERSATION, policy.window) or 0
+        embed_s = time.perf_counter() - started
+        rows = conn.execute(
+            "SELECT id, external_key, messages FROM episodic_memory WHERE conversation_id = %s",
+            (CONVERSATION,),
+        ).fetchall()
+        session_of = {i: key.removeprefix("longmemeval-session:") for i, key, _ in rows}
+        messages_of = {i: messages for i, _, messages in rows}
+        for question in haystack.questions:
+            gold = set(question["answer_session_ids"])
+            turns = evidence_turns(question)
             started = time.perf_counter()
-            windows = embed_windows(conn, embedder.embed, CONVERSATION, policy.window) or 0
-            embed_s = time.perf_counter() - started
-            rows = conn.execute(
-                "SELECT id, external_key, messages FROM episodic_memory WHERE conversation_id = %s",
-                (CONVERSATION,),
-            ).fetchall()
-            session_of = {i: key.removeprefix("longmemeval-session:") for i, key, _ in rows}
-            messages_of = {i: messages for i, _, messages in rows}
-            for question in haystack.questions:
-                gold = set(question["answer_session_ids"])
-                turns = evidence_turns(question)
-                started = time.perf_counter()
-                hits = search_memories(
-                    conn,
-                    embedder,
-                    question["question"],
-                    CONVERSATION,
-                    k=max(KS),
-                    memory_tokens=policy.memory_tokens,
-                    policy=policy,
-                    embed_first=False,
-                )
-                latencies.append(time.perf_counter() - started)
-                found = [session_of[h.id] for h in hits]
-                got_turns = {
-                    (session_of[h.id], i) for h in hits for i in carried(h.text, messages_of[h.id])
-                }
-                scores = {
-                    **{f"session@{k}": float(bool(gold & set(found[:k]))) for k in KS},
-                    "all_evidence@10": float(gold <= set(found[:10])),
-                }
-                if turns:
-                    scores["turn@10"] = len(turns & got_turns) / len(turns)
-                kind = by_type[question["question_type"]]
-                kind["questions"] += 1
-                sums["questions"] += 1
-                for name, value in scores.items():
-                    sums[name] += value
-                    kind[name] += value
-                if turns:
-                    sums["with_turns"] += 1
-                    kind["with_turns"] += 1
+            hits = search_memories(
+                conn,
+                embedder,
+                question["question"],
+                CONVERSATION,
+                k=max(KS),
+                memory_tokens=policy.memory_tokens,
+                policy=policy,
+                embed_first=False,
+            )
+            latencies.append(time.perf_counter() - started)
+            found = [session_of[h.id] for h in hits]
+            got_turns = {
+                (session_of[h.id], i) for h in hits for i in carried(h.text, messages_of[h.id])
+            }
+            scores = {
+                **{f"session@{k}": float(bool(gold & set(found[:k]))) for k in KS},
+                "all_evidence@10": float(gold <= set(found[:10])),
+            }
+            if turns:
+                scores["turn@10"] = len(turns & got_turns) / len(turns)
+            kind = by_type[question["question_type"]]
+            kind["questions"] += 1
+            sums["questions"] += 1
+            for name, value in scores.items():
+                sums[name] += value
+                kind[name] += value
+            if turns:
+                sums["with_turns"] += 1
+                kind["with_turns"] += 1
     return {
         **_shares(sums),
         "by_type": {t: _shares(s) for t, s in sorted(by_type.items())},
@@ -228,9 +226,7 @@ def main() -> None:
 
     started = time.perf_counter()
     haystack = read_haystack(args.data, args.questions)
-    with tempfile.TemporaryDirectory(prefix="slowwave-longmemeval-recall-") as home:
-        settings = Settings(**dict(args.set), home=Path(home), database_url=None, _env_file=None)
-        figures = measure(haystack, settings)
+    figures = measure(haystack, Settings(**dict(args.set), _env_file=None))
     figures["seconds"] = round(time.perf_counter() - started, 1)
     _print(figures)
     if args.json:

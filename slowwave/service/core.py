@@ -27,7 +27,7 @@ from psycopg_pool import PoolTimeout
 
 from slowwave import sql
 from slowwave.models.embedding import load_embedder
-from slowwave.models.embedding.base import Embedder
+from slowwave.models.embedding.base import Embedder, as_queries
 from slowwave.models.embedding.batching import EmbeddingBatcher
 from slowwave.models.errors import Busy, DatabaseUnavailable, InvalidRequest, NotFound
 from slowwave.models.llm import load_model
@@ -349,9 +349,10 @@ class ServiceCore:
 
     def embed_query(self, text: str) -> np.ndarray:
         """A query's vector: batched with concurrent queries in a server, inline otherwise."""
+        (query,) = as_queries(self.embedder, [text])
         if not self.background:
-            return self.embedder.embed([text])[0]
-        return self.batcher.embed(text)
+            return self.embedder.embed([query])[0]
+        return self.batcher.embed(query)
 
     def served(self, served: Served, conn: psycopg.Connection) -> None:
         """Record what a search served: its facts as retrieved (``SLOWWAVE_MAX_ACTIVE_FACTS``

@@ -25,7 +25,7 @@ from fsrs import Card, Rating, Scheduler, State
 from psycopg.rows import dict_row
 
 from slowwave import sql
-from slowwave.models.embedding.base import Embedder
+from slowwave.models.embedding.base import Embedder, as_queries
 from slowwave.models.episode import EpisodicHit
 from slowwave.models.llm.tokens import average_tokens
 from slowwave.models.settings import Settings, setting_default
@@ -271,7 +271,7 @@ def search_memories(
         if embed_first:
             embed_windows(conn, embedder.embed, conversation_id, policy.window)
         if vector is None:
-            vector = embedder.embed([query])[0]
+            vector = embedder.embed(as_queries(embedder, [query]))[0]
     at = as_of or now or datetime.now(UTC)
     with conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(

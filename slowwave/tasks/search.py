@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 
 from slowwave import sql
 from slowwave.models.category import Category
-from slowwave.models.embedding.base import Embedder
+from slowwave.models.embedding.base import Embedder, as_queries
 from slowwave.models.errors import SearchError, UnknownConversation
 from slowwave.models.llm.tokens import average_tokens
 from slowwave.models.settings import Settings, setting_default
@@ -208,7 +208,7 @@ def search(
     if ranker == "fulltext":
         vector = np.zeros(embedder.dim, dtype=np.float32)
     elif vector is None:
-        vector = embedder.embed([query])[0]
+        vector = embedder.embed(as_queries(embedder, [query]))[0]
     hybrid = ranker == "hybrid"  # the channels beyond the two rankers serve hybrid search only
     time_from, time_to = (
         temporal_window(query, policy) if hybrid and policy.temporal_weight > 0 else (None, None)

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from slowwave.models.embedding.base import Embedder, Vectors, check_dimension
+from slowwave.models.embedding.base import Embedder, Vectors, as_queries, check_dimension
 from slowwave.models.errors import EmbeddingDimensionMismatch
 from slowwave.models.settings import Settings
 
@@ -16,6 +16,7 @@ __all__ = [
     "Embedder",
     "EmbeddingDimensionMismatch",
     "RayEmbedder",
+    "as_queries",
     "check_dimension",
     "load_embedder",
 ]
@@ -23,6 +24,20 @@ __all__ = [
 
 def embedder_factory(settings: Settings) -> partial[Any]:
     """A picklable constructor of the configured runtime (for this process or an actor)."""
+    if settings.embedding.runtime == "onnx":
+        from slowwave.models.embedding.catalog import EMBEDDING_CATALOG
+        from slowwave.models.embedding.onnx import OnnxEmbedder
+        from slowwave.models.embedding.weights import onnx_model_dir
+
+        reference = settings.embedding.model
+        spec = EMBEDDING_CATALOG.get(reference)
+        return partial(
+            OnnxEmbedder,
+            onnx_model_dir(settings.home, reference),
+            name=reference,
+            query_prefix=spec.query_prefix if spec else "",
+            max_tokens=spec.max_tokens if spec else 512,
+        )
     if settings.embedding.runtime == "vllm":
         from slowwave.models.embedding.vllm_pooling import VLLMEmbedder
 
@@ -54,6 +69,7 @@ class RayEmbedder:
         )
         self.name = str(self.pool.attribute("name"))
         self.dim = int(self.pool.attribute("dim"))
+        self.query_prefix = str(self.pool.attribute("query_prefix"))
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         rows = self.pool.map("embed", list(texts))

@@ -27,6 +27,14 @@ class Embedder(Protocol):
     def close(self) -> None: ...
 
 
+def as_queries(embedder: Embedder, texts: Sequence[str]) -> list[str]:
+    """A search's queries as the model wants them: behind its query prefix, where it has one
+    (bge: "Represent this sentence for searching relevant passages: "); what is stored is
+    embedded as it is."""
+    prefix = getattr(embedder, "query_prefix", "")
+    return [prefix + text for text in texts] if prefix else list(texts)
+
+
 def check_dimension(embedder: Embedder, schema_dim: int) -> None:
     """A clear error before any work when the model does not fit the schema."""
     if embedder.dim != schema_dim:

