@@ -164,10 +164,9 @@ def main() -> None:
 
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="slowwave-recall-") as home:
-        settings = Settings(
-            **dict(args.set), home=Path(home), replay_data=args.data, _env_file=None
-        )
-        embedder = load_embedder(settings)
+        configured = Settings(**dict(args.set), replay_data=args.data, _env_file=None)
+        embedder = load_embedder(configured)  # a prepared model is in the configured home
+        settings = configured.evolve(home=Path(home), database_url=None)
         with Database(settings) as db:
             migrate(db)
             with db.connection() as conn:

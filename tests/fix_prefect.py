@@ -19,6 +19,17 @@ def prefect_api() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(scope="session")
+def prefect_api_url(prefect_api: None) -> str:
+    """The session's test API, for the commands a test runs (``run_cli(...,
+    PREFECT_API_URL=prefect_api_url)``): a backfill reports its flow run there instead of
+    starting a temporary API of its own, 10-15 s each. The tests of that temporary API, and of
+    pages run as a reader would, do not take it."""
+    from prefect.settings import PREFECT_API_URL
+
+    return str(PREFECT_API_URL.value())
+
+
 @pytest.fixture
 def flow_settings(
     settings: Settings, locomo_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -74,7 +74,11 @@ def test_every_export_resolves_and_every_error_a_user_can_act_on_is_a_slowwave_e
 
 @pytest.mark.slow
 def test_a_backfill_through_the_api_ends_with_the_facts_the_cli_ends_with(
-    db: Database, settings: slowwave.Settings, locomo_path: Path, tmp_path: Path
+    db: Database,
+    settings: slowwave.Settings,
+    locomo_path: Path,
+    tmp_path: Path,
+    prefect_api_url: str,
 ) -> None:
     replay = {"llm_runtime": "replay", "replay_data": str(locomo_path)}
     mine = slowwave.Settings(**{**settings.model_dump(), **replay}, _env_file=None)  # type: ignore[call-arg]
@@ -88,6 +92,7 @@ def test_a_backfill_through_the_api_ends_with_the_facts_the_cli_ends_with(
         "SLOWWAVE_LLM_RUNTIME": "replay",
         "SLOWWAVE_REPLAY_DATA": str(locomo_path),
         "SLOWWAVE_GROUNDING": mine.consolidation.grounding,  # the same guard on both sides
+        "PREFECT_API_URL": prefect_api_url,
     }
     cli = tmp_path / "cli"
     assert run_cli(cli, "backfill", str(locomo_path), "-c", "conv-30", **env).returncode == 0

@@ -72,7 +72,7 @@ def test_ingest_prints_its_table_and_where_the_rejects_are(tmp_path: Path) -> No
 
 @pytest.mark.slow
 def test_backfill_ingests_then_consolidates_in_event_time(
-    tmp_path: Path, locomo_path: Path
+    tmp_path: Path, locomo_path: Path, prefect_api_url: str
 ) -> None:
     result = run_cli(
         tmp_path,
@@ -82,6 +82,7 @@ def test_backfill_ingests_then_consolidates_in_event_time(
         "conv-30",
         SLOWWAVE_REPLAY_DATA=str(locomo_path),
         SLOWWAVE_LLM_RUNTIME="replay",
+        PREFECT_API_URL=prefect_api_url,
         COLUMNS="200",
     )
     assert result.returncode == 0, result.stderr

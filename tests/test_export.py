@@ -343,9 +343,13 @@ def test_an_export_url_never_holds_a_secret_and_a_mistake_is_one_line(tmp_path: 
 
 @pytest.mark.slow
 def test_polars_reads_back_what_facts_all_json_prints_and_a_forget_reaches_the_export(
-    tmp_path: Path, locomo_path: Path
+    tmp_path: Path, locomo_path: Path, prefect_api_url: str
 ) -> None:
-    env = {"SLOWWAVE_LLM_RUNTIME": "replay", "SLOWWAVE_REPLAY_DATA": str(locomo_path)}
+    env = {
+        "SLOWWAVE_LLM_RUNTIME": "replay",
+        "SLOWWAVE_REPLAY_DATA": str(locomo_path),
+        "PREFECT_API_URL": prefect_api_url,
+    }
     for conversation in ("conv-30", "conv-26"):
         backfill = run_cli(tmp_path, "backfill", str(locomo_path), "-c", conversation, **env)
         assert backfill.returncode == 0, backfill.stderr[-2000:]

@@ -14,7 +14,7 @@ from tests.fix_processes import run_cli
 
 @pytest.mark.slow
 def test_migrate_backfill_and_search_run_on_an_external_postgres_as_a_role_that_is_no_superuser(
-    external_postgres: ExternalPostgres, tmp_path: Path, locomo_path: Path
+    external_postgres: ExternalPostgres, tmp_path: Path, locomo_path: Path, prefect_api_url: str
 ) -> None:
     url = external_postgres.url("slowwave")
     migrated = run_cli(tmp_path, "db", "migrate", DATABASE_URL=url)
@@ -27,6 +27,7 @@ def test_migrate_backfill_and_search_run_on_an_external_postgres_as_a_role_that_
         "--conversation",
         "conv-30",
         DATABASE_URL=url,
+        PREFECT_API_URL=prefect_api_url,
         SLOWWAVE_LLM_RUNTIME="replay",
         SLOWWAVE_REPLAY_DATA=str(locomo_path),
     )

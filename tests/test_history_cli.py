@@ -13,9 +13,13 @@ from tests.fix_processes import run_cli
 
 @pytest.mark.slow
 def test_a_user_reads_reverts_and_forgets_from_the_command_line(
-    tmp_path: Path, locomo_path: Path
+    tmp_path: Path, locomo_path: Path, prefect_api_url: str
 ) -> None:
-    env = {"SLOWWAVE_LLM_RUNTIME": "replay", "SLOWWAVE_REPLAY_DATA": str(locomo_path)}
+    env = {
+        "SLOWWAVE_LLM_RUNTIME": "replay",
+        "SLOWWAVE_REPLAY_DATA": str(locomo_path),
+        "PREFECT_API_URL": prefect_api_url,
+    }
     backfill = run_cli(tmp_path, "backfill", str(locomo_path), "-c", "conv-30", **env)
     assert backfill.returncode == 0, backfill.stderr[-2000:]
 

@@ -131,7 +131,7 @@ def test_prompt_tokens_the_engines_prefix_cache_served_are_counted_apart_from_bi
 
 @pytest.mark.slow
 def test_a_backfill_counts_the_summaries_it_asked_for_in_its_runs_calls_and_tokens(
-    tmp_path: Path,
+    tmp_path: Path, prefect_api_url: str
 ) -> None:
     sample = Path(__file__).resolve().parents[1] / "examples/transcripts/sample-chats.jsonl"
     with fake_model() as fake:
@@ -141,6 +141,7 @@ def test_a_backfill_counts_the_summaries_it_asked_for_in_its_runs_calls_and_toke
             SLOWWAVE_SUMMARIZE_ON_INGEST="true",
             SLOWWAVE_SUMMARY_MIN_CHARS="0",
             SLOWWAVE_SECOND_LOOK="false",
+            PREFECT_API_URL=prefect_api_url,
         )
         done = run_cli(tmp_path, "backfill", str(sample), **env)
         summarized = fake.calls

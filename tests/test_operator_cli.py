@@ -26,11 +26,16 @@ SHORT = re.compile(r"(?<![0-9a-f-])[0-9a-f]{7,12}(?![0-9a-f-])")
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def home(tmp_path_factory: pytest.TempPathFactory, prefect_api_url: str) -> Iterator[Path]:
     """A home after a backfill in which Kenji's conversation was quarantined."""
     home = tmp_path_factory.mktemp("operator") / "home"
     with fake_model(garble=("Osaka",)) as model:
-        done = run_cli(home, "backfill", str(SAMPLE), **model.env(SLOWWAVE_MAX_ATTEMPTS="1"))
+        done = run_cli(
+            home,
+            "backfill",
+            str(SAMPLE),
+            **model.env(SLOWWAVE_MAX_ATTEMPTS="1", PREFECT_API_URL=prefect_api_url),
+        )
     assert done.returncode == 1, done.stderr  # a run with a quarantined conversation
     assert "CompletedWithFailures" in done.stderr
     assert "slowwave quarantine list" in done.stderr

@@ -41,10 +41,14 @@ MESSAGES = [
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, locomo_path: Path) -> Iterator[Served]:
+def served(
+    tmp_path_factory: pytest.TempPathFactory, locomo_path: Path, prefect_api_url: str
+) -> Iterator[Served]:
     home = tmp_path_factory.mktemp("surfaces")
     replay = {"SLOWWAVE_LLM_RUNTIME": "replay", "SLOWWAVE_REPLAY_DATA": str(locomo_path)}
-    done = run_cli(home, "backfill", str(locomo_path), "-c", THEIRS, **replay)
+    done = run_cli(
+        home, "backfill", str(locomo_path), "-c", THEIRS, PREFECT_API_URL=prefect_api_url, **replay
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     admin = make_key(home, "default", "admin")
     server = start_server(

@@ -33,10 +33,14 @@ NO_FACT = "7f3c2a9e-0000-4000-8000-000000000000"
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, locomo_path: Path) -> Iterator[Served]:
+def served(
+    tmp_path_factory: pytest.TempPathFactory, locomo_path: Path, prefect_api_url: str
+) -> Iterator[Served]:
     home = tmp_path_factory.mktemp("ui")
     replay = {"SLOWWAVE_LLM_RUNTIME": "replay", "SLOWWAVE_REPLAY_DATA": str(locomo_path)}
-    done = run_cli(home, "backfill", str(locomo_path), "-c", OURS, **replay)
+    done = run_cli(
+        home, "backfill", str(locomo_path), "-c", OURS, PREFECT_API_URL=prefect_api_url, **replay
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     keys = {
         "admin": make_key(home, "default", "admin"),
