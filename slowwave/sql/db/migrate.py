@@ -43,7 +43,11 @@ def check_dimension(actual: int | None, dim: int) -> None:
 def check_embedding_model(conn: psycopg.Connection, model: str) -> None:
     """Record the embedding model of a store that holds no vector yet; refuse another model's
     on a store that does (its vectors would be compared with the other model's: a search that
-    answers nonsense, a dedupe that merges strangers)."""
+    answers nonsense, a dedupe that merges strangers). A schema from before the record was
+    kept (migrated only part of the way) is left as it is."""
+    table = conn.execute("SELECT to_regclass('embedding_model')").fetchone()
+    if table is None or table[0] is None:
+        return
     row = conn.execute("SELECT model FROM embedding_model").fetchone()
     if row is not None and row[0] == model:
         return
