@@ -112,16 +112,16 @@ def evidence_turns(question: dict[str, Any]) -> set[tuple[str, int]]:
 
 def carried(text: str, messages: Sequence[dict[str, Any]]) -> set[int]:
     """The indexes of ``messages`` whose line ``text`` (an episode as a search returned it)
-    carries: whole, or the start of it where one message was cut to the budget."""
+    carries: whole (a message of several lines too), or the start of it where the excerpt is
+    one message cut to the budget (``… `` ends it)."""
     from slowwave.tasks.memories import lines
 
-    shown = text.splitlines()
-    whole = set(shown)
-    cut = [line.removesuffix(CUT) for line in shown if line.endswith(CUT)]
+    framed = f"\n{text}\n"
+    start = text.removesuffix(CUT).rstrip() if text.endswith(CUT) else None
     return {
         i
         for i, line in enumerate(lines(messages))
-        if line in whole or any(c and line.startswith(c) for c in cut)
+        if f"\n{line}\n" in framed or (start and line.startswith(start))
     }
 
 

@@ -70,3 +70,16 @@ def test_the_haystack_of_the_first_questions_is_their_sessions_each_once(tmp_pat
     assert [q["question_id"] for q in every.questions] == ["q1", "q3", "q4"]
     assert sorted(every.sessions) == ["a", "b", "c", "d", "e"]  # distractors too
     assert evidence_turns(first.questions[1]) == {("b", 2), ("d", 2)}
+
+
+def test_a_message_of_several_lines_counts_when_it_is_shown_whole() -> None:
+    """LongMemEval's assistants answer in lists: a message of several lines is one turn."""
+    messages = [
+        {"speaker": "user", "text": "What should I pack?"},
+        {"speaker": "assistant", "text": "Here is a list:\n1. Adapters\n2. A charger"},
+        {"speaker": "user", "text": "Thanks"},
+    ]
+    whole, cut = excerpt(messages, "pack adapters", 10_000)
+    assert not cut
+    assert carried(whole, messages) == {0, 1, 2}
+    assert carried("assistant: Here is a list:\n1. Adapters", messages) == set()  # a part
