@@ -170,20 +170,16 @@ def measure(haystack: Haystack, settings: Any) -> dict[str, Any]:
                 (session_of[h.id], i) for h in hits for i in carried(h.text, messages_of[h.id])
             }
             scores = {
+                "questions": 1.0,
                 **{f"session@{k}": float(bool(gold & set(found[:k]))) for k in KS},
                 "all_evidence@10": float(gold <= set(found[:10])),
             }
             if turns:
-                scores["turn@10"] = len(turns & got_turns) / len(turns)
+                scores |= {"with_turns": 1.0, "turn@10": len(turns & got_turns) / len(turns)}
             kind = by_type[question["question_type"]]
-            kind["questions"] += 1
-            sums["questions"] += 1
             for name, value in scores.items():
                 sums[name] += value
                 kind[name] += value
-            if turns:
-                sums["with_turns"] += 1
-                kind["with_turns"] += 1
     return {
         **_shares(sums),
         "by_type": {t: _shares(s) for t, s in sorted(by_type.items())},

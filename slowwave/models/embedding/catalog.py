@@ -24,7 +24,6 @@ class EmbeddingCatalogModel:
     files: dict[str, str]  # file name → SHA-256
     size: int  # bytes of its files
     licence: str  # the model card's, as the wheel's NOTICE states it
-    dim: int
     max_tokens: int  # what the model reads of a text; the rest is cut
     query_prefix: str  # put before a search's query, never before what is stored
 
@@ -43,7 +42,6 @@ BGE_SMALL = EmbeddingCatalogModel(
     },
     size=34_959_119,
     licence="mit",
-    dim=384,
     max_tokens=512,
     query_prefix="Represent this sentence for searching relevant passages: ",
 )
