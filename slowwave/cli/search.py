@@ -55,6 +55,14 @@ def search_command(
     fused: Annotated[
         bool, typer.Option("--fused", help="json: also facts and memories in one list.")
     ] = False,
+    rerank: Annotated[
+        bool | None,
+        typer.Option(
+            "--rerank/--no-rerank",
+            help="Order the best by the cross-encoder (default: SLOWWAVE_SEARCH_RERANK).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Hybrid search over one conversation's facts, and the episodic memories beside them
     (what was said, consolidated or not yet).
@@ -76,6 +84,7 @@ def search_command(
             memories=memories,
             memory_tokens=memory_tokens,
             fused=fused,
+            rerank=rerank,
         )
     if output is OutputFormat.json:
         typer.echo(answer.model_dump_json(indent=2))

@@ -76,7 +76,8 @@ def build_server(service: Callable[[], Service], caller: Callable[[Context], Cal
 
     @server.tool(
         description="The facts and the episodic memories (what was said, consolidated or not "
-        "yet) that best answer a query, with scores and ranks."
+        "yet) that best answer a query, with scores and ranks (rerank: order the best by a "
+        "cross-encoder; default: the server's setting)."
     )
     async def search_memory(
         query: str,
@@ -87,6 +88,7 @@ def build_server(service: Callable[[], Service], caller: Callable[[Context], Cal
         as_of: datetime | None = None,
         memories: int | None = None,
         memory_tokens: int | None = None,
+        rerank: bool | None = None,
     ) -> dict[str, Any]:
         answer = await call(
             ctx,
@@ -100,6 +102,7 @@ def build_server(service: Callable[[], Service], caller: Callable[[Context], Cal
                 output="markdown",
                 memories=memories,
                 memory_tokens=memory_tokens,
+                rerank=rerank,
             ),
         )
         return answer.model_dump(mode="json")

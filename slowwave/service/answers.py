@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Literal
 from uuid import UUID
@@ -46,7 +46,10 @@ class Ranked(BaseModel):
 
     kind: Literal["fact", "memory"]
     id: UUID
-    score: float = Field(description="Reciprocal rank fusion of its rank in its own list.")
+    score: float = Field(
+        description="Reciprocal rank fusion of its rank in its own list, or the reranker's "
+        "score when the search reranked."
+    )
 
 
 class SearchAnswer(BaseModel):
@@ -62,7 +65,8 @@ class SearchAnswer(BaseModel):
     ranked: list[Ranked] | None = Field(
         default=None,
         description="When asked (fused): facts and memories in one list, best first, at most "
-        "k long, each scored by its rank in its own list; an item that reaches no episode the "
+        "k long, each scored by its rank in its own list (by the reranker's score when the "
+        "search reranked); an item that reaches no episode the "
         "items above it have not is left out.",
     )
     markdown: str | None = None
@@ -73,14 +77,20 @@ def fuse(
     memories: Sequence[EpisodicHit],
     k: int,
     rrf_k: int,
+    scores: Mapping[UUID, float] | None = None,
 ) -> list[Ranked]:
     """Facts (each with its source episodes) and memories in one list, the best ``k``, by
-    reciprocal rank fusion of their own ranks (a fact and a memory of the same rank: the fact
-    first). A memory counts for its episode and a fact for its sources: an item that brings no
-    episode the items above it have not brought is left out, so that a small list reaches as
-    many episodes as it can (the facts and memories lists keep them all)."""
-    ranked = [(1 / (rrf_k + n), "fact", i, set(src)) for n, (i, src) in enumerate(facts, 1)]
-    ranked += [(1 / (rrf_k + n), "memory", m.id, {m.id}) for n, m in enumerate(memories, 1)]
+    reciprocal rank fusion of their own ranks, or by ``scores`` (a reranker's, one scale for
+    both kinds) when given (a fact and a memory of the same score: the fact first). A memory
+    counts for its episode and a fact for its sources: an item that brings no episode the
+    items above it have not brought is left out, so that a small list reaches as many episodes
+    as it can (the facts and memories lists keep them all)."""
+
+    def scored(item: UUID, rank: int) -> float:
+        return scores[item] if scores is not None else 1 / (rrf_k + rank)
+
+    ranked = [(scored(i, n), "fact", i, set(src)) for n, (i, src) in enumerate(facts, 1)]
+    ranked += [(scored(m.id, n), "memory", m.id, {m.id}) for n, m in enumerate(memories, 1)]
     ranked.sort(key=lambda r: -r[0])  # stable: facts before memories of the same rank
     chosen: list[Ranked] = []
     reached: set[UUID] = set()

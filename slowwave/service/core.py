@@ -31,6 +31,7 @@ from slowwave.models.embedding.base import Embedder, as_queries
 from slowwave.models.embedding.batching import EmbeddingBatcher
 from slowwave.models.errors import Busy, DatabaseUnavailable, InvalidRequest, NotFound
 from slowwave.models.llm import load_model
+from slowwave.models.rerank import Reranker, load_reranker
 from slowwave.models.run import RunRequest
 from slowwave.models.settings import Settings, get_settings
 from slowwave.service.caller import Caller
@@ -306,6 +307,7 @@ class ServiceCore:
         background: bool = False,
         own_db: bool = False,
         launcher: Launcher | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         self.settings = settings
         self.db = db
@@ -324,6 +326,9 @@ class ServiceCore:
         # runs keys asked for that have no row yet (run id → tenant): answered as queued
         self.queued: dict[UUID, str] = {}
         self._windows: Windows | None = None
+        self._reranker = reranker
+        self._own_reranker = reranker is None
+        self._reranker_lock = threading.Lock()
 
     @classmethod
     @contextmanager
@@ -346,6 +351,15 @@ class ServiceCore:
         if self._embedder is None:
             self._embedder = load_embedder(self.settings)
         return self._embedder
+
+    @property
+    def reranker(self) -> Reranker:
+        """The reranker, loaded the first time a search asks for it (once, however many ask
+        at that moment)."""
+        with self._reranker_lock:
+            if self._reranker is None:
+                self._reranker = load_reranker(self.settings)
+            return self._reranker
 
     def embed_query(self, text: str) -> np.ndarray:
         """A query's vector: batched with concurrent queries in a server, inline otherwise."""
@@ -462,6 +476,9 @@ class ServiceCore:
         if self._own_embedder and self._embedder is not None:
             self._embedder.close()
             self._embedder = None
+        if self._own_reranker and self._reranker is not None:
+            self._reranker.close()
+            self._reranker = None
         if self._own_db:
             self.db.close()
 

@@ -31,6 +31,7 @@ from slowwave.tasks.history import fact_history, get_version, list_facts
 from slowwave.tasks.ids import IdKind, shorten
 from slowwave.tasks.memories import latest_memories, render_memories, search_memories
 from slowwave.tasks.profile import Profile, read_profile
+from slowwave.tasks.rerank import rerank as rerank_hits
 from slowwave.tasks.runs import show_run
 from slowwave.tasks.search import (
     Ranker,
@@ -69,17 +70,23 @@ class Reads(ServiceCore):
         memories: int | None = None,
         memory_tokens: int | None = None,
         fused: bool = False,
+        rerank: bool | None = None,
     ) -> SearchAnswer:
         """The top ``k`` facts for ``query``: active ones, or those valid at ``as_of`` (event
         time); beside them the ``memories`` episodes (pending or consolidated, begun by
         ``as_of``) whose messages answer it best, each cut to ``memory_tokens`` (both: the
         settings' when not given). ``fused``: also one list of both, best first, ``k`` long.
+        ``rerank`` (the settings' when not given): the best candidates of both lists put in
+        the order the reranker scores them (``SLOWWAVE_SEARCH_RERANK_CANDIDATES`` of each read).
         The facts served are recorded as retrieved, the episodes reviewed (FSRS). ``output``:
         ``markdown`` adds the block an agent's prompt takes (``split``: guidelines apart)."""
         caller.needs(Scope.read)
         key = caller.key(conversation_id)
         self._check_query(query, k)
         memories, memory_tokens = self._check_memories(memories, memory_tokens)
+        if rerank is None:
+            rerank = self.settings.search.rerank
+        depth = self.settings.search.rerank_candidates if rerank else 0
         vector = self.embed_query(query) if ranker != "fulltext" else None
         with self.connection() as conn:
             found = search(
@@ -87,7 +94,7 @@ class Reads(ServiceCore):
                 self.embedder,
                 query,
                 key,
-                k,
+                max(k, depth),
                 category=category,
                 as_of=zoned(as_of),
                 ranker=ranker,
@@ -101,7 +108,7 @@ class Reads(ServiceCore):
                 self.embedder,
                 query,
                 key,
-                k=memories,
+                k=max(memories, depth) if memories else 0,
                 memory_tokens=memory_tokens,
                 as_of=zoned(as_of),
                 policy=self.memory_policy,
@@ -110,7 +117,15 @@ class Reads(ServiceCore):
             )
             if not found and not said:
                 self.require(conn, key, conversation_id)
-            self.served(Served(tuple(h.id for h in found), tuple(m.id for m in said)), conn)
+            reranking = rerank and bool(found or said)  # the model loads for something to rank
+            if not reranking:
+                self.served(Served(tuple(h.id for h in found), tuple(m.id for m in said)), conn)
+        scores = None
+        if reranking:  # with no connection held: the model takes up to a second
+            reranked = rerank_hits(self.reranker, query, found, said, k=k, memories_k=memories)
+            found, said, scores = reranked.facts, reranked.memories, reranked.scores
+            with self.connection() as conn:
+                self.served(Served(tuple(h.id for h in found), tuple(m.id for m in said)), conn)
         hits = [
             Hit(
                 id=h.id,
@@ -126,6 +141,7 @@ class Reads(ServiceCore):
                     "temporal": h.temporal_rank,
                     "episode": h.episode_rank,
                     "session": h.session_rank,
+                    "rerank": h.rerank_rank,
                 },
             )
             for h in found
@@ -138,7 +154,7 @@ class Reads(ServiceCore):
             query=query,
             hits=hits,
             memories=said,
-            ranked=fuse(cited, said, k, self.search_policy.rrf_k) if fused else None,
+            ranked=fuse(cited, said, k, self.search_policy.rrf_k, scores) if fused else None,
             markdown=(
                 "\n\n".join(filter(None, (markdown(found), render_memories(said))))
                 if markdown is not None

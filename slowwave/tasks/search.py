@@ -60,6 +60,9 @@ class SearchHit(BaseModel):
         default=None,
         description="Rank in the round robin over source episodes by their summed scores, if any.",
     )
+    rerank_rank: int | None = Field(
+        default=None, description="Rank by the reranker's score, when the search reranked."
+    )
     score: float = Field(
         description="Reciprocal rank fusion score, lowered for later facts of an episode "
         "already represented (diversity)."

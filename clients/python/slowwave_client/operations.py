@@ -91,6 +91,7 @@ def search(
     memories: int | None = None,
     memory_tokens: int | None = None,
     fused: bool = False,
+    rerank: bool | None = None,
 ) -> Call[SearchAnswer]:
     return Call(
         "GET",
@@ -105,6 +106,7 @@ def search(
             memories=memories,
             memory_tokens=memory_tokens,
             fused=fused or None,
+            rerank=rerank,
         ),
     )
 
@@ -190,6 +192,7 @@ class Operations:
         memories: int | None = None,
         memory_tokens: int | None = None,
         fused: bool = False,
+        rerank: bool | None = None,
     ) -> SearchAnswer:
         """The facts and the episodic memories that best answer ``query``."""
         return self._send(
@@ -203,6 +206,7 @@ class Operations:
                 memories=memories,
                 memory_tokens=memory_tokens,
                 fused=fused,
+                rerank=rerank,
             )
         )
 
@@ -270,6 +274,7 @@ class AsyncOperations:
         memories: int | None = None,
         memory_tokens: int | None = None,
         fused: bool = False,
+        rerank: bool | None = None,
     ) -> SearchAnswer:
         """``Client.search``."""
         return await self._send(
@@ -283,6 +288,7 @@ class AsyncOperations:
                 memories=memories,
                 memory_tokens=memory_tokens,
                 fused=fused,
+                rerank=rerank,
             )
         )
 

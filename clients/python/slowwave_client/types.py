@@ -216,7 +216,7 @@ class Ranked(BaseModel):
     kind: Kind1 = Field(..., title="Kind")
     score: float = Field(..., title="Score")
     """
-    Reciprocal rank fusion of its rank in its own list.
+    Reciprocal rank fusion of its rank in its own list, or the reranker's score when the search reranked.
     """
 
 
@@ -324,7 +324,7 @@ class SearchAnswer(BaseModel):
     query: str = Field(..., title="Query")
     ranked: list[Ranked] | None = Field(None, title="Ranked")
     """
-    When asked (fused): facts and memories in one list, best first, at most k long, each scored by its rank in its own list; an item that reaches no episode the items above it have not is left out.
+    When asked (fused): facts and memories in one list, best first, at most k long, each scored by its rank in its own list (by the reranker's score when the search reranked); an item that reaches no episode the items above it have not is left out.
     """
 
 

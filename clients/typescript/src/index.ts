@@ -152,6 +152,8 @@ export interface SearchOptions {
   memories?: number;
   memoryTokens?: number;
   fused?: boolean;
+  /** Order the best by the server's cross-encoder (default: its SLOWWAVE_SEARCH_RERANK). */
+  rerank?: boolean;
 }
 
 function environment(name: string): string | undefined {
@@ -204,6 +206,7 @@ export class Client {
       memories: options.memories,
       memory_tokens: options.memoryTokens,
       fused: options.fused || undefined,
+      rerank: options.rerank,
     });
   }
 

