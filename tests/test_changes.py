@@ -1,16 +1,18 @@
 """Two sentences alike but for a number are two values, not one fact said twice: dedupe never
-merges them, and the change check asks whether the later one ends the earlier. A pair is asked
-about only where the later fact names a value the known one holds another of."""
+merges them, and the later one ends the earlier without asking the model; a new number in other
+words is asked about. A pair is asked about only where the later fact names a value the known
+one holds another of."""
 
 from __future__ import annotations
 
 import psycopg
 import pytest
 
-from slowwave.models.change import named_values, names_another_value
+from slowwave.models.change import alike_but_for_numbers, named_values, names_another_value
 from slowwave.models.consolidation import FactAction
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.fact import numbers_in, other_numbers
+from slowwave.models.llm.base import Purpose
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
@@ -31,7 +33,7 @@ def test_numbers_are_read_in_digits_and_words_alike() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("out_of_date", [True, False])
-def test_a_new_fact_alike_but_for_its_number_ends_the_old_value_or_stands_beside_it(
+def test_a_new_fact_alike_but_for_its_number_ends_the_old_value_without_asking_the_model(
     out_of_date: bool,
     db: Database,
     conn: psycopg.Connection,
@@ -51,6 +53,7 @@ def test_a_new_fact_alike_but_for_its_number_ends_the_old_value_or_stands_beside
             "g1": lambda r: answer(fact(THREE, "experience")),
             "g2": lambda r: answer(fact(FIVE, "experience")),
         },
+        # the default model copied "three sessions" back: what it says is not asked
         out_of_date=lambda known, later: out_of_date and "three" in known,
     )
     summary = consolidate(db, model, embedder, one)
@@ -58,12 +61,67 @@ def test_a_new_fact_alike_but_for_its_number_ends_the_old_value_or_stands_beside
     now = active(conn, "u")
     assert FIVE in now  # never merged into the fact with the other number
     assert summary.dedupe_merges == 0 and summary.change_pairs == 1
+    assert summary.changes_found == 1
+    assert not [r for r in model.requests if r.purpose is Purpose.change]
     three = next(f for f in facts(conn, "u") if f["fact"] == THREE)
+    assert THREE not in now and now[FIVE]["supersedes_id"] == three["id"]
+    assert three["invalid_at"] == now[FIVE]["valid_at"] == at(2023, 5, 20)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("out_of_date", [True, False])
+def test_a_new_number_in_other_words_is_asked_about_and_ends_the_old_value_or_stands_beside_it(
+    out_of_date: bool,
+    db: Database,
+    conn: psycopg.Connection,
+    embedder: Embedder,
+    settings: Settings,
+) -> None:
+    one = with_settings(settings, chunk_size=1, episode_threshold=1)
+    old = "The user ran a charity 5K in 27:12, a personal best."
+    new = "The user set a new personal best in the charity 5K: 25:50."
+    add(
+        conn,
+        make_episode("u", "r1", "My best 5K is 27:12, at the charity run.", at(2023, 3, 4)),
+        make_episode("u", "r2", "New personal best at the charity 5K: 25:50!", at(2023, 5, 20)),
+    )
+    model = ScriptedModel(
+        {
+            "r1": lambda r: answer(fact(old, "experience")),
+            "r2": lambda r: answer(fact(new, "experience")),
+        },
+        out_of_date=lambda known, later: out_of_date and "27:12" in known,
+    )
+    summary = consolidate(db, model, embedder, one)
+
+    now = active(conn, "u")
+    assert new in now and summary.change_pairs == 1
+    assert [r for r in model.requests if r.purpose is Purpose.change]
+    ran = next(f for f in facts(conn, "u") if f["fact"] == old)
     if out_of_date:
-        assert THREE not in now and now[FIVE]["supersedes_id"] == three["id"]
-        assert three["invalid_at"] == now[FIVE]["valid_at"] == at(2023, 5, 20)
+        assert old not in now and now[new]["supersedes_id"] == ran["id"]
+        assert ran["invalid_at"] == now[new]["valid_at"] == at(2023, 5, 20)
     else:
-        assert THREE in now and now[FIVE]["supersedes_id"] is None
+        assert old in now and now[new]["supersedes_id"] is None
+
+
+def test_two_sentences_alike_but_for_a_number_state_one_count_at_two_times() -> None:
+    said_before = (
+        "The user did attend three sessions of the bereavement support group, and it really "
+        "helped The user process The user's emotions."
+    )
+    said_later = (
+        "The user attended five sessions of the bereavement support group and found it really "
+        "helpful in processing their emotions"
+    )
+    assert alike_but_for_numbers(said_later, said_before)
+    assert alike_but_for_numbers("The user owns 4 bikes.", "The user owns 3 bikes.")
+    assert not alike_but_for_numbers("The user has 2 cats.", "The user owns 3 bikes.")
+    assert not alike_but_for_numbers(FIVE, FIVE.replace("five", "5"))  # the same number
+    assert not alike_but_for_numbers(
+        "The user set a new personal best in the charity 5K: 25:50.",
+        "The user ran a charity 5K in 27:12, a personal best.",
+    )
 
 
 def test_the_values_a_sentence_names_are_its_numbers_and_the_names_inside_it() -> None:

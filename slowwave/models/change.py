@@ -125,6 +125,42 @@ def replaced(known: str, later: str, now: str) -> bool:
     return bool(old and stated & (new - old) and not stated & old and len(after & before) >= 2)
 
 
+# two sentences whose words beside their numbers are this alike (Jaccard of their stems) state
+# one count at two times: "The user attended five sessions of the bereavement support group and
+# found it really helpful in processing their emotions" after "The user did attend three
+# sessions of the bereavement support group, and it really helped The user process The user's
+# emotions." (0.82); no two of LoCoMo's 1,755 gold observations about one person that state
+# different numbers reach even 0.6
+ALIKE_BUT_FOR_NUMBERS = 0.75
+_STEM_ENDINGS = ("ing", "ful", "ed", "es", "s")
+
+
+def _stems(sentence: str) -> set[str]:
+    """The word stems of ``sentence`` beside its numbers and its function words."""
+    stems = set()
+    for raw in re.findall(r"[a-z]+(?:['’][a-z]+)?", sentence.lower()):
+        word = re.sub(r"['’]s$", "", raw)
+        if word in _NO_VALUE or numbers_in(word):
+            continue
+        for ending in _STEM_ENDINGS:
+            if word.endswith(ending) and not word.endswith("ss") and len(word) > len(ending) + 2:
+                word = word[: -len(ending)]
+                break
+        stems.add(word)
+    return stems
+
+
+def alike_but_for_numbers(later: str, known: str) -> bool:
+    """Whether ``later`` states another number for what ``known`` states, in the same words
+    otherwise: a count, a time or a score that changed, which needs no model to tell (shown the
+    pair, the default model copied "three sessions" back beside "five sessions")."""
+    old, new = numbers_in(known), numbers_in(later)
+    if not old or not new or old == new:
+        return False
+    mine, theirs = _stems(later), _stems(known)
+    return len(mine & theirs) >= ALIKE_BUT_FOR_NUMBERS * max(len(mine | theirs), 1)
+
+
 EXAMPLE = json.dumps(
     {
         "pairs": [

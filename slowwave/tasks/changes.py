@@ -40,6 +40,7 @@ from slowwave.models.change import (
     CHANGE_SYSTEM_PROMPT,
     MAX_PAIRS_PER_CHUNK,
     ChangeJudgement,
+    alike_but_for_numbers,
     names_another_value,
     render_change_prompt,
     replaced,
@@ -100,13 +101,32 @@ def find_changes(
     summary: RunSummary,
 ) -> None:
     """Ask about the chunks' unnamed updates in one call; turn each whose known fact no longer
-    holds into an update of that fact, in place."""
+    holds into an update of that fact, in place. A pair alike but for its numbers is such an
+    update without asking (``models.change.alike_but_for_numbers``)."""
     if not policy.enabled:
         return
+    pairs = _pairs(conn, prepared, policy)
+    taken: set[tuple[int, UUID]] = set()
+    for pair in pairs:
+        later = prepared[pair.chunk].plan.actions[pair.index].fact or ""
+        if (pair.chunk, pair.known_id) in taken or not alike_but_for_numbers(
+            later, pair.known_fact
+        ):
+            continue
+        taken.add((pair.chunk, pair.known_id))
+        _update(
+            prepared,
+            pair,
+            f"change check: alike but for its numbers, it states another count than its "
+            f"nearest fact about the same person (cosine {pair.similarity:.2f}): "
+            f"{pair.known_fact!r}",
+        )
+        summary.changes_found += 1
+    decided = {(p.chunk, p.index) for p in pairs if (p.chunk, p.known_id) in taken}
     asked = ask_by_chunk(
         model,
         prepared,
-        _pairs(conn, prepared, policy),
+        [p for p in pairs if (p.chunk, p.index) not in decided],
         purpose=Purpose.change,
         system=CHANGE_SYSTEM_PROMPT,
         render=lambda item, pairs: render_change_prompt(
@@ -117,22 +137,30 @@ def find_changes(
         summary=summary,
         per_request=1,
     )
-    summary.change_pairs += sum(len(pairs) for _, pairs, _ in asked)
-    taken: set[tuple[int, UUID]] = set()
-    for c, pairs, answer in asked:
-        for pair, now in _out_of_date(pairs, answer.text, prepared):
+    summary.change_pairs += len(decided) + sum(len(shown) for _, shown, _ in asked)
+    for c, shown, answer in asked:
+        for pair, now in _out_of_date(shown, answer.text, prepared):
             if (c, pair.known_id) in taken:  # one update per known fact and chunk
                 continue
             taken.add((c, pair.known_id))
-            action = prepared[c].plan.actions[pair.index]
-            action.action = FactAction.update
-            action.target_id = pair.known_id
-            action.add_reason(
-                f"change check: {'the second look' if action.second_look else 'the model'}"
+            second_look = prepared[c].plan.actions[pair.index].second_look
+            _update(
+                prepared,
+                pair,
+                f"change check: {'the second look' if second_look else 'the model'}"
                 f"'s fact names none it updates; its nearest fact about the same person "
-                f"(cosine {pair.similarity:.2f}) no longer holds once it does: rewritten as {now!r}"
+                f"(cosine {pair.similarity:.2f}) no longer holds once it does: "
+                f"rewritten as {now!r}",
             )
             summary.changes_found += 1
+
+
+def _update(prepared: Sequence[PreparedChunk], pair: Pair, reason: str) -> None:
+    """The pair's later fact made the update of its known fact."""
+    action = prepared[pair.chunk].plan.actions[pair.index]
+    action.action = FactAction.update
+    action.target_id = pair.known_id
+    action.add_reason(reason)
 
 
 def _pairs(
