@@ -429,3 +429,44 @@ def test_a_message_not_embedded_yet_is_found_first_by_its_own_words(
     finally:
         embedder.close()
     assert "zq7" in found.text and found.ranks == {"fulltext": 1, "vector": None}
+
+
+@pytest.mark.slow
+def test_over_rest_a_rerank_is_refused_until_the_reranker_is_set_up_then_orders_the_memories(
+    served: Served, prepared_reranker: Path
+) -> None:
+    from slowwave.models.embedding.catalog import MS_MARCO_MINILM
+
+    path = f"/v1/conversations/rerank-{uuid.uuid4().hex[:8]}"
+    query: dict[str, str | int | bool] = {
+        "query": "Where did Dana move to?",
+        "memories": 3,
+        "fused": True,
+    }
+    said_apart = [  # a day apart: an episode each
+        said(n, text, at=NOW - timedelta(days=3 - n))
+        for n, text in enumerate(
+            [
+                "Dana asked where the new lab would move to next term.",
+                "Dana is moving to Manchester in July for a new job.",
+                "Mia goes bouldering every Saturday.",
+            ]
+        )
+    ]
+    with served.client(served.keys["acme-write"]) as http:
+        recorded = http.post(f"{path}/messages", json={"messages": said_apart})
+        assert recorded.status_code == 200, recorded.text
+        refused = http.get(f"{path}/search", params={**query, "rerank": True})
+        (served.home / "models").mkdir(exist_ok=True)
+        (served.home / "models" / MS_MARCO_MINILM.name).symlink_to(prepared_reranker)
+        reranked = http.get(f"{path}/search", params={**query, "rerank": True})
+        plain = http.get(f"{path}/search", params=query)
+
+    assert refused.status_code == 503, refused.text
+    assert refused.json()["error"]["code"] == "model_not_prepared"
+    assert reranked.status_code == 200 and plain.status_code == 200, reranked.text
+    memories = reranked.json()["memories"]
+    assert len(memories) == 3
+    assert "Manchester" in memories[0]["text"] and memories[0]["ranks"]["rerank"] == 1
+    assert reranked.json()["ranked"][0]["id"] == memories[0]["id"]
+    assert all(m["ranks"].get("rerank") is None for m in plain.json()["memories"])

@@ -24,8 +24,6 @@ from slowwave.models.rerank import load_reranker
 from slowwave.models.settings import Settings
 from slowwave.service import Caller, Service
 from slowwave.sql.db import Database
-from tests.fix_processes import run_cli
-from tests.fix_server import make_key, start_server
 
 START = datetime(2025, 3, 4, 18, 0, tzinfo=UTC)
 
@@ -123,47 +121,3 @@ def test_the_cross_encoder_scores_what_answers_above_what_only_shares_the_querys
 
     assert scores.index(max(scores)) == 1 and scores[2] == min(scores)
     assert reranker.score(query, texts[1:2]) == scores[1:2]  # a pair scores alike alone
-
-
-@pytest.mark.slow
-def test_over_rest_a_rerank_is_refused_until_the_reranker_is_set_up_then_orders_the_memories(
-    tmp_path: Path, prepared_reranker: Path
-) -> None:
-    home = tmp_path / "home"
-    key = make_key(home, "acme", "write")
-    server = start_server(home)
-    path = "/v1/conversations/dana/search"
-    query: dict[str, str | int | bool] = {
-        "query": "Where did Dana move to?",
-        "memories": 3,
-        "fused": True,
-    }
-    try:
-        with server.client(key) as http:
-            for n, text in enumerate(
-                [
-                    "Dana asked where the new lab would move to next term.",
-                    "Dana is moving to Manchester in July for a new job.",
-                    "Mia goes bouldering every Saturday.",
-                ]
-            ):
-                recorded = http.post(
-                    "/v1/conversations/dana/messages", json={"messages": _episode(n, text)}
-                )
-                assert recorded.status_code == 200, recorded.text
-            refused = http.get(path, params={**query, "rerank": True})
-            (home / "models").mkdir(exist_ok=True)
-            (home / "models" / MS_MARCO_MINILM.name).symlink_to(prepared_reranker)
-            reranked = http.get(path, params={**query, "rerank": True})
-            plain = http.get(path, params=query)
-    finally:
-        server.stop()
-        run_cli(home, "db", "stop")
-
-    assert refused.status_code == 503, refused.text
-    assert refused.json()["error"]["code"] == "model_not_prepared"
-    assert reranked.status_code == 200 and plain.status_code == 200, reranked.text
-    memories = reranked.json()["memories"]
-    assert "Manchester" in memories[0]["text"] and memories[0]["ranks"]["rerank"] == 1
-    assert reranked.json()["ranked"][0]["id"] == memories[0]["id"]
-    assert all(m["ranks"].get("rerank") is None for m in plain.json()["memories"])
