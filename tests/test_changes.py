@@ -13,6 +13,7 @@ from slowwave.models.consolidation import FactAction
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.fact import numbers_in, other_numbers
 from slowwave.models.llm.base import Purpose
+from slowwave.models.run import RunSummary
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
@@ -31,6 +32,33 @@ def test_numbers_are_read_in_digits_and_words_alike() -> None:
     assert not other_numbers(FIVE, "The user attends a bereavement support group.")
 
 
+def _two_sessions(
+    db: Database,
+    conn: psycopg.Connection,
+    embedder: Embedder,
+    settings: Settings,
+    said: tuple[str, str],
+    written: tuple[str, str],
+    out_of_date: bool,
+) -> tuple[RunSummary, ScriptedModel]:
+    """Two episodes of user ``u`` two months apart, the model writing one fact of each, and
+    saying the first no longer holds when asked (if ``out_of_date``); consolidated in one run."""
+    add(
+        conn,
+        make_episode("u", "e1", said[0], at(2023, 3, 4)),
+        make_episode("u", "e2", said[1], at(2023, 5, 20)),
+    )
+    model = ScriptedModel(
+        {
+            "e1": lambda r: answer(fact(written[0], "experience")),
+            "e2": lambda r: answer(fact(written[1], "experience")),
+        },
+        out_of_date=lambda known, later: out_of_date and known == written[0],
+    )
+    one = with_settings(settings, chunk_size=1, episode_threshold=1)
+    return consolidate(db, model, embedder, one), model
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("out_of_date", [True, False])
 def test_a_new_fact_alike_but_for_its_number_ends_the_old_value_without_asking_the_model(
@@ -40,23 +68,19 @@ def test_a_new_fact_alike_but_for_its_number_ends_the_old_value_without_asking_t
     embedder: Embedder,
     settings: Settings,
 ) -> None:
-    one = with_settings(settings, chunk_size=1, episode_threshold=1)
-    add(
+    # the default model copied "three sessions" back: what it would say is not asked
+    summary, model = _two_sessions(
+        db,
         conn,
-        make_episode(
-            "u", "g1", "I went to three sessions of the grief group so far.", at(2023, 3, 4)
+        embedder,
+        settings,
+        (
+            "I went to three sessions of the grief group so far.",
+            "Up to five sessions of the grief group now!",
         ),
-        make_episode("u", "g2", "Up to five sessions of the grief group now!", at(2023, 5, 20)),
+        (THREE, FIVE),
+        out_of_date,
     )
-    model = ScriptedModel(
-        {
-            "g1": lambda r: answer(fact(THREE, "experience")),
-            "g2": lambda r: answer(fact(FIVE, "experience")),
-        },
-        # the default model copied "three sessions" back: what it says is not asked
-        out_of_date=lambda known, later: out_of_date and "three" in known,
-    )
-    summary = consolidate(db, model, embedder, one)
 
     now = active(conn, "u")
     assert FIVE in now  # never merged into the fact with the other number
@@ -77,22 +101,17 @@ def test_a_new_number_in_other_words_is_asked_about_and_ends_the_old_value_or_st
     embedder: Embedder,
     settings: Settings,
 ) -> None:
-    one = with_settings(settings, chunk_size=1, episode_threshold=1)
     old = "The user ran a charity 5K in 27:12, a personal best."
     new = "The user set a new personal best in the charity 5K: 25:50."
-    add(
+    summary, model = _two_sessions(
+        db,
         conn,
-        make_episode("u", "r1", "My best 5K is 27:12, at the charity run.", at(2023, 3, 4)),
-        make_episode("u", "r2", "New personal best at the charity 5K: 25:50!", at(2023, 5, 20)),
+        embedder,
+        settings,
+        ("My best 5K is 27:12, at the charity run.", "New personal best at the charity 5K: 25:50!"),
+        (old, new),
+        out_of_date,
     )
-    model = ScriptedModel(
-        {
-            "r1": lambda r: answer(fact(old, "experience")),
-            "r2": lambda r: answer(fact(new, "experience")),
-        },
-        out_of_date=lambda known, later: out_of_date and "27:12" in known,
-    )
-    summary = consolidate(db, model, embedder, one)
 
     now = active(conn, "u")
     assert new in now and summary.change_pairs == 1
