@@ -141,8 +141,9 @@ class Reads(ServiceCore):
                     "temporal": h.temporal_rank,
                     "episode": h.episode_rank,
                     "session": h.session_rank,
-                    "rerank": h.rerank_rank,
-                },
+                }
+                # a reranked search adds the reranker's place, as its memories' ranks do
+                | ({} if h.rerank_rank is None else {"rerank": h.rerank_rank}),
             )
             for h in found
         ]
