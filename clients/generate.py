@@ -4,11 +4,12 @@ have not drifted from it.
     python clients/generate.py           # write clients/openapi.json and both clients' types
     python clients/generate.py --check   # exit 1, naming each file, when one is out of date
 
-Three files are made, and kept in the repository so that a client builds without the server:
+Four files are made, and kept in the repository so that a client builds without the server:
 ``clients/openapi.json`` (the document ``slowwave serve`` serves, with the default settings),
-``clients/python/slowwave_client/types.py`` (pydantic models, by datamodel-code-generator) and
+``clients/python/slowwave_client/types.py`` (pydantic models, by datamodel-code-generator),
 ``clients/typescript/src/schema.d.ts`` (by openapi-typescript, from ``clients/typescript``'s
-own ``node_modules``; ``npm ci`` there first). A route whose schema changed and whose types
+own ``node_modules``; ``npm ci`` there first) and ``clients/typescript/src/errors.ts`` (a class
+per error code, from ``slowwave_client.errors``). A route whose schema changed and whose types
 were not regenerated fails ``--check``, which the test suite runs.
 """
 
@@ -27,6 +28,7 @@ DOCUMENT = CLIENTS / "openapi.json"
 PYTHON_TYPES = CLIENTS / "python" / "slowwave_client" / "types.py"
 TYPESCRIPT = CLIENTS / "typescript"
 TYPESCRIPT_TYPES = TYPESCRIPT / "src" / "schema.d.ts"
+TYPESCRIPT_ERRORS = TYPESCRIPT / "src" / "errors.ts"
 
 PYTHON_HEADER = '''"""The server's schemas as pydantic models: generated from
 ``clients/openapi.json`` by ``clients/generate.py`` (datamodel-code-generator). Do not edit:
@@ -108,11 +110,85 @@ def typescript_types(spec: Path) -> str:
         return TYPESCRIPT_HEADER + out.read_text()
 
 
+def typescript_errors() -> str:
+    """The TypeScript client's error classes, from the one list (``slowwave_client.errors``):
+    a class for each code the server answers with, under the class it narrows, and the tables
+    that pick one for an answer (by its code, else by its status)."""
+    from slowwave_client import errors
+
+    codes = errors.by_code()
+
+    def parent(cls: type[errors.SlowwaveError]) -> type[errors.SlowwaveError] | None:
+        return next((b for b in cls.__mro__[1:] if issubclass(b, errors.SlowwaveError)), None)
+
+    wanted: set[type[errors.SlowwaveError]] = set()
+    for cls in codes.values():
+        chain: type[errors.SlowwaveError] | None = cls
+        while chain is not None and chain is not errors.SlowwaveError:
+            wanted.add(chain)
+            chain = parent(chain)
+    depth = {c: sum(issubclass(b, errors.SlowwaveError) for b in c.__mro__) for c in wanted}
+    ordered = sorted(wanted, key=lambda c: (depth[c], c.__name__))  # a parent before its own
+    lines = [
+        "/**",
+        " * Every error the server answers with, a class per code: generated from the Python",
+        " * list (slowwave_client.errors) by clients/generate.py. Do not edit: regenerate.",
+        " */",
+        "",
+        "/** Every error the server answers with: its stable `code`, HTTP `status` and message. */",
+        "export class SlowwaveError extends Error {",
+        "  readonly status: number;",
+        "  readonly code: string;",
+        "  readonly retryAfterS: number | undefined;",
+        "  readonly details: Record<string, unknown>;",
+        "",
+        "  constructor(",
+        "    message: string,",
+        "    options: { status?: number; code?: string; retryAfterS?: number; details?: "
+        "Record<string, unknown> } = {},",
+        "  ) {",
+        "    super(message);",
+        "    this.name = new.target.name;",
+        "    this.status = options.status ?? 400;",
+        '    this.code = options.code ?? "error";',
+        "    this.retryAfterS = options.retryAfterS;",
+        "    this.details = options.details ?? {};",
+        "  }",
+        "}",
+    ]
+    for cls in ordered:
+        doc = " ".join((cls.__doc__ or "").split()).replace("``", "`").replace("*/", "* /")
+        base = parent(cls) or errors.SlowwaveError
+        lines += [
+            f"/** `{cls.code}` ({cls.status}): {doc} */",
+            f"export class {cls.__name__} extends {base.__name__} {{}}",
+        ]
+    lines += [
+        "",
+        "export type ErrorClass = new (",
+        "  message: string,",
+        "  options: ConstructorParameters<typeof SlowwaveError>[1],",
+        ") => SlowwaveError;",
+        "",
+        "/** The class of each code the server answers with. */",
+        "export const BY_CODE: Record<string, ErrorClass> = {",
+        *(f"  {code}: {cls.__name__}," for code, cls in sorted(codes.items())),
+        "};",
+        "/** The class of an answer with no known code, by its status. */",
+        "export const BY_STATUS: Record<number, ErrorClass> = {",
+        *(f"  {status}: {cls.__name__}," for status, cls in sorted(errors.BY_STATUS.items())),
+        "};",
+        "",
+    ]
+    return "\n".join(lines)
+
+
 def generated(spec: Path) -> dict[Path, str]:
     return {
         DOCUMENT: spec.read_text(),
         PYTHON_TYPES: python_types(spec),
         TYPESCRIPT_TYPES: typescript_types(spec),
+        TYPESCRIPT_ERRORS: typescript_errors(),
     }
 
 

@@ -22,4 +22,4 @@ from __future__ import annotations
 
 from slowwave_client.errors import *  # noqa: F403  (every class, as its __all__ names them)
 from slowwave_client.errors import __all__ as __all__
-from slowwave_client.errors import by_code, from_answer  # noqa: F401  (public, not in __all__)
+from slowwave_client.errors import by_code, classes, from_answer  # noqa: F401  (public, not in __all__)

@@ -106,7 +106,38 @@ def mcp_markdown() -> str:
     return "\n".join(out).strip()
 
 
+def errors_markdown() -> str:
+    """Every error code, from the one list (``slowwave.errors.classes()``): its status, its
+    class and what it means; a class that narrows another's code in process (``UnknownFact``
+    is a ``not_found``) is named beside the code's own."""
+    from slowwave import errors
+
+    codes = errors.by_code()
+    narrower: dict[str, list[str]] = {}
+    for cls in errors.classes():
+        if codes.get(cls.code) is not cls:
+            narrower.setdefault(cls.code, []).append(cls.__name__)
+    out = [
+        "| code | status | class | is a | what it means |",
+        "|---|---|---|---|---|",
+    ]
+    for code, cls in sorted(codes.items()):
+        parent = next(
+            (b.__name__ for b in cls.__mro__[1:] if issubclass(b, errors.SlowwaveError)), ""
+        )
+        doc = " ".join((cls.__doc__ or "").split())
+        also = narrower.get(code)
+        if also:
+            doc += " In process, narrowed as " + ", ".join(f"`{n}`" for n in also) + "."
+        out.append(
+            f"| `{code}` | {cls.status} | `{cls.__name__}` | "
+            f"{f'`{parent}`' if parent else ''} | {cell(doc)} |"
+        )
+    return "\n".join(out)
+
+
 GENERATED: dict[str, Callable[[], str]] = {
+    "errors": errors_markdown,
     "settings": settings_markdown,
     "cli": cli_markdown,
     "rest": rest_markdown,

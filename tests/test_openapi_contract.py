@@ -17,6 +17,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError, constr
 
+import slowwave.errors
 from slowwave.models.tenant import conversation_problem
 from slowwave.server.deps import CONVERSATION_ID_PATTERN, NO_NUL_PATTERN, TEXT_PATTERN
 from tests.fix_processes import run_cli
@@ -171,6 +172,33 @@ def test_a_method_a_path_does_not_take_is_405_with_every_method_it_does(served: 
                 assert answer.json()["error"]["code"] == "method_not_allowed"
         mcp = http.get("/mcp", timeout=10)
     assert mcp.status_code == 405 and mcp.headers["allow"] == "POST"
+
+
+@pytest.mark.slow
+def test_the_servers_own_refusals_answer_codes_of_the_one_list(served: Served) -> None:
+    """What the middleware and the handlers refuse before a route runs has a code of
+    ``slowwave.errors``, as a route's own errors do."""
+    codes = slowwave.errors.by_code()
+    with served.client(served.keys["admin"]) as http:
+        nul = http.get("/v1/conversations/c%00/search", params={"query": "x"})
+        nowhere = http.get("/v1/no/such/route")
+        huge = http.post(
+            "/v1/conversations/c/messages",
+            content=b"{" + b" " * 2_000_000 + b"}",  # over the 1 MiB default
+            headers={"content-type": "application/json"},
+        )
+    answered = {
+        "nul": (nul.status_code, nul.json()["error"]["code"]),
+        "nowhere": (nowhere.status_code, nowhere.json()["error"]["code"]),
+        "huge": (huge.status_code, huge.json()["error"]["code"]),
+    }
+    assert answered == {
+        "nul": (400, "nul_character"),
+        "nowhere": (404, "no_route"),
+        "huge": (413, "too_large"),
+    }
+    for status, code in answered.values():
+        assert codes[code].status == status, code
 
 
 @pytest.mark.slow

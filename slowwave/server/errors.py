@@ -18,7 +18,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match, Route
 from starlette.types import Scope
 
-from slowwave.models.errors import SlowwaveError
+from slowwave.models.errors import (
+    InternalError,
+    InvalidBody,
+    InvalidRequest,
+    MethodNotAllowed,
+    NoRoute,
+    SlowwaveError,
+)
 
 logger = logging.getLogger("slowwave.server")
 
@@ -69,6 +76,14 @@ def allowed_methods(app: FastAPI, scope: Scope) -> list[str]:
     return sorted(methods)
 
 
+# what Starlette's own refusals are, by status (any other: its status, code ``error``)
+_HTTP_ERRORS: dict[int, type[SlowwaveError]] = {
+    400: InvalidBody,
+    404: NoRoute,
+    405: MethodNotAllowed,
+}
+
+
 def install(app: FastAPI) -> None:
     """The app's exception handlers."""
 
@@ -87,20 +102,18 @@ def install(app: FastAPI) -> None:
             where = ".".join(str(p) for p in error.get("loc", ()) if p != "body") or "body"
             problems.append(f"{where}: {error.get('msg', 'invalid')}")
         message = "; ".join(problems[:10]) or "the request is not valid"
-        return JSONResponse(error_body(422, "invalid_request", message), status_code=422)
+        return error_response(InvalidRequest(message))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {400: "invalid_body", 404: "no_route", 405: "method_not_allowed"}.get(
-            exc.status_code, "http_error"
-        )
+        cls = _HTTP_ERRORS.get(exc.status_code, SlowwaveError)
         headers = dict(exc.headers or {})
         if exc.status_code == 405:
             methods = allowed_methods(app, request.scope)
             if methods:
                 headers["Allow"] = ", ".join(methods)
         return JSONResponse(
-            error_body(exc.status_code, code, str(exc.detail)),
+            error_body(exc.status_code, cls.code, str(exc.detail)),
             status_code=exc.status_code,
             headers=headers,
         )
@@ -112,9 +125,8 @@ def install(app: FastAPI) -> None:
             "incident %s on %s %s: %s", incident, request.method, route_of(request), repr(exc)
         )
         logger.debug("incident %s", incident, exc_info=exc)
-        return JSONResponse(
-            error_body(500, "internal", f"the server failed on this request (incident {incident})"),
-            status_code=500,
+        return error_response(
+            InternalError(f"the server failed on this request (incident {incident})")
         )
 
 

@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from slowwave import __version__
 from slowwave.models.category import Category
-from slowwave.models.errors import InvalidRequest, SlowwaveError, Unauthorized
+from slowwave.models.errors import NothingToAdd, SlowwaveError, Unauthorized
 from slowwave.models.settings import Settings
 from slowwave.server.auth import Authenticator
 from slowwave.server.errors import error_response
@@ -181,7 +181,7 @@ def build_server(service: Callable[[], Service], caller: Callable[[Context], Cal
 
         def add(s: Service, c: Caller) -> Any:
             if not said:
-                raise InvalidRequest("give messages or a text to remember", code="nothing_to_add")
+                raise NothingToAdd("give messages or a text to remember")
             return s.record(c, s.conversation(c, conversation_id), said)
 
         recorded = await call(ctx, add)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import time
 
-from fastapi.responses import JSONResponse
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from slowwave.server.errors import error_body
+from slowwave.models.errors import NulCharacter, SlowwaveError, TooLarge
+from slowwave.server.errors import error_response
 
 
 class Guard:
@@ -26,12 +26,12 @@ class Guard:
             return
         raw = scope.get("raw_path", b"") + b"?" + scope.get("query_string", b"")
         if b"%00" in raw or b"\x00" in raw:
-            await _refuse(send, 400, "nul_character", "the path or query holds a NUL character")
+            await _refuse(send, NulCharacter("the path or query holds a NUL character"))
             return
         headers = dict(scope.get("headers") or [])
         length = headers.get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
-            await _refuse(send, 413, "body_too_large", self._too_large())
+            await _refuse(send, TooLarge(self._too_large()))
             return
         seen = 0
 
@@ -47,7 +47,7 @@ class Guard:
         try:
             await self.app(scope, bounded, send)
         except BodyTooLarge:
-            await _refuse(send, 413, "body_too_large", self._too_large())
+            await _refuse(send, TooLarge(self._too_large()))
 
     def _too_large(self) -> str:
         return (
@@ -60,8 +60,8 @@ class BodyTooLarge(Exception):
     pass
 
 
-async def _refuse(send: Send, status: int, code: str, message: str) -> None:
-    response = JSONResponse(error_body(status, code, message), status_code=status)
+async def _refuse(send: Send, error: SlowwaveError) -> None:
+    response = error_response(error)
     await response({"type": "http"}, _nothing, send)
 
 

@@ -9,7 +9,14 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from slowwave.models.errors import ExportError, Forbidden, InvalidRequest, UnknownId
+from slowwave.models.errors import (
+    ExportError,
+    Forbidden,
+    InvalidLimit,
+    InvalidRequest,
+    ReasonRequired,
+    UnknownId,
+)
 from slowwave.models.keys import ApiKey, Scope
 from slowwave.models.tenant import DEFAULT_TENANT, conversation_of
 from slowwave.service.answers import Forgotten, PurgeState, Undeleted
@@ -49,9 +56,7 @@ class Admin(ServiceCore):
         if (conversation_id is None) == (fact_id is None):
             raise InvalidRequest("name a conversation_id or a fact_id, one of them")
         if not reason.strip():
-            raise InvalidRequest(
-                "a forget needs a reason: the tombstone keeps it", code="reason_required"
-            )
+            raise ReasonRequired("a forget needs a reason: the tombstone keeps it")
         if any_tenant:
             self._operator(caller)
         inline = purge and self.purger is None
@@ -104,7 +109,7 @@ class Admin(ServiceCore):
         what it refuses is refused here, before a flow is started for it."""
         self._operator(caller)
         if not reason.strip():
-            raise InvalidRequest("a revert needs a reason (--reason)", code="reason_required")
+            raise ReasonRequired("a revert needs a reason (--reason)")
         with self.connection() as conn, conn.transaction():
             run = self.resolve(conn, "run", run_id)
             check_revertable(conn, run, cascade=cascade)
@@ -127,7 +132,7 @@ class Admin(ServiceCore):
         run killed with SIGKILL is not listed running forever."""
         self._operator(caller)
         if not 1 <= limit <= MAX_RUNS:
-            raise InvalidRequest(f"limit must be from 1 to {MAX_RUNS}", code="invalid_limit")
+            raise InvalidLimit(f"limit must be from 1 to {MAX_RUNS}")
         with self.connection() as conn:
             mark_crashed(conn, self.settings.consolidation.claim_lease_s)
             return list_runs(conn, limit)
@@ -178,9 +183,7 @@ class Admin(ServiceCore):
         pending, their attempts reset: how many per conversation."""
         caller.needs(Scope.write)
         if not reason.strip():
-            raise InvalidRequest(
-                "a release needs a reason (who asked, and why)", code="reason_required"
-            )
+            raise ReasonRequired("a release needs a reason (who asked, and why)")
         keys = [caller.key(c) for c in conversations] if conversations else None
         with self.connection() as conn:
             for conversation, key in zip(conversations or [], keys or [], strict=True):

@@ -14,7 +14,7 @@ from psycopg.rows import dict_row
 from pydantic import BaseModel, Field
 
 from slowwave import sql
-from slowwave.models.errors import Forbidden, InvalidRequest
+from slowwave.models.errors import Forbidden, InvalidLimit
 from slowwave.models.history import FactVersion
 from slowwave.models.keys import ApiKey, Scope
 from slowwave.models.tenant import DEFAULT_TENANT, SEPARATOR, check_tenant
@@ -110,7 +110,7 @@ class Browse(ServiceCore):
         name another ``tenant``, or ask for ``every_tenant``."""
         caller.needs(Scope.read)
         if not 1 <= limit <= MAX_PAGE:
-            raise InvalidRequest(f"limit must be from 1 to {MAX_PAGE}", code="invalid_limit")
+            raise InvalidLimit(f"limit must be from 1 to {MAX_PAGE}")
         chosen = self.tenant_for(caller, tenant)
         if every_tenant and not self.reads_every_tenant(caller):
             raise Forbidden("only an admin key of the default tenant reads every tenant")

@@ -29,7 +29,7 @@ from slowwave import sql
 from slowwave.models.embedding import load_embedder
 from slowwave.models.embedding.base import Embedder, as_queries
 from slowwave.models.embedding.batching import EmbeddingBatcher
-from slowwave.models.errors import Busy, DatabaseUnavailable, InvalidRequest, NotFound
+from slowwave.models.errors import Busy, ConversationRequired, DatabaseUnavailable, NotFound
 from slowwave.models.llm import load_model
 from slowwave.models.rerank import Reranker, load_reranker
 from slowwave.models.run import RunRequest
@@ -407,10 +407,9 @@ class ServiceCore:
             conversation_id or caller.conversation_id or self.settings.serve.default_conversation
         )
         if not chosen:
-            raise InvalidRequest(
+            raise ConversationRequired(
                 "conversation_id: required (name it, make the key with `slowwave keys create "
-                "--conversation`, or set SLOWWAVE_SERVE_DEFAULT_CONVERSATION)",
-                code="conversation_required",
+                "--conversation`, or set SLOWWAVE_SERVE_DEFAULT_CONVERSATION)"
             )
         return chosen
 

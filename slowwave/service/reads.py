@@ -8,10 +8,19 @@ from typing import Any, Literal
 from uuid import UUID
 
 from psycopg.rows import dict_row
+from pydantic import TypeAdapter, ValidationError
 
 from slowwave import sql
 from slowwave.models.category import Category
-from slowwave.models.errors import Gone, InvalidRequest, NotFound
+from slowwave.models.errors import (
+    Gone,
+    InvalidBudget,
+    InvalidK,
+    InvalidRequest,
+    NoProfile,
+    NotFound,
+    SearchError,
+)
 from slowwave.models.history import FactVersion
 from slowwave.models.keys import Scope
 from slowwave.models.llm.tokens import average_tokens
@@ -48,6 +57,19 @@ MAX_CONTEXT_TOKENS = 100_000
 def zoned(at: datetime | None) -> datetime | None:
     """An event time as every surface reads it: one without a zone is UTC."""
     return at.replace(tzinfo=UTC) if at is not None and at.tzinfo is None else at
+
+
+_MOMENT = TypeAdapter(datetime)
+
+
+def moment(text: str) -> datetime:
+    """An event time typed as text, read as REST and MCP read theirs (pydantic's ISO 8601): a
+    bare date is its first moment, and one without a zone is UTC."""
+    try:
+        at = _MOMENT.validate_python(text.strip())
+    except ValidationError:
+        raise InvalidRequest(f"not a date or a time (ISO 8601): {text!r}") from None
+    return zoned(at)  # type: ignore[return-value]  # given a time, zoned gives one back
 
 
 def theirs(version: FactVersion) -> FactVersion:
@@ -178,13 +200,9 @@ class Reads(ServiceCore):
         caller.needs(Scope.read)
         key = caller.key(conversation_id)
         if not 1 <= budget_tokens <= MAX_CONTEXT_TOKENS:
-            raise InvalidRequest(
-                f"budget_tokens must be from 1 to {MAX_CONTEXT_TOKENS}", code="invalid_budget"
-            )
+            raise InvalidBudget(f"budget_tokens must be from 1 to {MAX_CONTEXT_TOKENS}")
         if not 0 <= memories <= self.settings.serve.max_k:
-            raise InvalidRequest(
-                f"memories must be from 0 to {self.settings.serve.max_k}", code="invalid_k"
-            )
+            raise InvalidK(f"memories must be from 0 to {self.settings.serve.max_k}")
         with self.connection() as conn:
             block = context(conn, key, budget_tokens, as_of=zoned(as_of))
             room = budget_tokens - (average_tokens(block) + 2 if block else 0)
@@ -246,10 +264,9 @@ class Reads(ServiceCore):
             profile = read_profile(conn, key)
             if profile is None:
                 self.require(conn, key, conversation_id)
-                raise NotFound(
+                raise NoProfile(
                     f"conversation {conversation_id!r} has no profile yet: runs write them "
-                    "with SLOWWAVE_PROFILES=true",
-                    code="no_profile",
+                    "with SLOWWAVE_PROFILES=true"
                 )
         return profile.model_copy(update={"conversation_id": conversation_id})
 
@@ -308,33 +325,23 @@ class Reads(ServiceCore):
         memories = self.memory_policy.memories if memories is None else memories
         tokens = self.memory_policy.memory_tokens if tokens is None else tokens
         if not 0 <= memories <= self.settings.serve.max_k:
-            raise InvalidRequest(
-                f"memories must be from 0 to {self.settings.serve.max_k}", code="invalid_k"
-            )
+            raise InvalidK(f"memories must be from 0 to {self.settings.serve.max_k}")
         if not 16 <= tokens <= MAX_CONTEXT_TOKENS:
-            raise InvalidRequest(
-                f"memory_tokens must be from 16 to {MAX_CONTEXT_TOKENS}", code="invalid_budget"
-            )
+            raise InvalidBudget(f"memory_tokens must be from 16 to {MAX_CONTEXT_TOKENS}")
         return memories, tokens
 
     def _check_query(self, query: str, k: int) -> None:
         limit = self.settings.serve.max_query_chars
         if not query.strip():
-            raise InvalidRequest("the query is empty", code="invalid_query")
+            raise SearchError("the query is empty")
         try:
             query.encode("utf-8")
         except UnicodeEncodeError:
-            raise InvalidRequest(
-                "the query is not valid UTF-8 text", code="invalid_query"
-            ) from None
+            raise SearchError("the query is not valid UTF-8 text") from None
         if len(query) > limit:
-            raise InvalidRequest(
-                f"the query has {len(query)} characters, more than {limit}", code="invalid_query"
-            )
+            raise SearchError(f"the query has {len(query)} characters, more than {limit}")
         if not 1 <= k <= self.settings.serve.max_k:
-            raise InvalidRequest(
-                f"k must be from 1 to {self.settings.serve.max_k}, not {k}", code="invalid_k"
-            )
+            raise InvalidK(f"k must be from 1 to {self.settings.serve.max_k}, not {k}")
 
 
 def forgotten(stone: Tombstone) -> Gone:
@@ -355,4 +362,4 @@ def profile_json(profile: Profile, conversation_id: str) -> dict[str, Any]:
     return {**profile.model_dump(mode="json"), "conversation_id": conversation_id}
 
 
-__all__ = ["Reads", "forgotten", "profile_json", "theirs", "zoned"]
+__all__ = ["Reads", "forgotten", "moment", "profile_json", "theirs", "zoned"]

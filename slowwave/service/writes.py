@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from slowwave.models.chat import as_transcript
-from slowwave.models.errors import Conflict, MalformedAnswer, TooLarge
+from slowwave.models.errors import NoFacts, ProfileNotWritten, TooManyMessages
 from slowwave.models.ids import new_id
 from slowwave.models.keys import Scope
 from slowwave.models.llm import load_model
@@ -52,10 +52,9 @@ class Writes(ServiceCore):
         caller.key(conversation_id)  # refused before anything is read
         limit = self.settings.serve.max_messages
         if len(messages) > limit:
-            raise TooLarge(
+            raise TooManyMessages(
                 f"{len(messages)} messages in one request: send at most {limit} "
-                "(SLOWWAVE_SERVE_MAX_MESSAGES)",
-                code="too_many_messages",
+                "(SLOWWAVE_SERVE_MAX_MESSAGES)"
             )
         policy = IngestPolicy.of(
             self.settings, allow_forgotten=allow_forgotten, tenant=caller.tenant
@@ -173,10 +172,9 @@ class Writes(ServiceCore):
         with self.connection() as conn:
             if not list_facts(conn, key):  # active ones
                 self.require(conn, key, conversation_id)
-                raise Conflict(
+                raise NoFacts(
                     f"conversation {conversation_id!r} has no active facts: a profile is "
-                    "written from them",
-                    code="no_facts",
+                    "written from them"
                 )
         own_model = model is None
         model = model or load_model(self.settings)
@@ -188,10 +186,9 @@ class Writes(ServiceCore):
             if own_model:
                 model.close()
         if report.failed or profile is None:
-            raise MalformedAnswer(
+            raise ProfileNotWritten(
                 f"the model did not write a profile of {conversation_id!r}: the stored one "
-                "(if any) is kept, marked stale",
-                code="profile_not_written",
+                "(if any) is kept, marked stale"
             )
         return profile.model_copy(update={"conversation_id": conversation_id})
 

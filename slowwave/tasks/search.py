@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 from slowwave import sql
 from slowwave.models.category import Category
 from slowwave.models.embedding.base import Embedder, as_queries
-from slowwave.models.errors import SearchError, UnknownConversation
+from slowwave.models.errors import InvalidK, SearchError, UnknownConversation
 from slowwave.models.llm.tokens import average_tokens
 from slowwave.models.settings import Settings, setting_default
 from slowwave.models.tenant import shown
@@ -199,7 +199,7 @@ def search(
     when the caller has it already: a server embeds concurrent queries as one batch)."""
     policy = policy or SearchPolicy()
     if k < 1:
-        raise SearchError(f"k must be at least 1, not {k}")
+        raise InvalidK(f"k must be at least 1, not {k}")
     try:
         query.encode("utf-8")
     except UnicodeEncodeError:

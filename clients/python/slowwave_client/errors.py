@@ -50,11 +50,87 @@ class InvalidRequest(SlowwaveError, ValueError):
     status = 422
 
 
+class InvalidK(InvalidRequest):
+    """A number of results (`k`, `memories`) outside what the server answers."""
+
+    code = "invalid_k"
+
+
+class InvalidBudget(InvalidRequest):
+    """A token budget (`budget_tokens`, `memory_tokens`) outside what the server answers."""
+
+    code = "invalid_budget"
+
+
+class InvalidLimit(InvalidRequest):
+    """A page size (`limit`) outside what the server answers."""
+
+    code = "invalid_limit"
+
+
+class ReasonRequired(InvalidRequest):
+    """A forget, a revert or a release without the reason its record keeps."""
+
+    code = "reason_required"
+
+
+class ConversationRequired(InvalidRequest):
+    """No conversation named, by the request, the key or `SLOWWAVE_SERVE_DEFAULT_CONVERSATION`."""
+
+    code = "conversation_required"
+
+
+class NothingToAdd(InvalidRequest):
+    """A record with neither messages nor a text to remember."""
+
+    code = "nothing_to_add"
+
+
+class InvalidBody(InvalidRequest):
+    """A body the server cannot read at all."""
+
+    code = "invalid_body"
+    status = 400
+
+
+class NulCharacter(InvalidRequest):
+    """A path or query that holds a NUL character."""
+
+    code = "nul_character"
+    status = 400
+
+
+class MethodNotAllowed(SlowwaveError):
+    """A method the path does not take (the answer's `Allow` names those it does)."""
+
+    code = "method_not_allowed"
+    status = 405
+
+
+class InternalError(SlowwaveError):
+    """The server failed on the request; its log holds the incident id the message names."""
+
+    code = "internal"
+    status = 500
+
+
 class NotFound(SlowwaveError, LookupError):
     """No such thing for this caller: a conversation another tenant has is not found either."""
 
     code = "not_found"
     status = 404
+
+
+class NoRoute(NotFound):
+    """No route of the server answers this path."""
+
+    code = "no_route"
+
+
+class NoProfile(NotFound):
+    """The conversation has no profile yet (runs write them with `SLOWWAVE_PROFILES=true`)."""
+
+    code = "no_profile"
 
 
 class Gone(SlowwaveError, LookupError):
@@ -85,6 +161,12 @@ class TooLarge(SlowwaveError, ValueError):
     status = 413
 
 
+class TooManyMessages(TooLarge):
+    """More messages in one request than `SLOWWAVE_SERVE_MAX_MESSAGES`."""
+
+    code = "too_many_messages"
+
+
 class RateLimited(SlowwaveError):
     """A key that asked faster than its rate: retry after ``retry_after_s``."""
 
@@ -105,6 +187,12 @@ class Conflict(SlowwaveError):
 
     code = "conflict"
     status = 409
+
+
+class NoFacts(Conflict):
+    """The conversation has no active facts to write a profile from."""
+
+    code = "no_facts"
 
 
 # ── raised by slowwave.models.llm.base
@@ -166,11 +254,8 @@ class InvalidConversationId(SlowwaveError, ValueError):
 
 
 # ── raised by slowwave.tasks.ids
-class UnknownId(SlowwaveError, LookupError):
+class UnknownId(NotFound):
     """No id of the kind starts with what was typed."""
-
-    code = "not_found"
-    status = 404
 
 
 class AmbiguousId(SlowwaveError, LookupError):
@@ -188,7 +273,7 @@ class HistoryError(SlowwaveError, ValueError):
     status = 409
 
 
-class UnknownFact(HistoryError, LookupError):
+class UnknownFact(NotFound, HistoryError):
     """No fact of this id (for this tenant: another tenant's fact is no fact)."""
 
     code = "not_found"
@@ -203,20 +288,22 @@ class MalformedAnswer(SlowwaveError, ValueError):
     status = 502
 
 
+class ProfileNotWritten(MalformedAnswer):
+    """The model did not write the profile asked for; the stored one (if any) is kept."""
+
+    code = "profile_not_written"
+
+
 # ── raised by slowwave.tasks.search
-class SearchError(SlowwaveError, ValueError):
-    """A search that cannot be answered as asked (a bad k, a query that is not text, a
-    conversation with no facts): the user's to fix, said in one line."""
+class SearchError(InvalidRequest):
+    """A query that cannot be searched: empty, not text, or longer than the server reads."""
 
     code = "invalid_query"
     status = 422
 
 
-class UnknownConversation(SlowwaveError, LookupError):
+class UnknownConversation(NotFound):
     """A command named a conversation with no episode and no fact."""
-
-    code = "not_found"
-    status = 404
 
 
 # ── raised by slowwave.tasks.export
@@ -252,20 +339,8 @@ class MappingError(SlowwaveError, ValueError):
 
 
 # ── raised by slowwave.tasks.keys
-class UnknownKey(SlowwaveError, LookupError):
+class UnknownKey(NotFound):
     """A key that cannot be revoked as asked: none, or more than one, answers to the name."""
-
-    code = "not_found"
-    status = 404
-
-
-# ── raised by slowwave.sql.db.embedded
-class EmbeddedPostgresError(SlowwaveError, RuntimeError):
-    """The embedded server could not be started or stopped."""
-
-    code = "database_unavailable"
-    status = 503
-    retry_after_s = 5.0
 
 
 # ── raised by slowwave.sql.db.database
@@ -277,9 +352,15 @@ class DatabaseUnavailable(SlowwaveError, RuntimeError):
     retry_after_s = 5.0
 
 
+# ── raised by slowwave.sql.db.embedded
+class EmbeddedPostgresError(DatabaseUnavailable):
+    """The embedded server could not be started or stopped."""
+
+
 # ── raised by slowwave.sql.db.migrate
 class MigrationError(SlowwaveError, RuntimeError):
-    """The database's schema history does not match this version of slowwave."""
+    """The database's schema history does not match this version of slowwave (a migration
+    missing: `slowwave db migrate`; or one this version does not know)."""
 
     code = "schema_mismatch"
     status = 503
@@ -294,13 +375,21 @@ class ServerUnreachable(SlowwaveError, ConnectionError):
     status = 503
 
 
+def classes() -> list[type[SlowwaveError]]:
+    """Every public error class: the one list of codes (the error reference page and the
+    TypeScript client's classes are generated from it)."""
+    return [globals()[name] for name in sorted(__all__)]
+
+
 def by_code() -> dict[str, type[SlowwaveError]]:
-    """The most general public class for each code (what a client raises for an answer): of
-    the classes that share one (``not_found``), the first by name."""
+    """The class of each code (what a client raises for an answer). A code is one class's: a
+    subclass that keeps its parent's code (``UnknownFact``, ``not_found``) only narrows it in
+    process, and the wire knows the parent."""
     table: dict[str, type[SlowwaveError]] = {}
-    for name in sorted(__all__):
-        cls = globals()[name]
-        table.setdefault(cls.code, cls)
+    for cls in classes():
+        inherited = {base.code for base in cls.__mro__[1:] if issubclass(base, SlowwaveError)}
+        if cls.code not in inherited:
+            table[cls.code] = cls
     return table
 
 
@@ -315,7 +404,7 @@ def from_answer(status: int, body: object, retry_after_s: float | None = None) -
     cls = codes.get(code) if isinstance(code, str) else None
     if cls is None:
         by_status = {c.status: c for c in reversed(list(codes.values()))}
-        cls = _STATUS.get(status) or by_status.get(status) or SlowwaveError
+        cls = BY_STATUS.get(status) or by_status.get(status) or SlowwaveError
     text = message if isinstance(message, str) else f"the server answered {status}"
     error = cls(text, code=code if isinstance(code, str) else None, retry_after_s=retry_after_s)
     if isinstance(detail, dict):
@@ -324,7 +413,7 @@ def from_answer(status: int, body: object, retry_after_s: float | None = None) -
 
 
 # the class an answer with no known code is, by its status
-_STATUS: dict[int, type[SlowwaveError]] = {
+BY_STATUS: dict[int, type[SlowwaveError]] = {
     401: Unauthorized,
     403: Forbidden,
     404: NotFound,
@@ -340,6 +429,7 @@ __all__ = [
     "AmbiguousId",
     "Busy",
     "Conflict",
+    "ConversationRequired",
     "DatabaseUnavailable",
     "EmbeddedPostgresError",
     "EmbeddingDimensionMismatch",
@@ -348,15 +438,28 @@ __all__ = [
     "Forbidden",
     "Gone",
     "HistoryError",
+    "InternalError",
+    "InvalidBody",
+    "InvalidBudget",
     "InvalidConversationId",
+    "InvalidK",
+    "InvalidLimit",
     "InvalidRequest",
     "InvalidTenant",
     "MalformedAnswer",
     "MappingError",
+    "MethodNotAllowed",
     "MigrationError",
     "ModelNotPrepared",
+    "NoFacts",
+    "NoProfile",
+    "NoRoute",
     "NotFound",
+    "NothingToAdd",
+    "NulCharacter",
+    "ProfileNotWritten",
     "RateLimited",
+    "ReasonRequired",
     "RuntimeNotAvailable",
     "RuntimeUnreachable",
     "SearchError",
@@ -365,6 +468,7 @@ __all__ = [
     "SlowwaveError",
     "SourceError",
     "TooLarge",
+    "TooManyMessages",
     "Unauthorized",
     "UnknownConversation",
     "UnknownFact",

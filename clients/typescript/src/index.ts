@@ -16,6 +16,9 @@
  */
 
 import type { components } from "./schema.js";
+import { BY_CODE, BY_STATUS, InvalidRequest, ServerUnreachable, SlowwaveError } from "./errors.js";
+
+export * from "./errors.js";
 
 type Schemas = components["schemas"];
 export type Recorded = Schemas["Recorded"];
@@ -47,65 +50,6 @@ export type Message =
 export const DEFAULT_BASE_URL = "http://127.0.0.1:8765";
 const RETRIED = new Set([429, 503]);
 const LONGEST_WAIT_S = 60;
-
-/** Every error the server answers with: its stable `code`, HTTP `status` and message. */
-export class SlowwaveError extends Error {
-  readonly status: number;
-  readonly code: string;
-  readonly retryAfterS: number | undefined;
-  readonly details: Record<string, unknown>;
-
-  constructor(
-    message: string,
-    options: { status?: number; code?: string; retryAfterS?: number; details?: Record<string, unknown> } = {},
-  ) {
-    super(message);
-    this.name = new.target.name;
-    this.status = options.status ?? 400;
-    this.code = options.code ?? "error";
-    this.retryAfterS = options.retryAfterS;
-    this.details = options.details ?? {};
-  }
-}
-export class InvalidRequest extends SlowwaveError {}
-export class Unauthorized extends SlowwaveError {}
-export class Forbidden extends SlowwaveError {}
-export class NotFound extends SlowwaveError {}
-export class Gone extends SlowwaveError {}
-export class Conflict extends SlowwaveError {}
-export class TooLarge extends SlowwaveError {}
-export class RateLimited extends SlowwaveError {}
-export class Busy extends SlowwaveError {}
-export class DatabaseUnavailable extends SlowwaveError {}
-/** The server could not be reached, or gave no answer in time. */
-export class ServerUnreachable extends SlowwaveError {}
-
-type ErrorClass = new (message: string, options: ConstructorParameters<typeof SlowwaveError>[1]) => SlowwaveError;
-
-// the class of each code the server sends (slowwave.errors), else of its status
-const BY_CODE: Record<string, ErrorClass> = {
-  invalid_request: InvalidRequest,
-  unauthorized: Unauthorized,
-  forbidden: Forbidden,
-  not_found: NotFound,
-  forgotten: Gone,
-  conflict: Conflict,
-  too_large: TooLarge,
-  rate_limited: RateLimited,
-  busy: Busy,
-  database_unavailable: DatabaseUnavailable,
-};
-const BY_STATUS: Record<number, ErrorClass> = {
-  401: Unauthorized,
-  403: Forbidden,
-  404: NotFound,
-  409: Conflict,
-  410: Gone,
-  413: TooLarge,
-  422: InvalidRequest,
-  429: RateLimited,
-  503: Busy,
-};
 
 /** `Retry-After` in seconds: a number of seconds, or an HTTP date. */
 export function retryAfterS(value: string | null): number | undefined {

@@ -7,11 +7,11 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CollectorRegistry, generate_latest
 
 from slowwave.metrics import BacklogCollector
-from slowwave.models.errors import SlowwaveError
+from slowwave.models.errors import MigrationError, SlowwaveError
 from slowwave.models.keys import Scope as KeyScope
 from slowwave.models.tenant import DEFAULT_TENANT
 from slowwave.server.deps import ServiceDep, Who
-from slowwave.server.errors import ErrorBody, error_body, error_response
+from slowwave.server.errors import ErrorBody, error_response
 from slowwave.server.responses import errors
 from slowwave.sql.db.migrate import pending_migrations
 
@@ -44,7 +44,7 @@ def readyz(service: ServiceDep) -> JSONResponse:
         return error_response(exc)
     if pending:
         message = f"the schema lacks migrations {', '.join(pending)}: run `slowwave db migrate`"
-        return JSONResponse(error_body(503, "schema_outdated", message), status_code=503)
+        return error_response(MigrationError(message))
     return JSONResponse({"status": "ready"})
 
 
