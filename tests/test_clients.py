@@ -57,6 +57,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
                 "read": {"scope": "read"},
                 "limited": {"scope": "write"},
                 "ts-limited": {"scope": "write"},  # the TypeScript tests' own, a whole burst
+                "ui-limited": {"scope": "read"},  # signs in to the browser, a whole burst
                 "revoked": {"scope": "write"},
             }.items():
                 made = http.post("/v1/keys", json=body)
@@ -138,6 +139,22 @@ def test_the_servers_errors_are_raised_as_the_same_classes_the_server_raises(
     nowhere = Client(served.keys["write"], "http://127.0.0.1:9", max_retries=1)
     with nowhere, pytest.raises(slowwave.errors.ServerUnreachable, match="cannot reach"):
         nowhere.status("py-errors")
+
+
+def test_a_browser_sign_in_is_checked_and_paced_as_a_bearer_key_is(served: Served) -> None:
+    """The memory browser signs a key in through the server's one authenticator: an unknown
+    key is refused, and sign-ins count against the key's rate as its requests do."""
+    with httpx.Client(base_url=served.url, timeout=30) as web:
+        unknown = web.post("/ui/login", data={"key": "sw_" + "x" * 43, "next": "/ui"})
+        answers = [
+            web.post("/ui/login", data={"key": served.keys["ui-limited"], "next": "/ui"})
+            for _ in range(40)  # a burst of twenty, then two a second
+        ]
+    assert unknown.status_code == 401 and "not valid" in unknown.text
+    statuses = [a.status_code for a in answers]
+    assert statuses[0] == 303 and 429 in statuses, statuses
+    slowed = answers[statuses.index(429)]
+    assert int(slowed.headers["retry-after"]) >= 1 and "set-cookie" not in slowed.headers
 
 
 def test_a_429_with_retry_after_is_waited_for_and_the_retry_succeeds(served: Served) -> None:

@@ -208,6 +208,16 @@ READS: dict[str, dict[str, Callable[[Served], Any]]] = {
             s, "list_facts", {"conversation_id": THEIRS, "as_of": _naive().isoformat()}
         ),
     },
+    "facts as of a bare date (its first moment, UTC, everywhere)": {
+        "python": lambda s: [
+            f.model_dump(mode="json") for f in ask(s, "facts", THEIRS, as_of=_day())
+        ],
+        "cli": lambda s: cli_json(s, "facts", "-c", THEIRS, "--as-of", DAY, "--json"),
+        "rest": lambda s: rest(
+            s, "GET", f"/v1/conversations/{THEIRS}/facts", params={"as_of": DAY}
+        ),
+        "mcp": lambda s: mcp(s, "list_facts", {"conversation_id": THEIRS, "as_of": DAY}),
+    },
     "context": {
         "python": lambda s: ask(s, "context", THEIRS, 300).context,
         "cli": lambda s: run_cli(s.home, "context", "-c", THEIRS, "--budget", "300").stdout.rstrip(
@@ -255,6 +265,15 @@ def ask_service(served: Served, operation: str, *args: Any) -> Any:
     """An operation Memory does not offer (an operator's), through the service in Python."""
     with Service.open(settings_of(served)) as service:
         return getattr(service, operation)(Caller.operator(), *args)
+
+
+DAY = "2023-06-01"
+
+
+def _day() -> Any:
+    from datetime import datetime
+
+    return datetime.fromisoformat(DAY)
 
 
 def _naive() -> Any:

@@ -239,6 +239,25 @@ def test_every_page_keeps_to_its_tenant(served: Served) -> None:
         assert "Released 1 episode" in released.text
 
 
+def test_a_bare_date_shows_in_the_browser_the_facts_rest_answers_for_it(served: Served) -> None:
+    """``as_of=DAY`` is the day's first moment (UTC) in the browser as on every other surface:
+    a fact that became valid later that day is not shown."""
+    from markupsafe import escape
+
+    with served.client(served.keys["admin"]) as api:
+        everything = api.get(f"/v1/conversations/{OURS}/facts").json()
+        latest = max(everything, key=lambda f: f["valid_at"])
+        day = latest["valid_at"][:10]
+        assert latest["valid_at"][11:19] != "00:00:00"  # valid later in its day
+        answered = api.get(f"/v1/conversations/{OURS}/facts", params={"as_of": day}).json()
+    with signed_in_client(served, served.keys["admin"]) as web:
+        page = web.get(f"/ui/conversations/{OURS}", params={"as_of": day})
+    assert page.status_code == 200
+    shown = {f["id"] for f in everything if str(escape(f["fact"])) in page.text}
+    assert latest["id"] not in {f["id"] for f in answered}
+    assert shown == {f["id"] for f in answered}
+
+
 HOSTILE = [
     "/ui?q=%00",
     "/ui?q=" + "x" * 5000,
@@ -273,7 +292,7 @@ def test_a_person_signs_in_reads_a_conversation_and_its_facts_and_takes_memory_b
         facts = api.get(f"/v1/conversations/{OURS}/facts").json()
     latest = max(facts, key=lambda f: f["valid_at"])
     day = latest["valid_at"][:10]
-    before = (date.fromisoformat(day) - timedelta(days=1)).isoformat()
+    after = (date.fromisoformat(day) + timedelta(days=1)).isoformat()
     quarantined = quarantine_one(served, OURS)
     shots = tmp_path / "shots"
     shots.mkdir()
@@ -292,13 +311,14 @@ def test_a_person_signs_in_reads_a_conversation_and_its_facts_and_takes_memory_b
         page.screenshot(path=shots / "ui-conversation.png")
         violations["conversation"] = serious_violations(page)
 
-        # the as-of control: the day before the latest fact was valid, it is not shown
-        page.get_by_label("As of", exact=True).fill(before)
+        # the as-of control (a day is its first moment): on the day the latest fact became
+        # valid, it is not shown yet; the day after, it is
+        page.get_by_label("As of", exact=True).fill(day)
         page.get_by_role("button", name="Show").click()
         page.wait_for_load_state()
-        assert f"as_of={before}" in page.url
+        assert f"as_of={day}" in page.url
         assert page.get_by_role("link", name=latest["fact"]).count() == 0
-        page.get_by_label("As of", exact=True).fill(day)
+        page.get_by_label("As of", exact=True).fill(after)
         page.get_by_role("button", name="Show").click()
         page.wait_for_load_state()
         assert page.get_by_role("link", name=latest["fact"]).first.is_visible()

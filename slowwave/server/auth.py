@@ -10,6 +10,7 @@ import threading
 import time
 
 from slowwave.models.errors import RateLimited, Unauthorized
+from slowwave.models.keys import ApiKey
 from slowwave.service import Caller, Service
 from slowwave.tasks.keys import authenticate
 
@@ -54,14 +55,24 @@ class Authenticator:
             raise Unauthorized(
                 "send a key as `Authorization: Bearer <key>` (`slowwave keys create`)"
             )
+        found = self.key(key)
+        if limited:
+            self.pace(found)
+        return Caller.of(found)
+
+    def key(self, key: str) -> ApiKey:
+        """The live key ``key`` is (a bearer header's, a sign-in form's), or ``Unauthorized``."""
         with self.service.connection() as conn:  # a fast 503 when the pool is busy
             found = authenticate(conn, key.strip())
         if found is None:
             raise Unauthorized("this key is not valid (unknown or revoked)")
-        wait = self.limit.take(str(found.id)) if limited else None
+        return found
+
+    def pace(self, key: ApiKey) -> None:
+        """``RateLimited`` when ``key`` asks faster than its rate (each request, each page)."""
+        wait = self.limit.take(str(key.id))
         if wait is not None:
             raise RateLimited(
                 f"this key made more than {self.limit.rate:g} requests a second: slow down",
                 retry_after_s=wait,
             )
-        return Caller.of(found)

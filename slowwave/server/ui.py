@@ -38,11 +38,12 @@ from slowwave.models.errors import (
     NotFound,
     RateLimited,
     SlowwaveError,
+    Unauthorized,
 )
 from slowwave.models.keys import Scope
 from slowwave.server.auth import Authenticator
 from slowwave.service import Caller, Service
-from slowwave.tasks.keys import authenticate
+from slowwave.service.reads import moment
 
 HERE = Path(__file__).resolve().parent
 COOKIE = "slowwave_session"
@@ -147,9 +148,7 @@ def signed_in(request: Request) -> Page | Response:
         if session.caller_key is not None:
             if not auth.enabled:
                 return _to_sign_in(request)  # a keyed session on an open server: start over
-            wait = auth.limit.take(str(session.caller_key.id))
-            if wait is not None:
-                raise RateLimited("too many requests from this key: slow down", retry_after_s=wait)
+            auth.pace(session.caller_key)
         return Page(request, session.caller(), session.form_token)
     if not auth.enabled:  # loopback without keys: the operator, signed in at once
         token, _ = service.sign_in(None, SESSION_S)
@@ -185,11 +184,7 @@ def page(handler: Callable[..., Response]) -> Callable[..., Response]:
             except SlowwaveError as exc:
                 return who.render("error.html", status=exc.status, error=exc)
         except RateLimited as exc:
-            return HTMLResponse(
-                templates.get_template("slow.html").render(error=exc),
-                status_code=429,
-                headers={"Retry-After": str(max(1, round(exc.retry_after_s or 1)))},
-            )
+            return _slow_down(exc)
 
     signature = inspect.signature(handler)
     asked = inspect.Parameter(
@@ -199,6 +194,14 @@ def page(handler: Callable[..., Response]) -> Callable[..., Response]:
         parameters=[asked, *list(signature.parameters.values())[1:]]
     )
     return run
+
+
+def _slow_down(exc: RateLimited) -> HTMLResponse:
+    return HTMLResponse(
+        templates.get_template("slow.html").render(error=exc),
+        status_code=429,
+        headers={"Retry-After": str(max(1, round(exc.retry_after_s or 1)))},
+    )
 
 
 def not_found_page(who: Page, conversation_id: str) -> HTMLResponse:
@@ -228,13 +231,16 @@ def router() -> APIRouter:
         service: Service = request.app.state.service
         if not auth.enabled:
             return RedirectResponse(_safe_next(next), status_code=303)
-        with service.connection() as conn:
-            found = authenticate(conn, key.strip())
-        if found is None:
+        try:  # the same check, and the same rate, as a bearer key's
+            found = auth.key(key)
+            auth.pace(found)
+        except Unauthorized:
             body = templates.get_template("login.html").render(
                 next=_safe_next(next), error="This key is not valid (unknown or revoked)."
             )
             return HTMLResponse(body, status_code=401, headers=SECURITY_HEADERS)
+        except RateLimited as exc:
+            return _slow_down(exc)
         token, _ = service.sign_in(found, SESSION_S)
         response = RedirectResponse(_safe_next(next), status_code=303)
         _set_cookie(request, response, token)
@@ -472,16 +478,9 @@ def _forget_target(
 
 
 def _as_of(text: str | None) -> datetime | None:
-    """The as-of control's value (a date, or a date and time) as the end of that moment, UTC."""
-    if not text:
-        return None
-    try:
-        at = datetime.fromisoformat(text)
-    except ValueError:
-        raise InvalidRequest(f"as of: not a date: {text!r}") from None
-    if len(text) == 10:  # a day: as of its end
-        at = at.replace(hour=23, minute=59, second=59)
-    return at if at.tzinfo else at.replace(tzinfo=UTC)
+    """The as-of control's value, read as every other surface reads an as-of (a bare date is
+    its first moment, UTC)."""
+    return moment(text) if text else None
 
 
 _WORD = re.compile(r"[a-z0-9]{4,}")
