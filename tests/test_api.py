@@ -6,6 +6,7 @@ The backfill below imports from ``slowwave`` only, as an embedding application w
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -29,6 +30,37 @@ def test_importing_slowwave_or_one_stage_loads_no_prefect_torch_or_ray() -> None
         )
         assert result.returncode == 0, result.stderr[-2000:]
         assert result.stdout.strip() == "[]", module
+
+
+def test_importing_the_command_line_changes_no_environment_the_command_sets_its_defaults() -> None:
+    from slowwave.__main__ import DEFAULTS
+
+    clean = {k: v for k, v in os.environ.items() if k not in DEFAULTS}
+    probe = "import os; before = dict(os.environ); import slowwave.cli; print(os.environ == before)"
+    imported = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert imported.returncode == 0 and imported.stdout.strip() == "True", imported.stderr[-2000:]
+    # the command itself (its entry point) sets them, for the Prefect it imports
+    probe = (
+        "import os, sys; import slowwave.cli as cli; cli.app = lambda: print("
+        "all(os.environ.get(k) == v for k, v in DEFAULTS.items())); "
+        "from slowwave.__main__ import DEFAULTS, main; main()"
+    )
+    command = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert command.stdout.strip() == "True", command.stderr[-2000:]
 
 
 def test_every_export_resolves_and_every_error_a_user_can_act_on_is_a_slowwave_error() -> None:

@@ -362,3 +362,30 @@ print(json.dumps({{"import_s": imported_s, "texts": [m.text for m in answer.memo
     assert out["heavy"] == [] and out["server"] is False, out
     size = wheel.stat().st_size
     print(f"client wheel {size / 1024:.0f} KiB; import {out['import_s'] * 1000:.0f} ms")
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A port on loopback that accepts a connection and never answers."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        listener.close()
+
+
+def test_a_lent_http_client_still_gives_up_after_the_clients_timeout(silent_port: int) -> None:
+    url = f"http://127.0.0.1:{silent_port}"
+    lent = httpx.Client(timeout=None)  # would wait for ever
+    started = time.monotonic()
+    with (
+        Client("sw_" + "x" * 43, url, timeout=0.5, max_retries=0, http_client=lent) as memory,
+        pytest.raises(slowwave.errors.ServerUnreachable, match=r"no answer within 0\.5 s"),
+    ):
+        memory.status("anything")
+    lent.close()
+    assert time.monotonic() - started < 10

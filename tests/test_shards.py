@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import sys
 from datetime import UTC, datetime
 from uuid import uuid4
+
+import pytest
 
 from slowwave.models.run import ChunkFailure, RunSummary
 from slowwave.tasks.consolidate import ShardSpec, shard_specs
@@ -56,11 +59,20 @@ def test_a_database_only_this_machine_reaches_is_told_apart_from_one_a_cluster_r
     assert not machine_local("hostaddr=10.0.0.5 dbname=x")
 
 
-def test_runtimes_are_checked_for_ray_before_ray_is_started() -> None:
-    """With a cluster address but no runtime on Ray yet (the replay model, an in-process
-    embedder), the check before claiming needs no Ray connection."""
+def test_a_runtime_that_cannot_travel_to_ray_is_refused_before_ray_is_started() -> None:
+    """With a cluster address, a runtime that cannot be pickled to a Ray worker is refused in
+    one line before anything is claimed, with no Ray connection made; one that can goes on;
+    without an address nothing is checked."""
+    import threading
+
     from slowwave.flows.runners import check_shareable
+    from slowwave.models.errors import RuntimeNotAvailable
     from slowwave.models.settings import Settings
 
     settings = Settings(ray_address="127.0.0.1:1", _env_file=None)  # type: ignore[call-arg]
     check_shareable(settings, {"a": "runtime"})
+    with pytest.raises(RuntimeNotAvailable, match="cannot run shards on Ray"):
+        check_shareable(settings, {"a": "runtime"}, threading.Lock())
+    ray = sys.modules.get("ray")
+    assert ray is None or not ray.is_initialized()  # nothing reached for 127.0.0.1:1
+    check_shareable(Settings(_env_file=None), threading.Lock())  # type: ignore[call-arg]

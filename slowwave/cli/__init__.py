@@ -1,21 +1,14 @@
 """The ``slowwave`` command line: thin commands over slowwave's tasks and flows, one module a
 command group (``slowwave db`` in ``db.py``, ``slowwave forget`` in ``forget.py``, …), what
-they share in ``common.py``. Every command is registered here, in one list."""
+they share in ``common.py``. Every command is registered here, in one list. The ``slowwave``
+command starts in ``slowwave.__main__``, which sets the process's defaults first: importing this
+package changes no environment."""
 
 from __future__ import annotations
 
 import logging
 import os
 from typing import Annotated
-
-# Before anything imports Prefect (it reads its settings once): the server's telemetry call
-# hangs for minutes where DNS has no answer, which stalls the ephemeral API server; models
-# load from local files only.
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-os.environ.setdefault("DO_NOT_TRACK", "1")
-os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import typer
 from pydantic import ValidationError

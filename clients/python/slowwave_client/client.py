@@ -192,6 +192,7 @@ class Client(op.Operations):
                             params=call.params,
                             json=call.body,
                             headers=self.settings.headers,
+                            timeout=self.settings.timeout,  # a lent client's too
                         )
                     except httpx.TransportError as exc:
                         outcome = exc
@@ -249,6 +250,7 @@ class AsyncClient(op.AsyncOperations):
                             params=call.params,
                             json=call.body,
                             headers=self.settings.headers,
+                            timeout=self.settings.timeout,  # a lent client's too
                         )
                     except httpx.TransportError as exc:
                         outcome = exc
