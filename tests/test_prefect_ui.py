@@ -1,6 +1,6 @@
 """The Prefect UI, in a real headless browser, after a backfill in which a conversation was
 quarantined: the run is shown failed (CompletedWithFailures), with its WARNING line naming
-the conversation by reference. The screenshots in docs/ are these pages
+the conversation by reference. The screenshots in docs/images/ are these pages
 (``SLOWWAVE_WRITE_SCREENSHOTS=1`` writes them there); without Chromium (Debian's package) and
 Playwright the test is skipped."""
 
@@ -80,4 +80,4 @@ def test_the_prefect_ui_shows_a_run_with_a_quarantined_conversation_as_failed(
         page.goto(f"{prefect_ui}/runs")
         page.get_by_text("backfill sample-chats.jsonl").first.wait_for(timeout=60_000)
         page.screenshot(path=shots / "prefect-runs-list.png")
-    keep_screenshots(shots, ROOT / "docs")
+    keep_screenshots(shots, ROOT / "docs" / "images")
