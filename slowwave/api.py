@@ -89,13 +89,17 @@ def backfill(
     mapping: Mapping[str, str] | None = None,
     conversations: Sequence[str] | None = None,
     allow_forgotten: bool = False,
+    since: datetime | None = None,
+    until: datetime | None = None,
     tenant: str = DEFAULT_TENANT,
     settings: Settings | None = None,
     model: StructuredModel | None = None,
     embedder: Embedder | None = None,
 ) -> RunSummary:
-    """Ingest ``source`` as the ``tenant``'s, then consolidate every pending episode (of
-    ``conversations``, when given): what ``slowwave backfill`` does, here."""
+    """Ingest ``source`` as the ``tenant``'s (its messages from ``since`` to before
+    ``until``), write the summaries of episodes that have none, then consolidate every pending
+    episode (of ``conversations``, when given): what ``slowwave backfill`` does, here, to the
+    same episodes, summaries, facts and decisions."""
     with Service.open(settings, embedder) as service:
         return service.backfill(
             Caller.operator(tenant),
@@ -104,6 +108,8 @@ def backfill(
             mapping=mapping,
             conversations=conversations,
             allow_forgotten=allow_forgotten,
+            since=since,
+            until=until,
             model=model,
         )
 

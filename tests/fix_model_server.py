@@ -10,6 +10,7 @@ hosted model's are when it is overloaded: 429 with ``Retry-After``."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -20,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from slowwave.models.settings import Settings
+from slowwave.models.summary import SUMMARY_SYSTEM_PROMPT
 from tests.fix_episodes import with_settings
 
 
@@ -74,6 +76,9 @@ class FakeModel:
     def answer(self, prompt: str) -> str:
         if any(word in prompt for word in self.garble):
             return "I cannot answer that in JSON, sorry."
+        if prompt.startswith(SUMMARY_SYSTEM_PROMPT[:40]):  # an episode's summary, asked for
+            digest = hashlib.sha256(prompt.encode()).hexdigest()[:12]
+            return json.dumps({"summary": f"An episode of {len(prompt)} characters ({digest})."})
         after = prompt.split("### E1 |", 1)  # the chunk's first episode, its first line
         first = after[1].split("\n")[1].strip()[:120] if len(after) > 1 else ""
         fact = {

@@ -21,11 +21,11 @@ from slowwave.cli.ingest import print_ingest
 from slowwave.cli.prefect import flow_api
 from slowwave.cli.render import console, errors
 from slowwave.models import interrupt
-from slowwave.models.ids import conversation_ref
+from slowwave.models.ids import conversation_refs
 from slowwave.models.llm import check_runtime
 from slowwave.models.run import RunSummary
 from slowwave.models.settings import get_settings
-from slowwave.models.tenant import DEFAULT_TENANT, check_tenant, conversation_key, shown
+from slowwave.models.tenant import DEFAULT_TENANT, check_tenant, shown
 from slowwave.models.warmup import started_ahead
 from slowwave.service import Service
 from slowwave.tasks.ingest.columnar import parse_mapping
@@ -67,15 +67,8 @@ def backfill_command(
 
 
 def references(conversations: list[str] | None, tenant: str) -> list[str] | None:
-    """The tenant's conversations as a flow's parameters carry them: by reference (``c:…``, as
-    given or made from the id), never by id, since Prefect keeps every flow run's parameters
-    and a forget cannot reach them there."""
-    if conversations is None:
-        return None
-    return [
-        c if c.startswith("c:") else conversation_ref(conversation_key(c, tenant))
-        for c in conversations
-    ]
+    """The conversations named on the command line, as a flow's parameters carry them."""
+    return None if conversations is None else conversation_refs(conversations, tenant)
 
 
 def preflight() -> None:

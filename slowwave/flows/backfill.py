@@ -14,17 +14,15 @@ from prefect.runtime import flow_run
 from prefect.states import State
 
 from slowwave.flows.consolidate import consolidate_run, final_state, reported, start_model
-from slowwave.models.ids import conversation_ref
+from slowwave.models.ids import conversation_refs
 from slowwave.models.llm.base import StructuredModel
 from slowwave.models.settings import get_settings
-from slowwave.models.tenant import DEFAULT_TENANT, conversation_key
-from slowwave.sql.db import Database, migrate
-from slowwave.tasks.forget import resolve_conversations
+from slowwave.models.tenant import DEFAULT_TENANT
+from slowwave.service import Caller, Service
+from slowwave.service.writes import summaries_wanted
 from slowwave.tasks.ingest.formats import Format
-from slowwave.tasks.ingest.policy import IngestPolicy
 from slowwave.tasks.ingest.report import IngestReport
-from slowwave.tasks.ingest.summarize import SummaryReport, summarize_missing
-from slowwave.tasks.ingest.transcripts import ingest
+from slowwave.tasks.ingest.summarize import SummaryReport
 
 
 @task(name="ingest", cache_policy=NONE)
@@ -37,17 +35,15 @@ def ingest_task(
     tenant: str = DEFAULT_TENANT,
     mapping: dict[str, str] | None = None,
 ) -> IngestReport:
-    settings = get_settings()
-    with Database(settings) as db:
-        migrate(db)
-        report = ingest(
-            db,
+    with Service.open(get_settings()) as service:
+        report = service.ingest(
+            Caller.operator(tenant),
             source,
-            IngestPolicy.of(settings, allow_forgotten=allow_forgotten, tenant=tenant),
-            fmt=fmt,
+            format=fmt,
+            mapping=mapping,
+            allow_forgotten=allow_forgotten,
             since=since,
             until=until,
-            mapping=mapping,
         )
     create_table_artifact(
         table=[
@@ -100,10 +96,7 @@ def backfill(
     ``allow_forgotten``. ``source``: a file, a folder or a glob; ``mapping``: the source's
     column for a field ({"text": "body"})."""
     if conversations is not None:  # the tenant's ids, by reference from here on
-        conversations = [
-            c if c.startswith("c:") else conversation_ref(conversation_key(c, tenant))
-            for c in conversations
-        ]
+        conversations = conversation_refs(conversations, tenant)
     report = ingest_task(source, format, since, until, allow_forgotten, tenant, mapping)
     print(
         f"ingested {report.ingested} of {report.read} messages into {report.episodes} episodes, "
@@ -113,9 +106,9 @@ def backfill(
     model = start_model(settings)
     written = None
     try:
-        if settings.ingest.summarize_on_ingest and settings.llm.runtime != "replay":
+        if summaries_wanted(settings):
             with reported("writing the summaries of episodes that have none, with the model"):
-                written = summarize_task(model, conversations)
+                written = summarize_task(model, conversations, tenant)
             print(
                 f"summaries written for {written.summarized} episodes, {written.failed} failed, "
                 f"{written.short} short enough to need none"
@@ -129,11 +122,9 @@ def backfill(
 
 
 @task(name="summarize", cache_policy=NONE)
-def summarize_task(model: StructuredModel, conversations: list[str] | None) -> SummaryReport:
+def summarize_task(
+    model: StructuredModel, conversations: list[str] | None, tenant: str = DEFAULT_TENANT
+) -> SummaryReport:
     """Summaries for ingested episodes whose source had none, in batches."""
-    settings = get_settings()
-    with Database(settings) as db, db.connection() as conn:
-        named = resolve_conversations(conn, conversations) if conversations is not None else None
-        return summarize_missing(
-            conn, model, conversations=named, min_chars=settings.ingest.summary_min_chars
-        )
+    with Service.open(get_settings()) as service:
+        return service.summarize(Caller.operator(tenant), conversations, model=model)

@@ -305,18 +305,12 @@ class FlowSteps(RunSteps):
         embedder: Embedder | None,
         summaries: SummaryReport | None = None,
     ) -> None:
-        super().__init__(model, embedder)
+        super().__init__(model, embedder, summaries)
         self.settings = settings
         self.progress = Progress(total=0)
-        self.summaries = summaries
 
     def prepare(self, summary: RunSummary) -> None:
-        if self.summaries is not None:  # the backfill's summaries are part of what it cost
-            spent = self.summaries
-            summary.model_calls += spent.summarized + spent.failed
-            summary.prompt_tokens += spent.prompt_tokens
-            summary.completion_tokens += spent.completion_tokens
-            summary.prompt_tokens_cached += spent.cached_tokens
+        super().prepare(summary)  # the backfill's summaries are part of what it cost
         if self._embedder is None:
             what = f"loading the embedding model {self.settings.embedding.model}"
             self._embedder = ahead_or_start(

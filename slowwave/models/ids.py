@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import uuid6
+
+from slowwave.models.tenant import conversation_key
 
 
 def new_id() -> uuid.UUID:
@@ -33,6 +35,16 @@ def conversation_ref(conversation_id: str) -> str:
     SHA-256. slowwave's own listings (``slowwave quarantine list``) show the id beside it while
     the conversation exists; a forget removes every row it could be mapped back by."""
     return f"c:{digest(conversation_id)[:12]}"
+
+
+def conversation_refs(conversations: Sequence[str], tenant: str) -> list[str]:
+    """The tenant's conversations as a flow's parameters carry them: by reference (``c:…``, as
+    given or made from the id), never by id, since Prefect keeps every flow run's parameters
+    and a forget cannot reach them there."""
+    return [
+        c if c.startswith("c:") else conversation_ref(conversation_key(c, tenant))
+        for c in conversations
+    ]
 
 
 # A short id is the start of an id's last group (its random part; a UUID v7's first groups are

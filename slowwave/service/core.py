@@ -13,7 +13,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -34,10 +34,11 @@ from slowwave.models.llm import load_model
 from slowwave.models.rerank import Reranker, load_reranker
 from slowwave.models.run import RunRequest
 from slowwave.models.settings import Settings, get_settings
+from slowwave.models.tenant import tenant_of
 from slowwave.service.caller import Caller
 from slowwave.sql.db import Database, migrate
 from slowwave.tasks.consolidate import consolidate
-from slowwave.tasks.forget import purge_files
+from slowwave.tasks.forget import purge_files, resolve_conversations
 from slowwave.tasks.ids import IdKind, resolve
 from slowwave.tasks.memories import (
     Embed,
@@ -412,6 +413,21 @@ class ServiceCore:
                 "--conversation`, or set SLOWWAVE_SERVE_DEFAULT_CONVERSATION)"
             )
         return chosen
+
+    def conversation_keys(self, caller: Caller, names: Sequence[str]) -> list[str]:
+        """The stored keys of the caller's conversations, named by id or by reference (``c:…``,
+        as a flow's parameters carry them). A reference that names none of the caller's
+        tenant's conversations names nothing (left out, with a warning, as a flow does)."""
+        refs = [n for n in names if n.startswith("c:")]
+        resolved: list[str] = []
+        if refs:
+            with self.connection() as conn:
+                resolved = [
+                    key
+                    for key in resolve_conversations(conn, refs)
+                    if tenant_of(key) == caller.tenant
+                ]
+        return [*resolved, *(caller.key(n) for n in names if not n.startswith("c:"))]
 
     def require(self, conn: psycopg.Connection, key: str, conversation_id: str) -> None:
         """A conversation the caller's tenant has (an episode or a fact), or ``NotFound``."""

@@ -15,6 +15,7 @@ from slowwave.models.keys import Scope
 from slowwave.models.llm import load_model
 from slowwave.models.llm.base import StructuredModel
 from slowwave.models.run import RunRequest, RunSummary
+from slowwave.models.settings import Settings
 from slowwave.service.answers import Recorded, Rejected, RunStarted
 from slowwave.service.caller import Caller
 from slowwave.service.core import ServiceCore, run_asked
@@ -26,6 +27,7 @@ from slowwave.tasks.ingest.policy import IngestPolicy
 from slowwave.tasks.ingest.record import record
 from slowwave.tasks.ingest.report import IngestReport
 from slowwave.tasks.ingest.sources import SourceFile
+from slowwave.tasks.ingest.summarize import SummaryReport, summarize_missing
 from slowwave.tasks.ingest.transcripts import ingest
 from slowwave.tasks.profile import Profile, ProfilePolicy, read_profile, refresh_profiles
 
@@ -79,14 +81,17 @@ class Writes(ServiceCore):
         format: Format | None = None,
         mapping: Mapping[str, str] | None = None,
         allow_forgotten: bool = False,
+        since: datetime | None = None,
+        until: datetime | None = None,
         progress: Callable[[int], None] | None = None,
         checked: Mapping[SourceFile, Format] | None = None,
     ) -> IngestReport:
         """Transcripts into the caller's tenant's episodes: validated, idempotent, in event
         time; every line refused is in the report, with its reason. ``source``: a file (JSONL,
         Parquet, CSV, LoCoMo), a folder, a glob or an ``s3://`` URL; ``mapping``: the source's
-        column for a field (``{"text": "body"}``); ``progress`` is told the bytes read as they
-        are; ``checked``: what ``check_source`` answered for it."""
+        column for a field (``{"text": "body"}``); only the messages from ``since`` to before
+        ``until``; ``progress`` is told the bytes read as they are; ``checked``: what
+        ``check_source`` answered for it."""
         caller.needs(Scope.admin)
         policy = IngestPolicy.of(
             self.settings, allow_forgotten=allow_forgotten, tenant=caller.tenant
@@ -97,6 +102,8 @@ class Writes(ServiceCore):
                 str(source),
                 policy,
                 fmt=format,
+                since=since,
+                until=until,
                 mapping=mapping,
                 progress=progress,
                 checked=checked,
@@ -109,21 +116,46 @@ class Writes(ServiceCore):
         conversations: Sequence[str] | None = None,
         kind: str = "manual",
         model: StructuredModel | None = None,
+        summaries: SummaryReport | None = None,
     ) -> RunSummary:
-        """A whole run here: everything due (with ``conversations``: every pending episode of
-        those of the caller's tenant), exactly once, recorded like any run. ``model`` defaults to
-        the settings' (loaded, and closed after)."""
+        """A whole run here: everything due (with ``conversations``, ids or references: every
+        pending episode of those of the caller's tenant), exactly once, recorded like any run.
+        ``model`` defaults to the settings' (loaded, and closed after); ``summaries``: what
+        writing the episodes' summaries before it cost, counted in the run's calls and tokens."""
         caller.needs(Scope.admin)
-        keys = [caller.key(c) for c in conversations] if conversations is not None else None
+        keys = self.conversation_keys(caller, conversations) if conversations is not None else None
         own_model = model is None
         model = model or load_model(self.settings)
         try:
             return consolidate_run(
-                self.db, model, self.embedder, self.settings, kind=kind, conversations=keys
+                self.db,
+                model,
+                self.embedder,
+                self.settings,
+                kind=kind,
+                conversations=keys,
+                summaries=summaries,
             )
         finally:
             if own_model:
                 model.close()
+
+    def summarize(
+        self,
+        caller: Caller,
+        conversations: Sequence[str] | None = None,
+        *,
+        model: StructuredModel,
+    ) -> SummaryReport:
+        """A summary for each pending episode that has none and whose transcript is longer
+        than ``SLOWWAVE_SUMMARY_MIN_CHARS`` (of ``conversations``, ids or references, when
+        given), in batches: what a backfill writes before it consolidates."""
+        caller.needs(Scope.admin)
+        keys = self.conversation_keys(caller, conversations) if conversations is not None else None
+        with self.connection() as conn:
+            return summarize_missing(
+                conn, model, conversations=keys, min_chars=self.settings.ingest.summary_min_chars
+            )
 
     def consolidate_now(self, caller: Caller, conversation_id: str) -> RunStarted:
         """Consolidate one conversation's pending episodes now, whatever the triggers say: a
@@ -201,12 +233,43 @@ class Writes(ServiceCore):
         mapping: Mapping[str, str] | None = None,
         conversations: Sequence[str] | None = None,
         allow_forgotten: bool = False,
+        since: datetime | None = None,
+        until: datetime | None = None,
         model: StructuredModel | None = None,
     ) -> RunSummary:
-        """Ingest ``source``, then consolidate every pending episode (of ``conversations``,
-        when given) in a run of kind ``backfill``."""
-        self.ingest(caller, source, format=format, mapping=mapping, allow_forgotten=allow_forgotten)
-        return self.consolidate(caller, conversations=conversations, kind="backfill", model=model)
+        """Ingest ``source`` (its messages from ``since`` to before ``until``), write the
+        summaries of the episodes that have none (``SLOWWAVE_SUMMARIZE_ON_INGEST``), then
+        consolidate every pending episode (of ``conversations``, when given) in a run of kind
+        ``backfill``: what the backfill flow does, step for step."""
+        self.ingest(
+            caller,
+            source,
+            format=format,
+            mapping=mapping,
+            allow_forgotten=allow_forgotten,
+            since=since,
+            until=until,
+        )
+        own_model = model is None
+        model = model or load_model(self.settings)
+        try:
+            written = (
+                self.summarize(caller, conversations, model=model)
+                if summaries_wanted(self.settings)
+                else None
+            )
+            return self.consolidate(
+                caller, conversations=conversations, kind="backfill", model=model, summaries=written
+            )
+        finally:
+            if own_model:
+                model.close()
+
+
+def summaries_wanted(settings: Settings) -> bool:
+    """Whether a backfill writes episode summaries before it consolidates: asked for, and a
+    model that writes them (the replay model only replays facts)."""
+    return settings.ingest.summarize_on_ingest and settings.llm.runtime != "replay"
 
 
 def recorded(
@@ -239,4 +302,4 @@ def _message_id(message: Any) -> str | None:
     return None
 
 
-__all__ = ["Writes", "recorded"]
+__all__ = ["Writes", "recorded", "summaries_wanted"]

@@ -23,6 +23,7 @@ from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.chains import Backlog
 from slowwave.tasks.claim import Due, claim, close_open, count_due, left_pending
+from slowwave.tasks.ingest.summarize import SummaryReport
 from slowwave.tasks.pipeline import RunPolicy, consolidate_shard, timed
 from slowwave.tasks.profile import ProfilePolicy, profile_run
 from slowwave.tasks.runs import recorded_run
@@ -175,9 +176,15 @@ class RunSteps:
     them as Prefect tasks (``slowwave.flows.consolidate.FlowSteps``). Either way ``drive_run``
     is the one order of a run."""
 
-    def __init__(self, model: StructuredModel, embedder: Embedder | None) -> None:
+    def __init__(
+        self,
+        model: StructuredModel,
+        embedder: Embedder | None,
+        summaries: SummaryReport | None = None,
+    ) -> None:
         self.model = model
         self._embedder = embedder
+        self.summaries = summaries
 
     @property
     def loaded_embedder(self) -> Embedder | None:
@@ -191,7 +198,14 @@ class RunSteps:
         return self._embedder
 
     def prepare(self, summary: RunSummary) -> None:
-        """Inside the recorded run, before anything is planned (what fails here is recorded)."""
+        """Inside the recorded run, before anything is planned (what fails here is recorded):
+        a backfill's summaries, written before the run, are counted in what it cost."""
+        if self.summaries is not None:
+            spent = self.summaries
+            summary.model_calls += spent.summarized + spent.failed
+            summary.prompt_tokens += spent.prompt_tokens
+            summary.completion_tokens += spent.completion_tokens
+            summary.prompt_tokens_cached += spent.cached_tokens
 
     def plan(
         self, db: Database, summary: RunSummary, policy: RunPolicy, scope: Scope, size: int
@@ -275,12 +289,14 @@ def consolidate(
     conversations: Sequence[str] | None = None,
     flow_run_id: str | None = None,
     request: RunRequest | None = None,
+    summaries: SummaryReport | None = None,
 ) -> RunSummary:
-    """A whole run in this process (``drive_run`` with the in-process steps)."""
+    """A whole run in this process (``drive_run`` with the in-process steps); ``summaries``:
+    what writing the episodes' summaries before it cost."""
     return drive_run(
         db,
         settings,
-        RunSteps(model, embedder),
+        RunSteps(model, embedder, summaries),
         kind=kind,
         conversations=conversations,
         flow_run_id=flow_run_id,
