@@ -1,8 +1,8 @@
 """The clients' types, generated from the server's OpenAPI document, and the check that they
 have not drifted from it.
 
-    python clients/generate.py           # write clients/openapi.json and both clients' types
-    python clients/generate.py --check   # exit 1, naming each file, when one is out of date
+    python scripts/generate_clients.py          # clients/openapi.json and both clients' types
+    python scripts/generate_clients.py --check  # exit 1, naming each file out of date
 
 Four files are made, and kept in the repository so that a client builds without the server:
 ``clients/openapi.json`` (the document ``slowwave serve`` serves, with the default settings),
@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-CLIENTS = Path(__file__).resolve().parent
+CLIENTS = Path(__file__).resolve().parents[1] / "clients"
 DOCUMENT = CLIENTS / "openapi.json"
 PYTHON_TYPES = CLIENTS / "python" / "slowwave_client" / "types.py"
 TYPESCRIPT = CLIENTS / "typescript"
@@ -31,14 +31,14 @@ TYPESCRIPT_TYPES = TYPESCRIPT / "src" / "schema.d.ts"
 TYPESCRIPT_ERRORS = TYPESCRIPT / "src" / "errors.ts"
 
 PYTHON_HEADER = '''"""The server's schemas as pydantic models: generated from
-``clients/openapi.json`` by ``clients/generate.py`` (datamodel-code-generator). Do not edit:
+``clients/openapi.json`` by ``scripts/generate_clients.py`` (datamodel-code-generator). Do not edit:
 regenerate."""
 
 # ruff: noqa
 '''
 TYPESCRIPT_HEADER = """/**
  * The server's paths and schemas as TypeScript types: generated from clients/openapi.json by
- * clients/generate.py (openapi-typescript). Do not edit: regenerate.
+ * scripts/generate_clients.py (openapi-typescript). Do not edit: regenerate.
  */
 
 """
@@ -132,7 +132,7 @@ def typescript_errors() -> str:
     lines = [
         "/**",
         " * Every error the server answers with, a class per code: generated from the Python",
-        " * list (slowwave_client.errors) by clients/generate.py. Do not edit: regenerate.",
+        " * list (slowwave_client.errors) by scripts/generate_clients.py. Do not edit: regenerate.",
         " */",
         "",
         "/** Every error the server answers with: its stable `code`, HTTP `status` and message. */",
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         for path in out_of_date:
             print(
                 f"{path.relative_to(CLIENTS.parent)} is out of date with the server's OpenAPI "
-                "document: run `python clients/generate.py`",
+                "document: run `python scripts/generate_clients.py`",
                 file=sys.stderr,
             )
         return 1 if out_of_date else 0

@@ -249,16 +249,16 @@ def test_the_typescript_client_passes_its_tests_against_the_server(served: Serve
 def test_the_clients_types_are_regenerated_whenever_the_servers_document_changes(
     tmp_path: Path,
 ) -> None:
-    generate = [sys.executable, str(ROOT / "clients" / "generate.py")]
+    generate = [sys.executable, str(ROOT / "scripts" / "generate_clients.py")]
     if shutil.which("node") is None:
         pytest.skip("Node.js is not installed: the TypeScript types cannot be generated")
     checked = subprocess.run([*generate, "--check"], capture_output=True, text=True, timeout=300)
     assert checked.returncode == 0, checked.stderr
-    sys.path.insert(0, str(ROOT / "clients"))
+    sys.path.insert(0, str(ROOT / "scripts"))
     try:
-        import generate as generator  # type: ignore[import-not-found]
+        import generate_clients as generator  # type: ignore[import-not-found]
     finally:
-        sys.path.remove(str(ROOT / "clients"))
+        sys.path.remove(str(ROOT / "scripts"))
     document = json.loads(generator.document())
     answer = document["components"]["schemas"]["Recorded"]
     answer["properties"]["renamed"] = answer["properties"].pop("recorded")

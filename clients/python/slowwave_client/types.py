@@ -1,5 +1,5 @@
 """The server's schemas as pydantic models: generated from
-``clients/openapi.json`` by ``clients/generate.py`` (datamodel-code-generator). Do not edit:
+``clients/openapi.json`` by ``scripts/generate_clients.py`` (datamodel-code-generator). Do not edit:
 regenerate."""
 
 # ruff: noqa

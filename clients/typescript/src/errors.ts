@@ -1,6 +1,6 @@
 /**
  * Every error the server answers with, a class per code: generated from the Python
- * list (slowwave_client.errors) by clients/generate.py. Do not edit: regenerate.
+ * list (slowwave_client.errors) by scripts/generate_clients.py. Do not edit: regenerate.
  */
 
 /** Every error the server answers with: its stable `code`, HTTP `status` and message. */

@@ -1,6 +1,6 @@
 /**
  * The server's paths and schemas as TypeScript types: generated from clients/openapi.json by
- * clients/generate.py (openapi-typescript). Do not edit: regenerate.
+ * scripts/generate_clients.py (openapi-typescript). Do not edit: regenerate.
  */
 
 /**
