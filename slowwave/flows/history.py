@@ -16,9 +16,8 @@ from prefect import flow
 from prefect.artifacts import create_table_artifact
 from prefect.runtime import flow_run
 
-from slowwave.models.tenant import split_key
 from slowwave.service import Caller, Service
-from slowwave.tasks.forget import conversation_by_ref, digest
+from slowwave.tasks.forget import digest
 
 
 def _table(report: dict[str, Any], key: str, description: str) -> None:
@@ -72,21 +71,15 @@ def forget(
     """Hard-delete a conversation or a fact for a privacy request; leave a tombstone.
     ``conversation``: its reference (``c:3f2a9b0c1d2e``, as the run artifacts show it) or the
     SHA-256 of its id, never the id."""
-    with Service.open() as service:
-        if conversation is not None:
-            with service.connection() as conn:
-                # the stored key, of whichever tenant: the reference names one conversation
-                tenant, conversation_id = split_key(conversation_by_ref(conn, conversation))
-            report = service.forget(
-                Caller.operator(tenant, by=by),
-                conversation_id=conversation_id,
-                reason=reason,
-                purge=purge,
-            )
-        else:
-            report = service.forget(
-                Caller.operator(by=by), fact_id=fact_id, reason=reason, purge=purge, any_tenant=True
-            )
+    with Service.open() as service:  # a reference names one conversation, of whichever tenant
+        report = service.forget(
+            Caller.operator(by=by),
+            conversation_ref=conversation,
+            fact_id=fact_id,
+            reason=reason,
+            purge=purge,
+            any_tenant=True,
+        )
     result = report.model_dump(mode="json")
     print(f"{report.kind}: {sum(report.rows.values())} rows removed, purge: {report.purge}")
     _table(result, "slowwave-forget", f"{report.kind} {report.target_sha256[:12]}")

@@ -34,7 +34,6 @@ from starlette.staticfiles import StaticFiles
 from slowwave.models.category import Category
 from slowwave.models.errors import (
     Forbidden,
-    InvalidRequest,
     NotFound,
     RateLimited,
     SlowwaveError,
@@ -43,6 +42,7 @@ from slowwave.models.errors import (
 from slowwave.models.keys import Scope
 from slowwave.server.auth import Authenticator
 from slowwave.service import Caller, Service
+from slowwave.service.admin import one_target
 from slowwave.service.reads import moment
 
 HERE = Path(__file__).resolve().parent
@@ -467,8 +467,7 @@ def _forget_target(
     who: Page, caller: Caller, conversation: str | None, fact: str | None
 ) -> dict[str, Any]:
     """What a forget would remove, said before it is done."""
-    if (conversation is None) == (fact is None):
-        raise InvalidRequest("name a conversation or a fact to forget")
+    one_target(conversation, fact)
     if conversation is not None:
         status = who.service.status(caller, conversation)
         return {"kind": "conversation", "name": conversation, "status": status}

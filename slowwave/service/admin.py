@@ -14,17 +14,24 @@ from slowwave.models.errors import (
     Forbidden,
     InvalidLimit,
     InvalidRequest,
+    NoExportTarget,
     ReasonRequired,
+    UnknownConversation,
     UnknownId,
 )
 from slowwave.models.keys import ApiKey, Scope
-from slowwave.models.tenant import DEFAULT_TENANT, conversation_of
+from slowwave.models.tenant import DEFAULT_TENANT, conversation_of, tenant_of
 from slowwave.service.answers import Forgotten, PurgeState, Undeleted
 from slowwave.service.caller import Caller
 from slowwave.service.core import ServiceCore
 from slowwave.tasks.export import ExportReport, drop_target
 from slowwave.tasks.export import export as export_to
-from slowwave.tasks.forget import ForgetReport, forget_conversation, forget_fact
+from slowwave.tasks.forget import (
+    ForgetReport,
+    conversation_by_ref,
+    forget_conversation,
+    forget_fact,
+)
 from slowwave.tasks.history import fact_history, undelete
 from slowwave.tasks.keys import create_key, list_keys, revoke_key
 from slowwave.tasks.quarantine import QuarantinedEpisode, list_quarantined, release
@@ -41,6 +48,7 @@ class Admin(ServiceCore):
         *,
         reason: str,
         conversation_id: str | None = None,
+        conversation_ref: str | None = None,
         fact_id: UUID | str | None = None,
         purge: bool = True,
         any_tenant: bool = False,
@@ -51,23 +59,31 @@ class Admin(ServiceCore):
         write-ahead log on, so no byte of it stays in the database's files: before the answer
         in one process, right after it in a server (``purge: queued``; the conversation's
         status says when). ``any_tenant``: a fact of whichever tenant (the default tenant's
-        admins only, as for runs: the forget deployment names a fact by its id alone)."""
+        admins only, as for runs: the forget deployment names a fact by its id alone), or
+        the conversation ``conversation_ref`` names (``c:…`` or the SHA-256 of its id, as a
+        flow's parameters carry it; of whichever tenant with ``any_tenant``)."""
         caller.needs(Scope.admin)
-        if (conversation_id is None) == (fact_id is None):
-            raise InvalidRequest("name a conversation_id or a fact_id, one of them")
+        one_target(conversation_id or conversation_ref, fact_id)
+        if conversation_id is not None and conversation_ref is not None:
+            raise InvalidRequest("name a conversation by its id or by its reference, not both")
         if not reason.strip():
             raise ReasonRequired("a forget needs a reason: the tombstone keeps it")
         if any_tenant:
             self._operator(caller)
         inline = purge and self.purger is None
-        if fact_id is not None:
-            with self.connection() as conn:
+        key = caller.key(conversation_id) if conversation_id is not None else None
+        with self.connection() as conn:
+            if fact_id is not None:
                 fact_id = self.resolve(conn, "fact", fact_id)
+            if conversation_ref is not None:
+                key = conversation_by_ref(conn, conversation_ref)
+                if not any_tenant and tenant_of(key) != caller.tenant:
+                    raise UnknownConversation(f"no conversation {conversation_ref!r}")
         with self.reaching():
-            if conversation_id is not None:
+            if key is not None:
                 report = forget_conversation(
                     self.db,
-                    caller.key(conversation_id),
+                    key,
                     home=self.settings.home,
                     by=caller.name,
                     reason=reason,
@@ -232,7 +248,7 @@ class Admin(ServiceCore):
     def _export_target(self, to: str | Path | None) -> str | Path:
         target = to or self.settings.export.to
         if not target:
-            raise ExportError("name where to export: --to DIR|URL, or set SLOWWAVE_EXPORT_TO")
+            raise NoExportTarget("name where to export: --to DIR|URL, or set SLOWWAVE_EXPORT_TO")
         return target
 
     def keys(self, caller: Caller, *, every_tenant: bool = False) -> list[ApiKey]:
@@ -277,6 +293,12 @@ class Admin(ServiceCore):
             raise Forbidden("runs span every tenant: use a key of the default tenant")
 
 
+def one_target(conversation: str | None, fact: UUID | str | None) -> None:
+    """A forget names a conversation or a fact, one of them (``InvalidRequest``)."""
+    if (conversation is None) == (fact is None):
+        raise InvalidRequest("name a conversation or a fact to forget, one of them")
+
+
 def forgotten(report: ForgetReport, purge: PurgeState) -> Forgotten:
     return Forgotten(
         kind=report.kind,
@@ -291,4 +313,4 @@ def forgotten(report: ForgetReport, purge: PurgeState) -> Forgotten:
     )
 
 
-__all__ = ["Admin", "forgotten"]
+__all__ = ["Admin", "forgotten", "one_target"]

@@ -314,6 +314,12 @@ class ExportError(SlowwaveError):
     status = 422
 
 
+class NoExportTarget(ExportError):
+    """No export named, and `SLOWWAVE_EXPORT_TO` not set where this runs."""
+
+    code = "no_export_target"
+
+
 # ── raised by slowwave.tasks.ingest.formats
 class SourceError(SlowwaveError, ValueError):
     """A source that cannot be read as asked: no format to tell, or the wrong one."""
@@ -451,6 +457,7 @@ __all__ = [
     "MethodNotAllowed",
     "MigrationError",
     "ModelNotPrepared",
+    "NoExportTarget",
     "NoFacts",
     "NoProfile",
     "NoRoute",

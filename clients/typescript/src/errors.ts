@@ -88,6 +88,8 @@ export class InvalidBudget extends InvalidRequest {}
 export class InvalidK extends InvalidRequest {}
 /** `invalid_limit` (422): A page size (`limit`) outside what the server answers. */
 export class InvalidLimit extends InvalidRequest {}
+/** `no_export_target` (422): No export named, and `SLOWWAVE_EXPORT_TO` not set where this runs. */
+export class NoExportTarget extends ExportError {}
 /** `no_facts` (409): The conversation has no active facts to write a profile from. */
 export class NoFacts extends Conflict {}
 /** `no_profile` (404): The conversation has no profile yet (runs write them with `SLOWWAVE_PROFILES=true`). */
@@ -143,6 +145,7 @@ export const BY_CODE: Record<string, ErrorClass> = {
   model_not_prepared: ModelNotPrepared,
   model_unavailable: RuntimeNotAvailable,
   model_unreachable: RuntimeUnreachable,
+  no_export_target: NoExportTarget,
   no_facts: NoFacts,
   no_profile: NoProfile,
   no_route: NoRoute,
