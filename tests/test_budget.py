@@ -39,37 +39,42 @@ def _run(
     return consolidate(db, load_model(on), embedder, on)
 
 
-def _spent(conn: psycopg.Connection, run: RunSummary) -> int:
-    (tokens,) = conn.execute(  # type: ignore[misc]
-        "SELECT sum(prompt_tokens + completion_tokens) FROM consolidation_chunks WHERE run_id = %s",
-        (run.run_id,),
+# what a budget counts: a chunk's billed tokens, or its model calls
+SPENT = {"tokens": "prompt_tokens + completion_tokens", "calls": "model_calls"}
+
+
+def _spent(conn: psycopg.Connection, run: RunSummary, what: str = "tokens") -> int:
+    (spent,) = conn.execute(  # type: ignore[misc]
+        f"SELECT sum({SPENT[what]}) FROM consolidation_chunks WHERE run_id = %s", (run.run_id,)
     ).fetchone()
-    return int(tokens)
+    return int(spent)
 
 
 def _facts(conn: psycopg.Connection) -> list[tuple[str, str]]:
     return sorted((f["conversation_id"], f["fact"]) for f in facts(conn))
 
 
+@pytest.mark.parametrize("what", ["tokens", "calls"])
 def test_a_run_stops_at_its_budget_and_the_next_one_finishes_with_an_unbudgeted_runs_facts(
-    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings, what: str
 ) -> None:
     people = {"ana": "Ana", "ben": "Ben", "cy": "Cy"}
     with fake_model() as model:
         _stories(conn, people, "x")
         clean = _run(db, embedder, settings, model)
         assert clean.episodes_consolidated == 9 and clean.episodes_over_budget == 0
-        clean_facts, needed = _facts(conn), _spent(conn, clean)
+        clean_facts, needed = _facts(conn), _spent(conn, clean, what)
+        assert _spent(conn, clean, "calls") == clean.model_calls == 9  # a call a chunk
         (largest,) = conn.execute(  # type: ignore[misc]
-            "SELECT max(prompt_tokens + completion_tokens) FROM consolidation_chunks"
+            f"SELECT max({SPENT[what]}) FROM consolidation_chunks"
         ).fetchone()
 
         conn.execute(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
         _stories(conn, people, "x")
         budget = needed // 3
-        stopped = _run(db, embedder, settings, model, run_token_budget=budget)
+        stopped = _run(db, embedder, settings, model, **{f"run_{what[:-1]}_budget": budget})
         # the budget, and the chunks in flight when it was reached: one per conversation
-        assert _spent(conn, stopped) <= budget + len(people) * largest
+        assert _spent(conn, stopped, what) <= budget + len(people) * largest
         assert stopped.status == "completed" and stopped.episodes_over_budget > 0
         assert stopped.episodes_consolidated + stopped.episodes_over_budget == 9
         (record,) = conn.execute(  # type: ignore[misc]

@@ -128,6 +128,9 @@ class Plan(BaseModel):
     cached_tokens: int = Field(
         default=0, description="Of prompt_tokens, those the engine's prefix cache served."
     )
+    model_calls: int = Field(
+        default=0, description="Requests it made: its own, a second look's, a change check's."
+    )
     refusals: int = Field(default=0, description="429s and 503s its requests met first.")
     waited_s: float = Field(default=0.0, description="Seconds they waited those out.")
 
@@ -138,6 +141,7 @@ class Plan(BaseModel):
         self.prompt_tokens += answer.prompt_tokens
         self.completion_tokens += answer.completion_tokens
         self.cached_tokens += answer.cached_tokens
+        self.model_calls += 1
         self.refusals += answer.refusals
         self.waited_s += answer.waited_s
 

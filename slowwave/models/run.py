@@ -109,8 +109,8 @@ LEFT_UNDONE: tuple[tuple[str, str, str], ...] = (
     (
         "over_budget",
         "episodes_over_budget",
-        "over the run's token budget, or their tenant's (SLOWWAVE_RUN_TOKEN_BUDGET, "
-        "SLOWWAVE_TENANT_TOKEN_BUDGET)",
+        "over the run's token or call budget, or their tenant's (SLOWWAVE_RUN_TOKEN_BUDGET, "
+        "SLOWWAVE_TENANT_TOKEN_BUDGET, SLOWWAVE_RUN_CALL_BUDGET, SLOWWAVE_TENANT_CALL_BUDGET)",
     ),
     ("conflicted", "episodes_conflicted", "taken over by another run"),
     ("forgotten", "episodes_forgotten", "dropped: their conversation was forgotten"),
@@ -142,7 +142,8 @@ class RunSummary(BaseModel):
     )
     episodes_over_budget: int = Field(
         default=0,
-        description="Left for a later run: the run, or their tenant, had spent its token budget.",
+        description="Left for a later run: the run, or their tenant, had spent its token or "
+        "call budget.",
     )
     episodes_conflicted: int = Field(
         default=0,
@@ -305,7 +306,7 @@ class RunSummary(BaseModel):
             ("episodes quarantined", self.episodes_quarantined),
             ("left pending: deferred behind a failed chunk", self.episodes_deferred),
             ("left pending: taken over by another run", self.episodes_conflicted),
-            ("left pending: over the token budget", self.episodes_over_budget),
+            ("left pending: over the token or call budget", self.episodes_over_budget),
             ("dropped: their conversation was forgotten", self.episodes_forgotten),
             ("episodes closed at the request", self.episodes_closed),
             ("left pending: still open", self.episodes_open),

@@ -132,6 +132,7 @@ CHUNK_COLUMNS = (
     ("prompt_tokens", "int4"),
     ("completion_tokens", "int4"),
     ("cached_tokens", "int4"),
+    ("model_calls", "int4"),
     ("error", "text"),
 )
 
@@ -152,6 +153,7 @@ def record_chunks(conn: psycopg.Connection, run_id: UUID, records: Sequence[Chun
                 r.plan.prompt_tokens,
                 r.plan.completion_tokens,
                 r.plan.cached_tokens,
+                r.plan.model_calls,
                 r.error,
             )
             for r in records

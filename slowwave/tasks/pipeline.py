@@ -190,6 +190,7 @@ def finish_chunks(
             item.plan.prompt_tokens = calibration.prompt_tokens
             item.plan.completion_tokens = calibration.completion_tokens
             item.plan.cached_tokens = calibration.cached_tokens
+            item.plan.model_calls = 1
             item.plan.refusals, item.plan.waited_s = answer.refusals, answer.waited_s
             if calibration.output is None:
                 errors[i] = calibration.error or "no answer"

@@ -1,5 +1,6 @@
 """spending: the billed tokens a run may spend, in all (``SLOWWAVE_RUN_TOKEN_BUDGET``) and for
-each tenant's conversations (``SLOWWAVE_TENANT_TOKEN_BUDGET``).
+each tenant's conversations (``SLOWWAVE_TENANT_TOKEN_BUDGET``), and the model calls it may make
+(``SLOWWAVE_RUN_CALL_BUDGET``, ``SLOWWAVE_TENANT_CALL_BUDGET``): whichever is reached first.
 
 Billed tokens are every prompt and answer token of the run's chunks: their own call, the
 second look's, the change check's, the gray zone's, a failed answer's. Before a conversation's
@@ -26,37 +27,51 @@ from slowwave.sql.db import Database
 
 @dataclass(frozen=True)
 class SpendingPolicy:
-    """The budgets of a run, billed tokens; None: no budget."""
+    """The budgets of a run, in billed tokens and in model calls; None: no budget."""
 
     run_tokens: int | None = None
     tenant_tokens: int | None = None
+    run_calls: int | None = None
+    tenant_calls: int | None = None
 
     @classmethod
     def of(cls, settings: Settings) -> SpendingPolicy:
+        c = settings.consolidation
         return cls(
-            settings.consolidation.run_token_budget, settings.consolidation.tenant_token_budget
+            c.run_token_budget, c.tenant_token_budget, c.run_call_budget, c.tenant_call_budget
         )
 
     @property
     def limited(self) -> bool:
-        return self.run_tokens is not None or self.tenant_tokens is not None
+        return any(
+            b is not None
+            for b in (self.run_tokens, self.tenant_tokens, self.run_calls, self.tenant_calls)
+        )
 
 
 def over_budget(
     db: Database, run_id: UUID, policy: SpendingPolicy, conversations: Sequence[str]
 ) -> set[str]:
     """Of ``conversations`` (stored keys), those that may open no new chunk: all of them once
-    the run has spent ``run_tokens``, those of a tenant that has spent ``tenant_tokens``."""
+    the run has spent ``run_tokens`` or made ``run_calls``, those of a tenant that has spent
+    ``tenant_tokens`` or made ``tenant_calls``."""
     if not policy.limited or not conversations:
         return set()
     with db.connection() as conn:
-        spent = {
-            tenant: int(tokens)
-            for tenant, tokens in conn.execute(sql.statement("run_spending"), {"run": run_id})
-        }
-    if policy.run_tokens is not None and sum(spent.values()) >= policy.run_tokens:
+        rows = conn.execute(sql.statement("run_spending"), {"run": run_id}).fetchall()
+    tokens = {tenant: int(t) for tenant, t, _ in rows}
+    calls = {tenant: int(c) for tenant, _, c in rows}
+    if _reached(sum(tokens.values()), policy.run_tokens) or _reached(
+        sum(calls.values()), policy.run_calls
+    ):
         return set(conversations)
-    if policy.tenant_tokens is None:
-        return set()
-    limit = policy.tenant_tokens
-    return {c for c in conversations if spent.get(split_key(c)[0], 0) >= limit}
+    return {
+        c
+        for c in conversations
+        if _reached(tokens.get(split_key(c)[0], 0), policy.tenant_tokens)
+        or _reached(calls.get(split_key(c)[0], 0), policy.tenant_calls)
+    }
+
+
+def _reached(spent: int, budget: int | None) -> bool:
+    return budget is not None and spent >= budget

@@ -79,6 +79,8 @@ BY_NAME: dict[str, tuple[str, str]] = {
     "claim_max_conversations": ("consolidation", "claim_max_conversations"),
     "run_token_budget": ("consolidation", "run_token_budget"),
     "tenant_token_budget": ("consolidation", "tenant_token_budget"),
+    "run_call_budget": ("consolidation", "run_call_budget"),
+    "tenant_call_budget": ("consolidation", "tenant_call_budget"),
     "max_active_facts": ("consolidation", "max_active_facts"),
     "slots": ("consolidation", "slots"),
     "profiles": ("consolidation", "profiles"),

@@ -145,6 +145,19 @@ class ConsolidationSettings(BaseSettings):
         description="Billed tokens one run may spend on one tenant's conversations; unset: no "
         "budget. One tenant's spending never stops another's conversations.",
     )
+    run_call_budget: int | None = Field(
+        default=None,
+        ge=1,
+        description="Model calls (every request of a chunk: its own, a second look's, a change "
+        "check's, failed ones too) one run may make, over all its shards; unset: no budget. "
+        "Reached, it stops the run as the token budget does.",
+    )
+    tenant_call_budget: int | None = Field(
+        default=None,
+        ge=1,
+        description="Model calls one run may make for one tenant's conversations; unset: no "
+        "budget.",
+    )
     max_active_facts: int = Field(
         default=0,
         ge=0,
