@@ -36,31 +36,28 @@ def test_importing_the_command_line_changes_no_environment_the_command_sets_its_
     from slowwave.__main__ import DEFAULTS
 
     clean = {k: v for k, v in os.environ.items() if k not in DEFAULTS}
-    probe = "import os; before = dict(os.environ); import slowwave.cli; print(os.environ == before)"
-    imported = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=ROOT,
-        env=clean,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert imported.returncode == 0 and imported.stdout.strip() == "True", imported.stderr[-2000:]
+
+    def printed(probe: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", probe],
+            cwd=ROOT,
+            env=clean,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout.strip()
+
+    imported = "import os; was = dict(os.environ); import slowwave.cli; print(os.environ == was)"
+    assert printed(imported) == "True"
     # the command itself (its entry point) sets them, for the Prefect it imports
-    probe = (
+    command = (
         "import os, sys; import slowwave.cli as cli; cli.app = lambda: print("
         "all(os.environ.get(k) == v for k, v in DEFAULTS.items())); "
         "from slowwave.__main__ import DEFAULTS, main; main()"
     )
-    command = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=ROOT,
-        env=clean,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert command.stdout.strip() == "True", command.stderr[-2000:]
+    assert printed(command) == "True"
 
 
 def test_every_export_resolves_and_every_error_a_user_can_act_on_is_a_slowwave_error() -> None:
