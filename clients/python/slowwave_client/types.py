@@ -202,6 +202,21 @@ class ConversationId(RootModel[str]):
     """
 
 
+class QuarantinedEpisode(BaseModel):
+    """
+    A quarantined episode as ``slowwave quarantine list`` shows it.
+    """
+
+    attempts: int = Field(..., title="Attempts")
+    conversation_id: str = Field(..., title="Conversation Id")
+    end_at: AwareDatetime = Field(..., title="End At")
+    external_key: str = Field(..., title="External Key")
+    id: UUID = Field(..., title="Id")
+    last_error: str | None = Field(..., title="Last Error")
+    quarantined_at: AwareDatetime = Field(..., title="Quarantined At")
+    start_at: AwareDatetime = Field(..., title="Start At")
+
+
 class Kind1(StrEnum):
     fact = "fact"
     memory = "memory"

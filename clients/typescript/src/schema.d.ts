@@ -590,6 +590,40 @@ export interface components {
             record: components["schemas"]["ApiKey"];
         };
         /**
+         * QuarantinedEpisode
+         * @description A quarantined episode as ``slowwave quarantine list`` shows it.
+         */
+        QuarantinedEpisode: {
+            /** Attempts */
+            attempts: number;
+            /** Conversation Id */
+            conversation_id: string;
+            /**
+             * End At
+             * Format: date-time
+             */
+            end_at: string;
+            /** External Key */
+            external_key: string;
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /** Last Error */
+            last_error: string | null;
+            /**
+             * Quarantined At
+             * Format: date-time
+             */
+            quarantined_at: string;
+            /**
+             * Start At
+             * Format: date-time
+             */
+            start_at: string;
+        };
+        /**
          * Ranked
          * @description A place in a fused list: a fact or an episodic memory, by its id.
          */
@@ -2114,9 +2148,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        [key: string]: unknown;
-                    }[];
+                    "application/json": components["schemas"]["QuarantinedEpisode"][];
                 };
             };
             /** @description The path or query holds a NUL character. */

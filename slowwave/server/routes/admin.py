@@ -14,6 +14,7 @@ from slowwave.server.deps import CONVERSATION_ID_PATTERN, NO_NUL_PATTERN, Servic
 from slowwave.server.responses import errors
 from slowwave.service import NewKey
 from slowwave.service.answers import RunState
+from slowwave.tasks.quarantine import QuarantinedEpisode
 
 router = APIRouter(prefix="/v1", tags=["admin"])
 
@@ -71,8 +72,8 @@ def run_state(run_id: UUID, service: ServiceDep, who: Who) -> RunState:
     summary="The tenant's quarantined episodes.",
     responses=errors(401, 403, 429, 503),
 )
-def list_quarantine(service: ServiceDep, who: Who) -> list[dict[str, Any]]:
-    return [e.model_dump(mode="json") for e in service.quarantined(who)]
+def list_quarantine(service: ServiceDep, who: Who) -> list[QuarantinedEpisode]:
+    return service.quarantined(who)
 
 
 @router.get(
