@@ -28,6 +28,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,21 @@ class Tiny:
     args: tuple[str, ...]
     model: bool = False
     slow: bool = True
+    # what its figures must say at that size, where the benchmark checks a promise
+    check: Callable[[dict[str, Any]], None] | None = None
+
+
+def soak_held(figures: dict[str, Any]) -> None:
+    """Load on two replicas while a run consolidates: one replica killed with SIGKILL midway,
+    the other serving on; every record stored once, no 5xx, and the facts a run without load
+    makes (its Postgres gone with its homes: every benchmark's leftovers are checked)."""
+    shown = str(figures)
+    assert figures["searches"] > 0 and figures["records"] > 0, shown
+    assert figures["no_5xx"], "\n".join(figures["failures"] + figures["replica_errors"])
+    assert figures["replicas_failed"] == 1, shown  # the one killed; the other kept serving
+    assert figures["stored_exactly_once"], shown
+    assert figures["consolidation_status"] == "completed", shown
+    assert figures["facts_expected"] > 0 and figures["facts_equal_without_load"], shown
 
 
 TINY: dict[str, Tiny] = {
@@ -159,7 +175,8 @@ TINY: dict[str, Tiny] = {
             "1",
             "--sessions",
             "3",
-        )
+        ),
+        check=soak_held,
     ),
     # the memory browser in Chromium (which .ci/run installs), a small home
     "ui": Tiny(("--facts", "50", "--conversations", "100", "--runs", "1")),
@@ -264,3 +281,5 @@ def test_every_benchmark_runs_at_a_tiny_size_and_ends_with_a_json_object(
     figures = json.loads(lines[-1], parse_constant=_not_json)
     assert isinstance(figures, dict) and figures, lines[-1][:500]
     assert not left, f"benchmarks.{name} left these running: {left}"
+    if tiny.check is not None:
+        tiny.check(figures)

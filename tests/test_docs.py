@@ -32,10 +32,12 @@ def test_the_site_builds_strictly_with_every_page_in_its_navigation(tmp_path: Pa
     assert (site / "reference" / "openapi.json").exists()
     assert 'class="mermaid"' in (site / "concepts" / "architecture" / "index.html").read_text()
     assert "Memory" in (site / "reference" / "python" / "index.html").read_text()
+    errors = (site / "reference" / "errors" / "index.html").read_text()
+    assert "invalid_k" in errors and "UnknownFact" in errors  # the one list, generated
 
 
 def test_nothing_generated_is_kept_in_the_docs_folder() -> None:
-    for name in ("settings", "cli", "rest", "mcp"):
+    for name in ("settings", "cli", "rest", "mcp", "errors"):
         page = (DOCS / "reference" / f"{name}.md").read_text(encoding="utf-8")
         assert f"<!-- generated: {name} -->" in page
         assert "| variable | in `Settings` |" not in page
