@@ -270,7 +270,7 @@ def _play(night: Night) -> None:
         finally:
             _stop_group(child)
     with night.connect() as conn:
-        night.rest_after_kill = next(r for r in list_runs(conn, 20) if r["id"] == run_id)
+        night.rest_after_kill = next(r.model_dump() for r in list_runs(conn, 20) if r.id == run_id)
         night.committed_after_kill = committed(conn, run_id)
         assert facts_written(conn, run_id) == night.committed_after_kill["facts_inserted"]
     night.show_after_kill = night.cli("runs", "show", str(run_id), "--json")
@@ -527,7 +527,7 @@ def test_a_run_killed_mid_story_is_listed_with_every_kind_of_decision_it_committ
     assert 0 < what["chunks"] < STORIES * 4  # some of its chunks, not all
     conn.commit()
 
-    (listed,) = list_runs(conn, 20)
+    (listed,) = [r.model_dump() for r in list_runs(conn, 20)]
     assert listed["status"] == "running"
     assert counts(listed) == what
     export(db, tmp_path / "lake", what="runs")  # an export taken now says as much
@@ -537,7 +537,7 @@ def test_a_run_killed_mid_story_is_listed_with_every_kind_of_decision_it_committ
     assert mark_crashed(conn, lease_s=3600) == [run_id]
     from slowwave.tasks.runs import show_run
 
-    (listed,) = list_runs(conn, 20)
+    (listed,) = [r.model_dump() for r in list_runs(conn, 20)]
     shown = show_run(conn, run_id)
     assert shown is not None
     assert listed["status"] == shown["status"] == "crashed"
@@ -562,5 +562,5 @@ def test_a_finished_run_counted_what_it_committed_so_its_figures_are_unchanged(
     assert what["facts_inserted"] and what["facts_reinforced"] and what["facts_updated"]
     assert what["facts_invalidated"]
     assert {name: getattr(summary, name) for name in COUNTS} == what
-    (listed,) = list_runs(conn, 20)
+    (listed,) = [r.model_dump() for r in list_runs(conn, 20)]
     assert listed["status"] == "completed" and counts(listed) == what

@@ -18,6 +18,7 @@ from slowwave.models.errors import Conflict
 from slowwave.models.run import RUN_COUNTS
 from slowwave.models.settings import get_settings
 from slowwave.service import Caller, Service
+from slowwave.tasks.revert import RunRow
 
 app = typer.Typer(
     rich_markup_mode=None,  # plain help: no <bool> on flags, choices never cut mid-word
@@ -38,7 +39,7 @@ def runs_list(
     caller = Caller.operator()
     with Service.open() as service:
         runs = service.runs(caller, limit)
-        short = service.short_ids(caller, "run", (r["id"] for r in runs))
+        short = service.short_ids(caller, "run", (r.id for r in runs))
     emit(runs, as_json, lambda: print_runs(runs, short))
 
 
@@ -78,7 +79,7 @@ def print_run(run: dict[str, Any]) -> None:
 STATUS_SHORT = {"completed_with_failures": "failures"}
 
 
-def print_runs(runs: list[dict[str, Any]], short: dict[uuid.UUID, str]) -> None:
+def print_runs(runs: list[RunRow], short: dict[uuid.UUID, str]) -> None:
     shown = table(
         id_column("run"),
         Column("kind", no_wrap=True),
@@ -92,18 +93,18 @@ def print_runs(runs: list[dict[str, Any]], short: dict[uuid.UUID, str]) -> None:
     )
     for r in runs:
         shown.add_row(
-            short[r["id"]],
-            str(r["kind"]),
-            STATUS_SHORT.get(str(r["status"]), str(r["status"])),
-            r["started_at"].astimezone(UTC).strftime("%m-%d %H:%M"),
-            str(r["conversations"]),
-            str(r["episodes_consolidated"]),
-            str(r["facts_inserted"]),
-            str(r["facts_updated"]),
-            str(r["facts_invalidated"]),
+            short[r.id],
+            str(r.kind),
+            STATUS_SHORT.get(str(r.status), str(r.status)),
+            r.started_at.astimezone(UTC).strftime("%m-%d %H:%M"),
+            str(r.conversations),
+            str(r.episodes_consolidated),
+            str(r.facts_inserted),
+            str(r.facts_updated),
+            str(r.facts_invalidated),
         )
     console.print(shown)
-    if any(r["status"] == "completed_with_failures" for r in runs):
+    if any(r.status == "completed_with_failures" for r in runs):
         console.print("failures: completed, some chunks failed (slowwave quarantine list)")
 
 

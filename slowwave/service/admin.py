@@ -35,7 +35,7 @@ from slowwave.tasks.forget import (
 from slowwave.tasks.history import fact_history, undelete
 from slowwave.tasks.keys import create_key, list_keys, revoke_key
 from slowwave.tasks.quarantine import QuarantinedEpisode, list_quarantined, release
-from slowwave.tasks.revert import RevertReport, check_revertable, list_runs, revert_run
+from slowwave.tasks.revert import RevertReport, RunRow, check_revertable, list_runs, revert_run
 from slowwave.tasks.runs import mark_crashed, show_run
 
 MAX_RUNS = 1000
@@ -142,7 +142,7 @@ class Admin(ServiceCore):
             ended = undelete(conn, fact, by=caller.name, reason=reason)
         return Undeleted(fact_id=fact, successors_ended=ended)
 
-    def runs(self, caller: Caller, limit: int = 20) -> list[dict[str, Any]]:
+    def runs(self, caller: Caller, limit: int = 20) -> list[RunRow]:
         """The latest runs, newest first, with what each committed (a run spans every
         tenant). Runs whose process died are marked crashed first, as the next run would: a
         run killed with SIGKILL is not listed running forever."""

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from datetime import datetime
 from uuid import UUID
 
 import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
+from pydantic import BaseModel, Field
 
 from slowwave import sql
 from slowwave.models.errors import HistoryError
@@ -53,10 +54,44 @@ class RevertReport:
     episodes_taken_back: int = 0  # claims of runs in flight on the reverted conversations
 
 
-def list_runs(conn: psycopg.Connection, limit: int = 20) -> list[dict[str, Any]]:
+class RunRow(BaseModel):
+    """A run as the runs list shows it (``slowwave runs list``, ``GET /v1/runs``): what it
+    committed, counted from its chunks while it runs."""
+
+    id: UUID
+    kind: str
+    status: str
+    started_at: datetime
+    finished_at: datetime | None = None
+    flow_run_id: str | None = Field(default=None, description="Its Prefect flow run, if any.")
+    host: str | None = Field(default=None, description="The machine whose process ran it.")
+    pid: int | None = None
+    conversations: int = 0
+    chunks: int = 0
+    chunks_failed: int = 0
+    episodes_consolidated: int = 0
+    episodes_skipped: int = 0
+    episodes_quarantined: int = 0
+    facts_inserted: int = 0
+    facts_reinforced: int = 0
+    facts_updated: int = 0
+    facts_invalidated: int = 0
+    dedupe_merges: int = 0
+    actions_rejected: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prompt_tokens_cached: int = 0
+    error: str | None = None
+    requested_by_tenant: str | None = Field(
+        default=None, description="The tenant whose key asked for it (consolidate now)."
+    )
+
+
+def list_runs(conn: psycopg.Connection, limit: int = 20) -> list[RunRow]:
     """The latest runs, newest first, with their counts."""
     with conn.cursor(row_factory=dict_row) as cur:
-        return list(cur.execute(sql.statement("runs_list"), {"limit": limit}).fetchall())
+        rows = cur.execute(sql.statement("runs_list"), {"limit": limit}).fetchall()
+    return [RunRow.model_validate(row) for row in rows]
 
 
 def check_revertable(conn: psycopg.Connection, run_id: UUID, *, cascade: bool) -> list[UUID]:

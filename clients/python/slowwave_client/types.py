@@ -256,6 +256,48 @@ class Rejected(BaseModel):
     reason: str = Field(..., title="Reason")
 
 
+class RunRow(BaseModel):
+    """
+    A run as the runs list shows it (``slowwave runs list``, ``GET /v1/runs``): what it
+    committed, counted from its chunks while it runs.
+    """
+
+    actions_rejected: int | None = Field(0, title="Actions Rejected")
+    chunks: int | None = Field(0, title="Chunks")
+    chunks_failed: int | None = Field(0, title="Chunks Failed")
+    completion_tokens: int | None = Field(0, title="Completion Tokens")
+    conversations: int | None = Field(0, title="Conversations")
+    dedupe_merges: int | None = Field(0, title="Dedupe Merges")
+    episodes_consolidated: int | None = Field(0, title="Episodes Consolidated")
+    episodes_quarantined: int | None = Field(0, title="Episodes Quarantined")
+    episodes_skipped: int | None = Field(0, title="Episodes Skipped")
+    error: str | None = Field(None, title="Error")
+    facts_inserted: int | None = Field(0, title="Facts Inserted")
+    facts_invalidated: int | None = Field(0, title="Facts Invalidated")
+    facts_reinforced: int | None = Field(0, title="Facts Reinforced")
+    facts_updated: int | None = Field(0, title="Facts Updated")
+    finished_at: AwareDatetime | None = Field(None, title="Finished At")
+    flow_run_id: str | None = Field(None, title="Flow Run Id")
+    """
+    Its Prefect flow run, if any.
+    """
+    host: str | None = Field(None, title="Host")
+    """
+    The machine whose process ran it.
+    """
+    id: UUID = Field(..., title="Id")
+    kind: str = Field(..., title="Kind")
+    pid: int | None = Field(None, title="Pid")
+    prompt_tokens: int | None = Field(0, title="Prompt Tokens")
+    prompt_tokens_cached: int | None = Field(0, title="Prompt Tokens Cached")
+    requested_by_tenant: str | None = Field(None, title="Requested By Tenant")
+    """
+    The tenant whose key asked for it (consolidate now).
+    """
+    started_at: AwareDatetime = Field(..., title="Started At")
+    status: str = Field(..., title="Status")
+
+
 class StartedIn(StrEnum):
     """
     prefect: a flow run of the nightly deployment (flow_run_id); server: the server's own worker; here: this process, done before the answer.

@@ -694,6 +694,123 @@ export interface components {
             reason: string;
         };
         /**
+         * RunRow
+         * @description A run as the runs list shows it (``slowwave runs list``, ``GET /v1/runs``): what it
+         *     committed, counted from its chunks while it runs.
+         */
+        RunRow: {
+            /**
+             * Actions Rejected
+             * @default 0
+             */
+            actions_rejected: number;
+            /**
+             * Chunks
+             * @default 0
+             */
+            chunks: number;
+            /**
+             * Chunks Failed
+             * @default 0
+             */
+            chunks_failed: number;
+            /**
+             * Completion Tokens
+             * @default 0
+             */
+            completion_tokens: number;
+            /**
+             * Conversations
+             * @default 0
+             */
+            conversations: number;
+            /**
+             * Dedupe Merges
+             * @default 0
+             */
+            dedupe_merges: number;
+            /**
+             * Episodes Consolidated
+             * @default 0
+             */
+            episodes_consolidated: number;
+            /**
+             * Episodes Quarantined
+             * @default 0
+             */
+            episodes_quarantined: number;
+            /**
+             * Episodes Skipped
+             * @default 0
+             */
+            episodes_skipped: number;
+            /** Error */
+            error?: string | null;
+            /**
+             * Facts Inserted
+             * @default 0
+             */
+            facts_inserted: number;
+            /**
+             * Facts Invalidated
+             * @default 0
+             */
+            facts_invalidated: number;
+            /**
+             * Facts Reinforced
+             * @default 0
+             */
+            facts_reinforced: number;
+            /**
+             * Facts Updated
+             * @default 0
+             */
+            facts_updated: number;
+            /** Finished At */
+            finished_at?: string | null;
+            /**
+             * Flow Run Id
+             * @description Its Prefect flow run, if any.
+             */
+            flow_run_id?: string | null;
+            /**
+             * Host
+             * @description The machine whose process ran it.
+             */
+            host?: string | null;
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /** Kind */
+            kind: string;
+            /** Pid */
+            pid?: number | null;
+            /**
+             * Prompt Tokens
+             * @default 0
+             */
+            prompt_tokens: number;
+            /**
+             * Prompt Tokens Cached
+             * @default 0
+             */
+            prompt_tokens_cached: number;
+            /**
+             * Requested By Tenant
+             * @description The tenant whose key asked for it (consolidate now).
+             */
+            requested_by_tenant?: string | null;
+            /**
+             * Started At
+             * Format: date-time
+             */
+            started_at: string;
+            /** Status */
+            status: string;
+        };
+        /**
          * RunStarted
          * @description A run a key asked for: its id at once (``GET /v1/runs/{id}`` follows it) and where it
          *     runs.
@@ -2221,9 +2338,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        [key: string]: unknown;
-                    }[];
+                    "application/json": components["schemas"]["RunRow"][];
                 };
             };
             /** @description The path or query holds a NUL character. */

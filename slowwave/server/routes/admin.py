@@ -15,6 +15,7 @@ from slowwave.server.responses import errors
 from slowwave.service import NewKey
 from slowwave.service.answers import RunState
 from slowwave.tasks.quarantine import QuarantinedEpisode
+from slowwave.tasks.revert import RunRow
 
 router = APIRouter(prefix="/v1", tags=["admin"])
 
@@ -54,7 +55,7 @@ class KeyRequest(BaseModel):
 )
 def list_runs(
     service: ServiceDep, who: Who, limit: Annotated[int, Query(ge=1, le=1000)] = 20
-) -> list[dict[str, Any]]:
+) -> list[RunRow]:
     return service.runs(who, limit)
 
 
