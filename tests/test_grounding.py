@@ -11,7 +11,7 @@ from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.grounding import Grounding, sources_of, ungrounded_span
-from slowwave.tasks.guard import not_self_contained
+from slowwave.tasks.guard import degenerate_reason, not_self_contained
 from tests.fix_episodes import active, add, at, decisions, make_episode, with_settings
 from tests.fix_models import ScriptedModel, fact
 from tests.test_consolidation import answer
@@ -296,10 +296,36 @@ def test_two_sentences_a_night_apart_that_say_different_things_stay_two_facts(
         ("She teaches chemistry.", "starts with 'She'"),
         ("Dana loves it.", "'it' refers to nothing in the sentence"),
         ("Being a mom is awesome.", "names no one it is about"),
+        # an assistant's answer written as a fact (LongMemEval's sessions, the default model)
+        (
+            "Sorry to hear that your audition didn't go as well as you had hoped.",
+            "starts with 'Sorry'",
+        ),
+        (
+            "Warming up before playing tennis is crucial to prevent injuries and prepare your "
+            "muscles for the game.",
+            "names no one it is about",
+        ),
+        (
+            "Staying organized and managing your time effectively is a crucial skill to master.",
+            "names no one it is about",
+        ),
     ],
 )
 def test_a_message_copied_as_a_fact_is_not_self_contained(item: str, reason: str) -> None:
     assert not_self_contained(item) == f"not self-contained: {reason}"
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        "Light Cardio**: Jog around the court or do some jumping jacks to warm up.",
+        "**MCU Films**: The user has watched four of them this year.",
+        "- The user keeps old sneakers under the bed.",
+    ],
+)
+def test_an_answers_markdown_copied_as_a_fact_is_not_a_sentence(item: str) -> None:
+    assert (degenerate_reason(item) or "").startswith("degenerate fact: markdown")
 
 
 @pytest.mark.parametrize(
@@ -311,6 +337,8 @@ def test_a_message_copied_as_a_fact_is_not_self_contained(item: str, reason: str
         "Melanie carves out me-time each day for running.",
         "The user wants short answers on weekdays.",
         "Tim asked John for book recommendations.",
+        "Painting is a fun way for Melanie to express her feelings.",  # a gerund, then a name
+        "Sorrento is where Dana spent her honeymoon.",
     ],
 )
 def test_a_statement_about_someone_is_self_contained(item: str) -> None:

@@ -60,6 +60,31 @@ def test_only_a_persons_uncovered_messages_that_say_something_are_looked_at_agai
     assert len(uncovered_messages([episode], [], 1)) == 1  # the cap: the one that says most
 
 
+def test_a_statement_passed_over_in_a_covered_message_is_looked_at_again() -> None:
+    """LongMemEval's way: the first sentence of a message is written as a fact, the answer to a
+    later question is in its second, after which the person asks something."""
+    said = (
+        "I was thinking of getting Emily to audition for a role, I'll definitely encourage her "
+        "to give it a shot. The play I attended was actually a production of The Glass "
+        "Menagerie, have you heard of it? Do you have any tips for her audition?"
+    )
+    episode = make_episode("pat", "p1", said, at(2023, 5, 20))
+    stated = _stated("Pat is thinking of getting Emily to audition for a role.")
+    (found,) = uncovered_messages([episode], stated, 6)
+    assert found.message.text == said
+    # what is shown: the statement no item covers, not the one written nor the question
+    assert found.statements == (
+        "The play I attended was actually a production of The Glass Menagerie, have you heard "
+        "of it?"
+    )
+    written = _stated(*stated_facts(stated), "Pat attended a production of The Glass Menagerie.")
+    assert uncovered_messages([episode], written, 6) == []
+
+
+def stated_facts(actions: Sequence[PlannedAction]) -> list[str]:
+    return [a.fact for a in actions if a.fact]
+
+
 @pytest.mark.slow
 def test_a_change_the_answer_passed_over_is_found_by_the_second_look_and_ends_the_old_fact(
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings

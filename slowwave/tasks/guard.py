@@ -13,8 +13,11 @@
 - One sentence, self-contained: of an item of several sentences the first is written (the
   reason says so); one that starts with a pronoun ("She", "It", "This") or leans on one it
   never resolves ("Dana loves it.") is refused: read alone, as search returns it, it says
-  little; so is one that names no one ("Being a mom is awesome."), a person's name or a
-  chat's ``user``. Of LoCoMo's 1,755 gold observations these refuse 3 and cut 2.
+  little; so is one that names no one ("Being a mom is awesome.", "Warming up before tennis
+  is crucial ..."), a person's name or a chat's ``user``, one that opens as a reply does ("Yes,
+  ...", "Sorry to hear ..."), and an answer's markdown ("**MCU Films**: ..."): an assistant's
+  advice is no fact about the user. Of LoCoMo's 1,755 gold observations these refuse 3 and
+  cut 2.
 - Grounded: names, numbers, dates, email addresses and URLs of a fact to be written must occur
   in the chunk's messages or the facts shown (``tasks.grounding``, ``SLOWWAVE_GROUNDING``);
   an item that fails is refused with the span, counted apart in the run's summary.
@@ -81,9 +84,13 @@ _PRONOUN_START = re.compile(
 # "Big news: I'm moving to Manchester ..."
 _REPLY_START = re.compile(
     r"^(yes|yeah|yep|no|nope|well|oh|wow|thanks|thank you|hey|hi|hello|okay|ok|sure|"
-    r"big news)\b",
+    r"big news|sorry|congratulations|congrats|absolutely|great|glad)\b",
     re.I,
 )
+# an assistant's formatting copied into a fact: "**MCU Films**: ...", "Light Cardio**: Jog ..."
+_MARKDOWN = re.compile(r"\*\*|__|^\s*(?:[-*+]\s|#{1,6}\s|\d+\.\s)")
+# a sentence that opens with a gerund ("Warming up before playing tennis is crucial ...")
+_GERUND_START = re.compile(r"^[A-Z][a-z]+ing\b")
 # the speaker's own words ("we", "our" also say things of people at large, and stay)
 _FIRST_PERSON = re.compile(r"\b(I|I'm|I've|I'd|I'll|my|mine|myself)\b|\bme\b(?!-)")
 # a question reported as a fact says what someone asked, not what is so: "James asked if James
@@ -117,6 +124,8 @@ def degenerate_reason(fact: str) -> str | None:
     letters = sum(c.isalpha() for c in visible)
     if letters < MIN_LETTER_SHARE * len(visible):
         return "degenerate fact: mostly symbols and digits, not a sentence"
+    if _MARKDOWN.search(fact):
+        return "degenerate fact: markdown (a list item or emphasis), an answer's formatting"
     tokens = [w.lower() for w in re.split(r"[\W_]+", fact) if w]
     run = 1
     for previous, current in itertools.pairwise(tokens):
@@ -196,7 +205,10 @@ def not_self_contained(fact: str) -> str | None:
     leaning = _BARE_PRONOUN.search(fact)
     if leaning is not None and len(words) <= MAX_WORDS_LEANING + 1:
         return f"not self-contained: {leaning.group(0)!r} refers to nothing in the sentence"
-    if not names_in(fact) and _ROLE.search(fact) is None:
+    names = names_in(fact)
+    if names and _GERUND_START.match(fact) and fact.startswith(names[0]):
+        names = names[1:]  # "Warming up ..." opens the sentence; it names no one
+    if not names and _ROLE.search(fact) is None:
         return "not self-contained: names no one it is about"
     return None
 

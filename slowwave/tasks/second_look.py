@@ -1,15 +1,19 @@
 """second look: a person's message that no item of the chunk's answer covers is asked about
 again, alone, in one short request per chunk (``models.second_look``).
 
-Between the guard and embed. A message is a person's (not an agent's role), says something (at
-least ``MIN_WORDS`` content words, not only a question), and is covered when an item of the
-guarded plan shares at least ``COVERED_SHARE`` of its content words (or ``COVERED_WORDS`` of a
-long one). The ``policy.messages`` uncovered messages with the most content words are shown,
-oldest first, each with the name the chunk's facts give its speaker (``tasks.restate``) and the
-message it answers. What the answer states goes through the guard like any item (grounding,
-restating, the speaker check) as a ``new`` fact citing the message's episode, and the change
-check then asks whether it ends a known fact about the same person: what a person says of a
-change in their life is the message a small model most often passes over.
+Between the guard and embed. A person's message (not an agent's role) is read a statement at a
+time: a sentence that says something (at least ``MIN_WORDS`` content words, not a question) is
+covered when an item of the guarded plan shares at least ``COVERED_SHARE`` of its content words
+(or ``COVERED_WORDS`` of a long one). A message with a statement no item covers is uncovered,
+and what is shown of it is those statements: a chat message often says two things ("I'm
+thinking of getting Emily to audition. The play I attended was The Glass Menagerie, have you
+heard of it?"), the answer states the first, and the second is the one a question later asks
+about. The ``policy.messages`` uncovered messages whose uncovered statements have the most
+content words are shown, oldest first, each with the name the chunk's facts give its speaker
+(``tasks.restate``) and the message it answers. What the answer states goes through the guard
+like any item (grounding, restating, the speaker check) as a ``new`` fact citing the message's
+episode, and the change check then asks whether it ends a known fact about the same person: what
+a person says of a change in their life is the message a small model most often passes over.
 """
 
 from __future__ import annotations
@@ -49,7 +53,15 @@ logger = logging.getLogger(__name__)
 MIN_WORDS = 4
 COVERED_SHARE = 0.4
 COVERED_WORDS = 5
-_SENTENCE_END = re.compile(r"[.!?…]+")
+_SENTENCE = re.compile(r"[^.!?…]+[.!?…]*")
+# how a question opens (after an opener such as "also" or "by the way"); a sentence that ends
+# with "?" but opens otherwise states something before its tag ("The play I saw was X, have
+# you heard of it?")
+_QUESTION_OPENS = frozenset(
+    """do does did can could would will should shall may might must is are was were am have has
+    had what how where when why which who whom whose any anything""".split()  # noqa: SIM905
+)
+_OPENERS = frozenset("also and but so anyway oh well ok okay btw by the way now then".split())  # noqa: SIM905
 
 
 @dataclass(frozen=True)
@@ -66,12 +78,14 @@ class SecondLookPolicy:
 
 @dataclass(frozen=True)
 class Uncovered:
-    """A person's message no item covers: its episode's index among the chunk's visible
-    episodes, and the other speaker's message just before it, if any."""
+    """A person's message with statements no item covers: its episode's index among the
+    chunk's visible episodes, those statements (what is shown of it), and the other speaker's
+    message just before it, if any."""
 
     episode: int
     message: Message
     reply_to: Message | None
+    statements: str = ""
 
 
 def uncovered_messages(
@@ -84,23 +98,39 @@ def uncovered_messages(
     for e, episode in enumerate(episodes):
         before: Message | None = None
         for message in episode.messages:
-            words = content_words(message.text)
-            if _says_something(message, words) and not _covered(words, stated):
-                answers = before is not None and before.speaker != message.speaker
-                reply_to = before if answers else None
-                found.append((len(words), order, Uncovered(e, message, reply_to)))
+            if message.speaker.strip().lower() not in AGENT_ROLES:
+                left = [s for s in statements(message.text) if not _covered(s[1], stated)]
+                if left:
+                    answers = before is not None and before.speaker != message.speaker
+                    reply_to = before if answers else None
+                    shown = " ".join(text for text, _ in left)
+                    words = sum(len(w) for _, w in left)
+                    found.append((words, order, Uncovered(e, message, reply_to, shown)))
             order += 1
             before = message
     chosen = sorted(found, key=lambda f: (-f[0], f[1]))[:limit]
     return [u for _, _, u in sorted(chosen, key=lambda f: f[1])]
 
 
-def _says_something(message: Message, words: set[str]) -> bool:
-    if message.speaker.strip().lower() in AGENT_ROLES or len(words) < MIN_WORDS:
+def statements(text: str) -> list[tuple[str, set[str]]]:
+    """The sentences of ``text`` that say something, each with its content words: at least
+    ``MIN_WORDS`` of them, and not a question (one that ends with "?" and opens as a question
+    does, after an opener such as "also" or "by the way")."""
+    found = []
+    for match in _SENTENCE.finditer(text):
+        sentence = match.group(0).strip()
+        words = content_words(sentence)
+        if len(words) >= MIN_WORDS and not _asks(sentence):
+            found.append((sentence, words))
+    return found
+
+
+def _asks(sentence: str) -> bool:
+    if not sentence.endswith("?"):
         return False
-    sentences = [s for s in _SENTENCE_END.split(message.text) if s.strip()]
-    questions = message.text.count("?")
-    return questions < len(sentences)
+    words = re.findall(r"[a-z']+", sentence.lower())
+    first = next((w for w in words if w not in _OPENERS), "")
+    return first in _QUESTION_OPENS
 
 
 def _covered(words: set[str], stated: Sequence[set[str]]) -> bool:
@@ -165,7 +195,7 @@ def _shown(uncovered: Uncovered, episodes: Sequence[Episode], known: Sequence[st
     message = uncovered.message
     person = person_named(message.speaker, episodes, known) or message.speaker
     reply_to = uncovered.reply_to.text if uncovered.reply_to is not None else None
-    return ShownMessage(person, message.text, reply_to)
+    return ShownMessage(person, uncovered.statements or message.text, reply_to)
 
 
 def _items(look: Look, text: str | None, episodes: Sequence[Episode]) -> ConsolidationOutput | None:
