@@ -21,10 +21,11 @@ from slowwave.models.embedding.base import Embedder
 from slowwave.models.episode import Message
 from slowwave.models.llm.base import GenerationRequest, ModelAnswer, Purpose
 from slowwave.models.plan import PlannedAction
+from slowwave.models.second_look import ShownMessage
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
-from slowwave.tasks.second_look import uncovered_messages
+from slowwave.tasks.second_look import about_the_speaker, uncovered_messages
 from tests.fix_episodes import active, add, at, decisions, facts, make_episode, with_settings
 from tests.fix_models import ScriptedModel, fact
 from tests.test_consolidation import answer
@@ -79,6 +80,20 @@ def test_a_statement_passed_over_in_a_covered_message_is_looked_at_again() -> No
     )
     written = _stated(*stated_facts(stated), "Pat attended a production of The Glass Menagerie.")
     assert uncovered_messages([episode], written, 6) == []
+
+
+def test_what_the_second_look_states_of_no_one_of_the_speakers_is_not_taken() -> None:
+    """The message shown beside the speaker's (an assistant's, whose opening line the default
+    model wrote as facts: "Podcasts are an excellent way to stay informed!") is not theirs."""
+    shown = ShownMessage(
+        "The user", "By the way, I've been listening to a playlist I made on Spotify, Summer Vibes."
+    )
+    assert about_the_speaker("The user made a Spotify playlist called Summer Vibes.", shown)
+    assert about_the_speaker("Summer Vibes is a playlist of chill tracks.", shown)  # theirs
+    assert not about_the_speaker("Podcasts are an excellent way to stay informed!", shown)
+    assert not about_the_speaker("Music discovery is a great topic!", shown)
+    sister = ShownMessage("Dana", "My sister Mia is moving to Porto in May.")
+    assert about_the_speaker("Mia is moving to Porto in May.", sister)  # someone she names
 
 
 def stated_facts(actions: Sequence[PlannedAction]) -> list[str]:

@@ -46,6 +46,7 @@ from slowwave.models.second_look import (
     render_second_look_prompt,
 )
 from slowwave.models.settings import Settings, setting_default
+from slowwave.tasks.grounding import names_in
 from slowwave.tasks.restate import content_words, person_named, subject_name
 
 logger = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ _QUESTION_OPENS = frozenset(
     """do does did can could would will should shall may might must is are was were am have has
     had what how where when why which who whom whose any anything""".split()  # noqa: SIM905
 )
+_USER = re.compile(r"\busers?\b", re.I)
 _OPENERS = frozenset("also and but so anyway oh well ok okay btw by the way now then".split())  # noqa: SIM905
 
 
@@ -140,10 +142,12 @@ def _covered(words: set[str], stated: Sequence[set[str]]) -> bool:
 
 @dataclass(frozen=True)
 class Look:
-    """One chunk's second look: its index among the chunks, and the messages shown."""
+    """One chunk's second look: its index among the chunks, the messages, and how each was
+    shown (its person, its statements)."""
 
     chunk: int
     messages: list[Uncovered]
+    shown: list[ShownMessage]
 
 
 def second_look(
@@ -166,7 +170,7 @@ def second_look(
             continue
         known = [f.fact for f in item.facts]  # stored facts: how a role's person is named
         shown = [_shown(u, item.visible, known) for u in messages]
-        looks.append(Look(c, messages))
+        looks.append(Look(c, messages, shown))
         requests.append(
             GenerationRequest(
                 chunk_id=f"{item.plan.chunk_id}:{Purpose.second_look.value}",
@@ -198,18 +202,30 @@ def _shown(uncovered: Uncovered, episodes: Sequence[Episode], known: Sequence[st
     return ShownMessage(person, uncovered.statements or message.text, reply_to)
 
 
+def about_the_speaker(fact: str, shown: ShownMessage) -> bool:
+    """Whether a fact of the second look is about the message's speaker or someone they name:
+    it names the speaker (or a chat's ``user``), or a name their message says. What it says of
+    no one of theirs comes from the other speaker's message shown beside it ("Podcasts are an
+    excellent way to stay informed!", an assistant's opening line)."""
+    lowered = fact.lower()
+    if shown.person.lower() in lowered or _USER.search(fact):
+        return True
+    return any(name in shown.text for name in names_in(fact))
+
+
 def _items(look: Look, text: str | None, episodes: Sequence[Episode]) -> ConsolidationOutput | None:
     try:
         answer = SecondLookAnswer.model_validate_json((text or "").strip())
     except ValidationError:
         logger.warning("second look: an answer that is not a list of facts was ignored")
         return None
-    by_id = {message_short_id(i): u for i, u in enumerate(look.messages)}
+    by_id = {message_short_id(i): i for i in range(len(look.messages))}
     items = []
     for stated in answer.facts:
-        uncovered = by_id.get(stated.message.strip().upper())
-        if uncovered is None:
+        index = by_id.get(stated.message.strip().upper())
+        if index is None or not about_the_speaker(stated.fact, look.shown[index]):
             continue
+        uncovered = look.messages[index]
         person = subject_name(stated.fact) or uncovered.message.speaker
         items.append(
             ConsolidatedFact(
