@@ -3,7 +3,8 @@ consolidate them (here, in this process: the Prefect flows drive the same run)."
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -124,21 +125,29 @@ class Writes(ServiceCore):
         writing the episodes' summaries before it cost, counted in the run's calls and tokens."""
         caller.needs(Scope.admin)
         keys = self.conversation_keys(caller, conversations) if conversations is not None else None
-        own_model = model is None
-        model = model or load_model(self.settings)
-        try:
+        with self.model(model) as lent:
             return consolidate_run(
                 self.db,
-                model,
+                lent,
                 self.embedder,
                 self.settings,
                 kind=kind,
                 conversations=keys,
                 summaries=summaries,
             )
+
+    @contextmanager
+    def model(self, model: StructuredModel | None = None) -> Iterator[StructuredModel]:
+        """``model``, or the settings' loaded for the block and closed after it (a lent one is
+        the lender's to close)."""
+        if model is not None:
+            yield model
+            return
+        loaded = load_model(self.settings)
+        try:
+            yield loaded
         finally:
-            if own_model:
-                model.close()
+            loaded.close()
 
     def summarize(
         self,
@@ -208,15 +217,9 @@ class Writes(ServiceCore):
                     f"conversation {conversation_id!r} has no active facts: a profile is "
                     "written from them"
                 )
-        own_model = model is None
-        model = model or load_model(self.settings)
-        try:
-            with self.connection() as conn:
-                report = refresh_profiles(conn, model, [key], ProfilePolicy.of(self.settings))
-                profile = read_profile(conn, key)
-        finally:
-            if own_model:
-                model.close()
+        with self.model(model) as lent, self.connection() as conn:
+            report = refresh_profiles(conn, lent, [key], ProfilePolicy.of(self.settings))
+            profile = read_profile(conn, key)
         if report.failed or profile is None:
             raise ProfileNotWritten(
                 f"the model did not write a profile of {conversation_id!r}: the stored one "
@@ -250,20 +253,15 @@ class Writes(ServiceCore):
             since=since,
             until=until,
         )
-        own_model = model is None
-        model = model or load_model(self.settings)
-        try:
+        with self.model(model) as lent:
             written = (
-                self.summarize(caller, conversations, model=model)
+                self.summarize(caller, conversations, model=lent)
                 if summaries_wanted(self.settings)
                 else None
             )
             return self.consolidate(
-                caller, conversations=conversations, kind="backfill", model=model, summaries=written
+                caller, conversations=conversations, kind="backfill", model=lent, summaries=written
             )
-        finally:
-            if own_model:
-                model.close()
 
 
 def summaries_wanted(settings: Settings) -> bool:
