@@ -5,7 +5,6 @@ The backfill below imports from ``slowwave`` only, as an embedding application w
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -16,7 +15,6 @@ import pytest
 
 import slowwave
 from slowwave.sql.db import Database
-from tests.fix_processes import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("prefect", "torch", "ray", "vllm", "sentence_transformers", "transformers")
@@ -99,35 +97,6 @@ def test_every_export_resolves_and_every_error_a_user_can_act_on_is_a_slowwave_e
         SearchError,
     ):
         assert issubclass(error, slowwave.SlowwaveError), error
-
-
-@pytest.mark.slow
-def test_a_backfill_through_the_api_ends_with_the_facts_the_cli_ends_with(
-    db: Database,
-    settings: slowwave.Settings,
-    locomo_path: Path,
-    tmp_path: Path,
-    prefect_api_url: str,
-) -> None:
-    replay = {"llm_runtime": "replay", "replay_data": str(locomo_path)}
-    mine = slowwave.Settings(**{**settings.model_dump(), **replay}, _env_file=None)  # type: ignore[call-arg]
-
-    summary = slowwave.backfill(locomo_path, conversations=["conv-30"], settings=mine)
-
-    assert summary.status == "completed" and summary.facts_inserted > 0
-    with slowwave.Memory(mine) as memory:
-        facts = sorted(f.fact for f in memory.facts("conv-30"))
-    env = {
-        "SLOWWAVE_LLM_RUNTIME": "replay",
-        "SLOWWAVE_REPLAY_DATA": str(locomo_path),
-        "SLOWWAVE_GROUNDING": mine.consolidation.grounding,  # the same guard on both sides
-        "PREFECT_API_URL": prefect_api_url,
-    }
-    cli = tmp_path / "cli"
-    assert run_cli(cli, "backfill", str(locomo_path), "-c", "conv-30", **env).returncode == 0
-    shown = run_cli(cli, "facts", "-c", "conv-30", "--json", **env)
-    assert sorted(f["fact"] for f in json.loads(shown.stdout)) == facts
-    run_cli(cli, "db", "stop")
 
 
 @pytest.mark.slow

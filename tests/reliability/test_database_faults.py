@@ -48,23 +48,28 @@ def lose_confirmation(point: str, conn: Any) -> None:
     raise psycopg.OperationalError("server closed the connection unexpectedly")
 
 
+# the clean run's outcome, made once: the replay model answers the same every time
+_CLEAN: list[Any] = []
+
+
 @pytest.fixture
 def clean(
     db: Database, flow_settings: Settings, locomo_one_path: Path, embedder: Embedder
 ) -> Iterator[Any]:
     """What one undisturbed run makes of the conversation."""
-    ingest_one(db, flow_settings, locomo_one_path)
-    consolidate(
-        db,
-        LoCoMoReplayModel(locomo_one_path),
-        embedder,
-        flow_settings,
-        conversations=[CONVERSATION],
-    )
-    with db.connection() as conn:
-        seen = outcome(conn)
-        conn.execute(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
-    yield seen
+    if not _CLEAN:
+        ingest_one(db, flow_settings, locomo_one_path)
+        consolidate(
+            db,
+            LoCoMoReplayModel(locomo_one_path),
+            embedder,
+            flow_settings,
+            conversations=[CONVERSATION],
+        )
+        with db.connection() as conn:
+            _CLEAN.append(outcome(conn))
+            conn.execute(f"TRUNCATE {TABLES} RESTART IDENTITY CASCADE")
+    yield _CLEAN[0]
 
 
 def shard_runs(flow_run_id: Any) -> list[int]:
