@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -16,7 +17,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from slowwave.models.processes import free_port, start_in_own_group, stop_process_tree
+from slowwave.models.processes import (
+    free_port,
+    start_in_own_group,
+    stop_pid_tree,
+    stop_process_tree,
+)
 
 
 def shared_token_env() -> dict[str, str]:
@@ -44,35 +50,65 @@ def alive_nodes(address: str) -> list[str]:
     return lines[-1].split() if done.returncode == 0 and lines else []
 
 
+class LocalCluster:
+    """Ray nodes on this machine, each a ``ray start --block`` process group: node 0 the head
+    (``address``), the others joined to it. A node can be stopped (as a lost machine: SIGKILL
+    to its processes, or SIGTERM) and another started in its place."""
+
+    def __init__(self, cpus_per_node: int, startup_timeout_s: float) -> None:
+        self.temp = Path(tempfile.mkdtemp(prefix="sw-ray-"))  # short: Ray's sockets live under it
+        self.address = f"127.0.0.1:{free_port()}"
+        self.cpus_per_node = cpus_per_node
+        self.startup_timeout_s = startup_timeout_s
+        self.nodes: list[subprocess.Popen[bytes]] = []
+
+    def start_node(self) -> int:
+        """Start one more node (the head first) and wait until the cluster counts it; its
+        index."""
+        n = len(self.nodes)
+        ray = str(Path(sys.executable).with_name("ray"))
+        common = ["--block", "--num-cpus", str(self.cpus_per_node)]
+        common += ["--node-ip-address", "127.0.0.1", "--object-store-memory", str(100 * 2**20)]
+        common += ["--disable-usage-stats"]
+        port = self.address.rsplit(":", 1)[1]
+        head = ["--head", "--port", port, "--include-dashboard=false", "--temp-dir", str(self.temp)]
+        args = head if n == 0 else ["--address", self.address]
+        log = self.temp / f"node{n}.log"
+        self.nodes.append(start_in_own_group([ray, "start", *args, *common], dict(os.environ), log))
+        alive = sum(process.poll() is None for process in self.nodes)
+        deadline = time.monotonic() + self.startup_timeout_s
+        while len(alive_nodes(self.address)) < alive:
+            if time.monotonic() > deadline or self.nodes[-1].poll() is not None:
+                raise RuntimeError(f"Ray node {n} did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(1)
+        return n
+
+    def kill_node(self, n: int) -> None:
+        """Node ``n`` lost as a machine is: every process of it killed at once (SIGKILL)."""
+        stop_pid_tree(self.nodes[n].pid, timeout_s=0, first=signal.SIGKILL)
+        self.nodes[n].wait(timeout=10)
+
+    def stop(self) -> list[int]:
+        """Every node stopped, the last started first; the pids that survived (none)."""
+        survivors = []
+        for process in reversed(self.nodes):
+            if process.poll() is None:
+                survivors += stop_process_tree(process, timeout_s=10)
+        shutil.rmtree(self.temp, ignore_errors=True)
+        return survivors
+
+
 @contextmanager
 def local_ray_cluster(
     nodes: int = 2, cpus_per_node: int = 4, startup_timeout_s: float = 120
-) -> Iterator[str]:
-    """Start the nodes, yield the head's address; stop them all by pid when done."""
-    temp = Path(tempfile.mkdtemp(prefix="sw-ray-"))  # short: Ray's sockets live under it
-    env = dict(os.environ)
-    port = free_port()
-    address = f"127.0.0.1:{port}"
-    ray = str(Path(sys.executable).with_name("ray"))
-    common = ["--block", "--num-cpus", str(cpus_per_node), "--node-ip-address", "127.0.0.1"]
-    common += ["--object-store-memory", str(100 * 2**20), "--disable-usage-stats"]
-    head = ["--head", "--port", str(port), "--include-dashboard=false", "--temp-dir", str(temp)]
-    started = []
+) -> Iterator[LocalCluster]:
+    """Start the nodes, yield the cluster; stop them all by pid when done."""
+    cluster = LocalCluster(cpus_per_node, startup_timeout_s)
     try:
-        deadline = time.monotonic() + startup_timeout_s
-        for n in range(nodes):
-            args = head if n == 0 else ["--address", address]
-            log = temp / f"node{n}.log"
-            started.append(start_in_own_group([ray, "start", *args, *common], env, log))
-            while len(alive_nodes(address)) < n + 1:
-                if time.monotonic() > deadline or started[-1].poll() is not None:
-                    raise RuntimeError(f"Ray node {n} did not start:\n{log.read_text()[-3000:]}")
-                time.sleep(1)
-        yield address
+        for _ in range(nodes):
+            cluster.start_node()
+        yield cluster
     finally:
-        survivors = []
-        for process in reversed(started):
-            survivors += stop_process_tree(process)
-        shutil.rmtree(temp, ignore_errors=True)
+        survivors = cluster.stop()
         if survivors:
             raise RuntimeError(f"Ray processes still running after the cluster: {survivors}")

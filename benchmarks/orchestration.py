@@ -322,10 +322,15 @@ def main() -> None:
             from benchmarks.local_cluster import local_ray_cluster, shared_token_env
 
             os.environ.update(shared_token_env())
-            with local_ray_cluster(nodes=2, cpus_per_node=4) as address:
+            with local_ray_cluster(nodes=2, cpus_per_node=4) as cluster:
                 clustered = [
                     measure(
-                        CLUSTER, args.compare, args, api_url, concurrency=k, ray_address=address
+                        CLUSTER,
+                        args.compare,
+                        args,
+                        api_url,
+                        concurrency=k,
+                        ray_address=cluster.address,
                     )
                     for k in args.shards
                 ]

@@ -20,11 +20,17 @@ def locomo_path() -> Path:
     return LOCOMO
 
 
-def locomo_subset(folder: Path, *conversations: str) -> Path:
-    """A LoCoMo file of ``conversations`` alone, written in ``folder``."""
+def locomo_subset(folder: Path, *conversations: str, sessions: int | None = None) -> Path:
+    """A LoCoMo file of ``conversations`` alone (each with its first ``sessions`` sessions,
+    when given), written in ``folder``."""
     kept = [c for c in json.loads(LOCOMO.read_text()) if c["sample_id"] in conversations]
     assert len(kept) == len(conversations), conversations
-    path = folder / f"locomo-{'-'.join(conversations)}.json"
+    for conversation in kept if sessions is not None else ():
+        turns = conversation["conversation"]
+        for key in [k for k in turns if k.startswith("session_")]:
+            if int(key.split("_")[1]) > sessions:
+                del turns[key]
+    path = folder / f"locomo-{'-'.join(conversations)}-{sessions or 'all'}.json"
     path.write_text(json.dumps(kept))
     return path
 

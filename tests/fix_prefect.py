@@ -56,3 +56,15 @@ def completed_tasks(flow_run_id: object) -> set[str]:
         for r in runs
         if r.flow_run_id == flow_run_id and r.state is not None and r.state.is_completed()
     }
+
+
+def shard_runs(flow_run_id: object) -> list[int]:
+    """How many times each shard task of the flow run ran (a Prefect retry is a second)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
+        )
+    return [r.run_count for r in runs if r.name.startswith("consolidate shard")]

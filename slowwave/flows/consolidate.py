@@ -42,7 +42,7 @@ from prefect.states import Completed, Failed, State
 from prefect.tasks import exponential_backoff
 from pydantic import SecretStr
 
-from slowwave.flows.runners import check_shareable, shard_runner, spread
+from slowwave.flows.runners import check_shareable, lost_shard, shard_runner, spread
 from slowwave.models import interrupt
 from slowwave.models.embedding import load_embedder
 from slowwave.models.embedding.base import Embedder
@@ -434,7 +434,7 @@ def run_shards(
             try:
                 result = done.result()
             except BaseException as exc:
-                failure = failure or exc
+                failure = failure or lost_shard(exc, shard.spec.index)
                 done_before = getattr(exc, "shard_summary", None) or shard.summary
                 if done_before is not None:  # what the shard did before it failed
                     summary.merge(done_before)

@@ -5,6 +5,8 @@ own state and retries in the UI."""
 
 from __future__ import annotations
 
+import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any
@@ -48,6 +50,35 @@ def spread(settings: Settings) -> Any:
     from prefect_ray.context import remote_options
 
     return remote_options(scheduling_strategy="SPREAD", max_retries=0)
+
+
+class ShardLost(RuntimeError):
+    """A shard's Ray worker, or the node it ran on, went away while it ran (a preempted or
+    failed machine). Ray does not run it again (``spread``): the run fails, releases its claims,
+    and the next run takes the shard's conversations where its last committed chunk left
+    them."""
+
+
+def lost_shard(exc: BaseException, index: int) -> BaseException:
+    """``exc`` as a ``ShardLost`` of one line when it says shard ``index``'s worker or node went
+    away (Ray's own message, many lines of advice, stays its cause); else ``exc`` itself."""
+    ray = sys.modules.get("ray")
+    if ray is None:
+        return exc
+    errors = ray.exceptions
+    if isinstance(exc, errors.NodeDiedError):
+        node = re.search(r"node ID: ([0-9a-f]+)", str(exc))
+        what = f"its Ray node{f' {node.group(1)[:12]}' if node else ''} died"
+    elif isinstance(exc, errors.WorkerCrashedError | errors.RayActorError):
+        what = "its Ray worker died"
+    else:
+        return exc
+    shard = ShardLost(
+        f"shard {index} was lost while it ran: {what}; the run released its claims and the "
+        "next run takes its conversations again"
+    )
+    shard.__cause__ = exc
+    return shard
 
 
 def check_shareable(settings: Settings, *runtimes: object) -> None:

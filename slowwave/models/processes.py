@@ -110,8 +110,11 @@ def stop_process_tree(process: subprocess.Popen[bytes], timeout_s: float = 30.0)
     return stuck
 
 
-def stop_pid_tree(pid: int, timeout_s: float = 30.0) -> list[int]:
-    """``stop_process_tree`` of a process known by its pid (a child or not)."""
+def stop_pid_tree(
+    pid: int, timeout_s: float = 30.0, first: signal.Signals = signal.SIGTERM
+) -> list[int]:
+    """``stop_process_tree`` of a process known by its pid (a child or not); ``first``: the
+    signal sent before the SIGKILL (SIGKILL itself for a machine lost at once)."""
     try:
         leader = psutil.Process(pid)
         family = [leader, *leader.children(recursive=True)]
@@ -119,9 +122,9 @@ def stop_pid_tree(pid: int, timeout_s: float = 30.0) -> list[int]:
         family = []
     for member in family:
         with contextlib.suppress(psutil.NoSuchProcess):
-            member.send_signal(signal.SIGTERM)
+            member.send_signal(first)
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGTERM)
+        os.killpg(pid, first)
     _, alive = psutil.wait_procs(family, timeout=timeout_s)
     for member in alive:
         with contextlib.suppress(psutil.NoSuchProcess):

@@ -212,9 +212,36 @@ class ActorPool:
         parts = shards(items, len(self.actors))
         futures = [a.call.remote(method, part) for a, part in zip(self.actors, parts, strict=False)]
         results: list[Any] = []
-        for part in _get(futures):
-            results.extend(part)
+        for index, (future, part) in enumerate(zip(futures, parts, strict=False)):
+            results.extend(self._part(index, future, method, part))
         return results
+
+    def _part(self, index: int, ref: Any, method: str, part: list[Any]) -> list[Any]:
+        """Actor ``index``'s answer to ``part``; when that actor went away (its process or its
+        node lost), the same part on the other actors in turn, those not passed over first:
+        the actors are alike, so a lost machine does not stall the shard while its actors
+        restart elsewhere. ``RuntimeUnreachable`` once every actor has failed it."""
+        ray = ray_module()
+        lost = (ray.exceptions.RayActorError, ray.exceptions.NodeDiedError)
+        tried = {index}
+        while True:
+            try:
+                return list(ray.get(ref))
+            except lost as exc:
+                now = time.monotonic()
+                with self._lock:
+                    self._down_until[index] = now + DOWN_S
+                    others = sorted(
+                        (i for i in range(len(self.actors)) if i not in tried),
+                        key=lambda i: self._down_until[i] > now,
+                    )
+                if not others:
+                    raise translate(exc) from exc
+                index = others[0]
+                tried.add(index)
+                ref = self.actors[index].call.remote(method, part)
+            except Exception as exc:
+                raise translate(exc) from exc
 
     def submit(self, method: str, items: Sequence[Any]) -> list[Future[Any]]:
         """Each item to the least busy actor (a streaming pool); a future per item, in order.
