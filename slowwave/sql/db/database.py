@@ -192,6 +192,9 @@ class Database:
                 **self._options,
             },
             configure=_configure,
+            # a connection is tried before it is lent: after a restart or a failover of the
+            # server every pooled one is dead, and each would fail its first statement
+            check=ConnectionPool.check_connection,
             timeout=self._pool_wait_s,
             open=True,
             name="slowwave",
