@@ -1,6 +1,7 @@
 """Two sentences alike but for a number are two values, not one fact said twice: dedupe never
-merges them, and the later one ends the earlier without asking the model; a new number in other
-words is asked about. A pair is asked about only where the later fact names a value the known
+merges them, and the later one ends the earlier without asking the model, as does one that
+counts again a thing the earlier counts ("5 MCU films" after "4 MCU films"); a new number in
+other words is asked about. A pair is asked about only where the later fact names a value the known
 one holds another of."""
 
 from __future__ import annotations
@@ -8,7 +9,13 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from slowwave.models.change import alike_but_for_numbers, named_values, names_another_value
+from slowwave.models.change import (
+    alike_but_for_numbers,
+    count_changed,
+    counts,
+    named_values,
+    names_another_value,
+)
 from slowwave.models.consolidation import FactAction
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.fact import numbers_in, other_numbers
@@ -141,6 +148,47 @@ def test_two_sentences_alike_but_for_a_number_state_one_count_at_two_times() -> 
         "The user set a new personal best in the charity 5K: 25:50.",
         "The user ran a charity 5K in 27:12, a personal best.",
     )
+
+
+def test_a_sentence_counts_a_thing_by_the_word_after_its_number_or_before_its_digits() -> None:
+    assert counts(FIVE) == {"session": {"5"}}
+    assert counts("The user is now on page 220, and it's amazing.") == {"page#": {"220"}}
+    # a time or a duration is no count of a thing; nor is a number beside function words
+    assert counts("Caroline started transitioning three years ago.") == {}
+    assert counts("The user ran the 5K in a time of 27:12.") == {"k": {"5"}}  # the 5K only
+    mcu = "The user has watched 12 films in the last 3 months, including 5 MCU films."
+    assert count_changed(mcu, "The user wants to watch 4 MCU films and loves Spider-Man.")
+    assert count_changed("James already has three dogs at home.", "James has two dogs.")
+    assert not count_changed("The user has 2 cats.", "The user owns 3 bikes.")
+    assert not count_changed(mcu, "The user has watched 12 films, 5 of them MCU films.")
+    assert not count_changed(
+        "Caroline started playing guitar five years ago.",
+        "Caroline started transitioning three years ago.",
+    )
+
+
+@pytest.mark.slow
+def test_a_new_fact_counting_again_what_a_known_fact_counts_ends_it_without_asking(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    old = "The user wants to watch 4 MCU films and thinks Spider-Man: Homecoming fits."
+    new = "The user has watched 12 films in the last 3 months, including 5 MCU films."
+    summary, model = _two_sessions(
+        db,
+        conn,
+        embedder,
+        settings,
+        ("I'd love to watch 4 MCU films, Spider-Man first.", "12 films lately, 5 of them MCU!"),
+        (old, new),
+        out_of_date=False,  # asked, the model would copy the known fact
+    )
+
+    now = active(conn, "u")
+    assert summary.changes_found == 1
+    assert not [r for r in model.requests if r.purpose is Purpose.change]
+    four = next(f for f in facts(conn, "u") if f["fact"] == old)
+    assert old not in now and now[new]["supersedes_id"] == four["id"]
+    assert four["invalid_at"] == now[new]["valid_at"] == at(2023, 5, 20)
 
 
 def test_the_values_a_sentence_names_are_its_numbers_and_the_names_inside_it() -> None:

@@ -26,6 +26,8 @@ REFUSED_GOLD = (17, 14)
 # the speaker check's other 5 on the gold, with no pronoun, are given to the other speaker:
 # wrongly here (every gold observation is filed under its speaker), its cost on 1,755
 GIVEN_GOLD = 5
+# the gold observation the change check turns into an update of an earlier one
+UPDATED_GOLD = [(["James", "has", "two"], ["James", "already", "has"])]
 
 
 @pytest.mark.slow
@@ -45,7 +47,19 @@ def test_the_replay_model_turns_locomo_sessions_into_facts_in_their_own_event_ti
     # every gold observation is written, merged, or refused by the guard like any model's
     # item: a name from another session (grounding), another speaker's words (the speaker
     # check) or a fact that is not self-contained
-    assert summary.facts_inserted + summary.dedupe_merges + summary.actions_rejected == 1755
+    assert (
+        summary.facts_inserted
+        + summary.facts_updated
+        + summary.dedupe_merges
+        + summary.actions_rejected
+        == 1755
+    )
+    # the one update: a later session counts again what an earlier one counted
+    updates = conn.execute(
+        "SELECT p.fact, f.fact FROM semantic_memory f JOIN semantic_memory p "
+        "ON p.id = f.supersedes_id"
+    ).fetchall()
+    assert [(old.split()[:3], new.split()[:3]) for old, new in updates] == UPDATED_GOLD, updates
     assert (summary.actions_rejected, summary.actions_ungrounded) == REFUSED_GOLD
     (given,) = conn.execute(  # type: ignore[misc]
         "SELECT count(*) FROM decision_log WHERE reason LIKE 'given to %'"
@@ -61,7 +75,7 @@ def test_the_replay_model_turns_locomo_sessions_into_facts_in_their_own_event_ti
             "ON e.id = f.source_episodic_ids[1] WHERE f.valid_at <> e.end_at"
         ).fetchone()
         logged = cur.execute("SELECT count(*) FROM decision_log").fetchone()
-    assert count == summary.facts_inserted
+    assert count == summary.facts_inserted + summary.facts_updated
     # event time: the sessions' own dates (Jan 2022 to Jan 2024), never the night of the run
     assert off_event_time == (0,)
     assert datetime(2022, 1, 21, tzinfo=UTC) <= low <= high <= datetime(2024, 1, 13, tzinfo=UTC)

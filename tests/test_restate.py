@@ -14,7 +14,13 @@ from slowwave.models.embedding.base import Embedder
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
-from slowwave.tasks.restate import person_named, restate, speaker_of
+from slowwave.tasks.restate import (
+    person_named,
+    restate,
+    speaker_of,
+    subject_name,
+    without_opening,
+)
 from tests.fix_episodes import active, add, at, decisions, facts, make_episode, with_settings
 from tests.fix_models import ScriptedModel, fact
 from tests.test_consolidation import answer
@@ -73,6 +79,14 @@ def test_a_speakers_own_sentence_is_restated_about_them(said: str, restated: str
 )
 def test_what_cannot_be_rewritten_mechanically_is_left_as_it_was(said: str) -> None:
     assert restate(said, "Dana") is None
+
+
+def test_a_messages_opening_is_no_part_of_the_fact_nor_hides_its_subject() -> None:
+    said = "By the way, The user is currently on page 200 of the book."
+    assert without_opening(said) == "The user is currently on page 200 of the book."
+    assert subject_name(said) == "The user"
+    assert without_opening("speaking of which, Dana runs.") == "Dana runs."
+    assert without_opening("Bythe way Dana runs.") == "Bythe way Dana runs."
 
 
 def test_the_speaker_is_the_one_whose_message_the_item_repeats_and_a_role_goes_by_its_name() -> (

@@ -161,6 +161,55 @@ def alike_but_for_numbers(later: str, known: str) -> bool:
     return len(mine & theirs) >= ALIKE_BUT_FOR_NUMBERS * max(len(mine | theirs), 1)
 
 
+# number words that count something ("three sessions"); "one", "once", "none" and the
+# ordinals are left out: "one of the ...", "the first time" count nothing
+_COUNTING = {
+    "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+    "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty",
+    "twice", "thrice",
+}  # fmt: skip
+# words beside a number that say nothing of what it counts (stems)
+_NOT_UNITS = {
+    "which", "who", "whose", "where", "when", "while", "includ", "last", "next", "about",
+    "around", "over", "nearly", "almost", "than", "only", "just", "per", "at", "by", "to",
+    "from", "for", "with", "within", "after", "before", "since", "until", "or", "more", "less",
+}  # fmt: skip
+# a number of years, days, ... is a time or a duration ("three years ago", "for 5 years"),
+# stated anew as time passes, not a count that changed
+_TIME_UNITS = {"year", "month", "week", "day", "hour", "minut", "second", "decade", "tim"}  # stems
+_COUNT_TOKEN = re.compile(r"\d+(?:[.,:]\d+)*|[A-Za-z]+(?:['’][A-Za-z]+)?")
+
+
+def counts(sentence: str) -> dict[str, frozenset[str]]:
+    """Each number ``sentence`` states, by what it counts: the stem of the word after it
+    ("five sessions" → session, "4 MCU films" → mcu) or, for digits, of the word before it
+    ("on page 200" → page#). A number beside a function word only ("a time of 27:12") is
+    not counted."""
+    tokens = _COUNT_TOKEN.findall(sentence)
+    found: dict[str, set[str]] = {}
+    for i, token in enumerate(tokens):
+        digits = token[0].isdigit()
+        if not digits and token.lower() not in _COUNTING:
+            continue
+        value = next(iter(numbers_in(token)), None)
+        if value is None:
+            continue
+        after = _stems(tokens[i + 1]) - _NOT_UNITS if i + 1 < len(tokens) else set()
+        before = _stems(tokens[i - 1]) - _NOT_UNITS if digits and i > 0 else set()
+        units = (after or {f"{unit}#" for unit in before}) - _TIME_UNITS
+        for unit in units:
+            found.setdefault(unit, set()).add(value)
+    return {unit: frozenset(values) for unit, values in found.items()}
+
+
+def count_changed(later: str, known: str) -> bool:
+    """Whether ``later`` states another count of a thing ``known`` counts: "The user attended
+    five sessions of the bereavement support group last year." after "... three sessions
+    ...", "... now on page 220" after "... on page 200", "5 MCU films" after "4 MCU films"."""
+    mine, theirs = counts(later), counts(known)
+    return any(unit in theirs and values.isdisjoint(theirs[unit]) for unit, values in mine.items())
+
+
 EXAMPLE = json.dumps(
     {
         "pairs": [

@@ -65,7 +65,13 @@ from slowwave.tasks.grounding import (
     names_in,
     ungrounded_span,
 )
-from slowwave.tasks.restate import person_named, restate, said_by, speaks_in_first_person
+from slowwave.tasks.restate import (
+    person_named,
+    restate,
+    said_by,
+    speaks_in_first_person,
+    without_opening,
+)
 from slowwave.tasks.speaker_check import SpeakerCheck, renamed
 
 PRIORITY = {FactAction.update: 3, FactAction.invalidate: 2, FactAction.reinforce: 1}
@@ -379,6 +385,8 @@ def _stated(
     its speaker when it says "I" and the rewrite is mechanical (``tasks.restate``); and, when
     it was restated, what the model wrote and the episode it repeats, else None."""
     said = statements_of(item.fact)
+    written = said[0]
+    said[0] = without_opening(written)  # "By the way, The user ..." is "The user ..."
     if not speaks_in_first_person(said[0]):
         return said, None
     found = said_by(said[0], episodes)  # whoever said it, whichever episode the item cites
@@ -386,7 +394,7 @@ def _stated(
     restated = restate(said[0], person) if person is not None else None
     if found is None or restated is None:
         return said, None
-    return [restated, *said[1:]], _Restated(said[0], found[1])
+    return [restated, *said[1:]], _Restated(written, found[1])
 
 
 def _fact_problem(item: ConsolidatedFact, fact: str) -> str | None:

@@ -15,8 +15,8 @@ person, the rewrite is mechanical and needs no model:
 - "I'm" / "I am" → "Dana is", "I've" → "Dana has", "I'll" → "Dana will", "I" and a verb →
   "Dana" and the verb in the third person ("I teach" → "Dana teaches"; a past tense, a modal,
   "and I" in a compound subject stay as they are), "my" / "mine" → "Dana's", "me" → "Dana",
-  "our" before something of theirs ("our shop") → "Dana's"; an opening "Big news:" or "Yes,"
-  is dropped.
+  "our" before something of theirs ("our shop") → "Dana's"; an opening "Big news:", "Yes,"
+  or "By the way," is dropped (from any fact, first person or not: ``without_opening``).
 
 A sentence with what no rule rewrites ("myself", "we", "us", "I" before a word that is no
 verb it knows) is left as it was, and the guard refuses it as before. The restated sentence
@@ -41,7 +41,8 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
 _QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”")
 _OPENING = re.compile(
     r"^(?:big news|good news|news|update|yes|yeah|yep|no|nope|well|oh|wow|so|okay|ok|"
-    r"actually|guess what|fun fact)\s*[:,!.—–-]+\s*",
+    r"actually|guess what|fun fact|by the way|btw|speaking of which|anyway|incidentally|"
+    r"oh and|also|plus|besides)\s*[:,!.—–-]+\s*",
     re.I,
 )
 _INTRODUCTION = re.compile(
@@ -268,10 +269,17 @@ def person_named(speaker: str, episodes: Sequence[Episode], known: Iterable[str]
     return "The user"
 
 
+def without_opening(sentence: str) -> str:
+    """``sentence`` without a message's opening ("By the way, ", "Big news: "), its first
+    letter a capital: what follows is the fact."""
+    text = _OPENING.sub("", sentence.strip())
+    return text[:1].upper() + text[1:]
+
+
 def subject_name(sentence: str) -> str | None:
     """The name ``sentence`` starts with ("Dana teaches ...", "Dana's sister ..."), or "The
     user" for a person known only by that role, if any."""
-    text = sentence.strip()
+    text = without_opening(sentence)  # "By the way, The user has ..."
     if re.match(r"the user\b", text, re.I):
         return "The user"
     names = names_in(text)
