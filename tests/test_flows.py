@@ -18,6 +18,7 @@ from slowwave.sql.db import Database
 from slowwave.tasks.ingest.policy import IngestPolicy
 from slowwave.tasks.ingest.transcripts import ingest
 from tests.fix_episodes import consolidated_once
+from tests.fix_locomo import locomo_subset
 from tests.fix_model_server import fake_model
 from tests.fix_prefect import completed_tasks
 
@@ -46,11 +47,13 @@ def test_the_nightly_flow_consolidates_locomo_in_shards_and_publishes_its_summar
     db: Database,
     conn: psycopg.Connection,
     flow_settings: Settings,
-    locomo_path: Path,
+    tmp_path: Path,
 ) -> None:
     from slowwave.flows.consolidate import nightly
 
-    ingest(db, locomo_path, IngestPolicy.of(flow_settings))
+    # four conversations of 12 sessions, three of them named
+    four = locomo_subset(tmp_path, "conv-26", "conv-30", "conv-41", "conv-42", sessions=12)
+    ingest(db, four, IngestPolicy.of(flow_settings))
     state = nightly(conversations=["conv-26", "conv-30", "conv-41"], return_state=True)
     assert state.is_completed(), state.message
     with get_client(sync_client=True) as client:
@@ -61,7 +64,7 @@ def test_the_nightly_flow_consolidates_locomo_in_shards_and_publishes_its_summar
     (consolidated,) = conn.execute(
         "SELECT count(*) FROM episodic_memory WHERE consolidated_at IS NOT NULL"
     ).fetchone()  # type: ignore[misc]
-    assert consolidated == summary["episodes_consolidated"] == 19 + 19 + 32
+    assert consolidated == summary["episodes_consolidated"] == 12 + 12 + 12
     run = conn.execute(
         "SELECT status, flow_run_id, facts_inserted, summary->>'kind' FROM consolidation_runs"
     ).fetchone()
@@ -228,7 +231,8 @@ def test_the_nightly_flow_runs_its_shards_at_once_each_claiming_its_own_conversa
     db: Database,
     conn: psycopg.Connection,
     flow_settings: Settings,
-    locomo_four_path: Path,
+    locomo_path: Path,
+    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from slowwave.flows.consolidate import nightly
@@ -237,7 +241,9 @@ def test_the_nightly_flow_runs_its_shards_at_once_each_claiming_its_own_conversa
     monkeypatch.setenv("SLOWWAVE_SHARD_CONCURRENCY", "3")
     monkeypatch.setenv("SLOWWAVE_SHARD_CONVERSATIONS", "1")
     get_settings.cache_clear()
-    ingest(db, locomo_four_path, IngestPolicy.of(flow_settings))
+    # four conversations of 12 sessions (two chunks each): enough for shards to overlap
+    four = locomo_subset(tmp_path, "conv-26", "conv-30", "conv-41", "conv-42", sessions=12)
+    ingest(db, four, IngestPolicy.of(flow_settings))
     state = nightly(return_state=True)  # every conversation, in shards of 1
     assert state.is_completed(), state.message
     summary = state.result()
