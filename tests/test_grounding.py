@@ -11,7 +11,7 @@ from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.grounding import Grounding, sources_of, ungrounded_span
-from slowwave.tasks.guard import degenerate_reason, not_self_contained
+from slowwave.tasks.guard import degenerate_reason, exclaimed, not_self_contained
 from tests.fix_episodes import active, add, at, decisions, make_episode, with_settings
 from tests.fix_models import ScriptedModel, fact
 from tests.test_consolidation import answer
@@ -326,6 +326,26 @@ def test_a_message_copied_as_a_fact_is_not_self_contained(item: str, reason: str
 )
 def test_an_answers_markdown_copied_as_a_fact_is_not_a_sentence(item: str) -> None:
     assert (degenerate_reason(item) or "").startswith("degenerate fact: markdown")
+
+
+@pytest.mark.parametrize(
+    ("item", "refused"),
+    [
+        # an assistant's reply copied as a fact (LongMemEval, the default model)
+        ("Reaching the Gold level is a great goal!", True),
+        ("A Starbucks fan, eh?", True),
+        ("Sephora is a beauty lover's paradise!", True),
+        ("You're welcome!", True),
+        # about the one who speaks: a statement, whatever its mark
+        ("The user is now on page 220, and it's amazing how much The user has learned!", False),
+        ("Dana got the job at the sixth-form college!", False),
+        ("Sephora is a beauty lover's paradise.", False),  # not a reply by its mark
+    ],
+)
+def test_an_exclamation_or_a_question_about_no_one_who_speaks_is_a_reply(
+    item: str, refused: bool
+) -> None:
+    assert (exclaimed(item, ["user", "assistant", "Dana"]) is not None) is refused
 
 
 @pytest.mark.parametrize(
