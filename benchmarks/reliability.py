@@ -14,6 +14,11 @@
 - injection: a transcript line that makes an obedient model invalidate every fact;
 - database faults: the nightly flow with the connection dropped mid-apply and at COMMIT, and a
   COMMIT whose confirmation was lost (skipped with ``--quick``: each retry waits its backoff);
+- postgres restart: the server restarted under an open apply, at COMMIT and while the shard's
+  claim is being taken (skipped with ``--quick``);
+- node loss: the nightly flow on a local two-node Ray cluster, every process of the second node
+  killed once three shards have started, the node started again and the flow run again
+  (skipped with ``--quick``; the run that lost the node counts in ``runs``);
 - forget in flight: a run held at each fault point while a forget of one of its conversations
   arrives: nothing of that conversation may be left (``left_behind``: columns holding its id or
   its planted marker), the others end as a clean run of them alone ends; ``operation_s_max`` is
@@ -30,7 +35,8 @@ clean run's (must be 0).
 ``--points`` takes some fault points instead of all of them (``--quick --points
 commit.before`` runs every scenario once, in well under a minute: the harness, not figures).
 
-    python -m benchmarks.reliability [--quick] [--points NAME ...] [--json]
+    python -m benchmarks.reliability [--quick] [--points NAME ...] [--scenarios NAME ...]
+        [--json]
 """
 
 from __future__ import annotations
@@ -85,6 +91,9 @@ def main() -> None:
     parser.add_argument(
         "--points", nargs="+", default=None, metavar="NAME", help="these fault points, not all"
     )
+    parser.add_argument(
+        "--scenarios", nargs="+", default=None, metavar="NAME", help="these scenarios, not all"
+    )
     args = parser.parse_args()
     from slowwave.models.faultpoints import RUN_POINTS
 
@@ -136,7 +145,15 @@ def main() -> None:
             }
             if not args.quick:
                 scenarios["database_faults"] = lambda: database_faults(db, home, args.data)
+                scenarios["postgres_restart"] = lambda: postgres_restart(db, home, args.data)
+                scenarios["node_loss"] = lambda: node_loss(db, home, args.data)
+            wanted = args.scenarios or list(scenarios)
+            unknown = sorted(set(wanted) - set(scenarios))
+            if unknown:
+                parser.error(f"no scenario {', '.join(unknown)}; one of {', '.join(scenarios)}")
             for name, scenario in scenarios.items():
+                if name not in wanted:
+                    continue
                 start = time.perf_counter()
                 result = scenario()
                 result.seconds = round(time.perf_counter() - start, 1)
@@ -438,38 +455,76 @@ def flow_environment(home: Path, data: Path) -> Iterator[None]:
 
 
 def database_faults(db: Any, home: Path, data: Path) -> Scenario:
-    from slowwave.flows.consolidate import nightly
-    from slowwave.models import faultpoints
+    """The connection dropped mid-apply and at COMMIT, a COMMIT whose confirmation was lost."""
+    from tests.reliability.test_database_faults import lose_confirmation, terminate
+
+    return _flow_faults(
+        db,
+        home,
+        data,
+        [
+            ("apply.insert_facts.after", terminate(db), 2),
+            ("apply.write_log.before", terminate(db), 2),
+            ("commit.before", terminate(db), 2),
+            ("commit.after", lose_confirmation, 2),
+        ],
+    )
+
+
+def postgres_restart(db: Any, home: Path, data: Path) -> Scenario:
+    """The server itself restarted (``pg_ctl restart -m fast``) under an open apply, and while
+    the shard's claim is being taken."""
+    from tests.reliability.test_database_faults import restart_server
+
+    return _flow_faults(
+        db,
+        home,
+        data,
+        [
+            ("apply.insert_facts.after", restart_server(db), 2),
+            ("commit.before", restart_server(db), 2),
+            ("claim.before", restart_server(db), 1),
+        ],
+    )
+
+
+def _clean_flow_outcome(db: Any, data: Path, conversations: list[str] | None) -> Any:
+    """What an undisturbed in-process run of the replay model makes of what is pending."""
     from slowwave.models.embedding import load_embedder
     from slowwave.models.llm.replay import LoCoMoReplayModel
     from slowwave.models.settings import get_settings
     from slowwave.tasks.consolidate import consolidate
     from tests.reliability.fix_outcome import outcome
-    from tests.reliability.test_database_faults import (
-        CONVERSATION,
-        ingest_one,
-        lose_confirmation,
-        terminate,
-    )
+
+    settings = get_settings()
+    embedder = load_embedder(settings)
+    try:
+        consolidate(db, LoCoMoReplayModel(data), embedder, settings, conversations=conversations)
+    finally:
+        embedder.close()
+    with db.connection() as conn:
+        return outcome(conn)
+
+
+def _flow_faults(
+    db: Any, home: Path, data: Path, faults: list[tuple[str, Callable[[str, Any], None], int]]
+) -> Scenario:
+    """The nightly flow on one conversation with each fault armed at its point and hit; every
+    run must complete and end as a clean run."""
+    from slowwave.flows.consolidate import nightly
+    from slowwave.models import faultpoints
+    from slowwave.models.settings import get_settings
+    from tests.reliability.test_database_faults import CONVERSATION, ingest_one
 
     scenario = Scenario()
     with flow_environment(home, data):
         settings = get_settings()
-        embedder = load_embedder(settings)
         ingest_one(db, settings, data)
-        consolidate(db, LoCoMoReplayModel(data), embedder, settings, conversations=[CONVERSATION])
-        with db.connection() as conn:
-            clean = outcome(conn)
-        embedder.close()
+        clean = _clean_flow_outcome(db, data, [CONVERSATION])
         reset(db)
-        for point, fault in [
-            ("apply.insert_facts.after", terminate(db)),
-            ("apply.write_log.before", terminate(db)),
-            ("commit.before", terminate(db)),
-            ("commit.after", lose_confirmation),
-        ]:
+        for point, fault, hit in faults:
             ingest_one(db, settings, data)
-            faultpoints.arm(point, fault, at_hit=2)
+            faultpoints.arm(point, fault, at_hit=hit)
             try:
                 state = nightly(conversations=[CONVERSATION], return_state=True)
             finally:
@@ -478,6 +533,49 @@ def database_faults(db: Any, home: Path, data: Path) -> Scenario:
                 raise RuntimeError(f"the nightly flow failed at {point}: {state.message}")
             tally(db, scenario, clean)
             reset(db)
+    return scenario
+
+
+def node_loss(db: Any, home: Path, data: Path) -> Scenario:
+    """The nightly flow on a local Ray cluster of two nodes, every conversation a shard; once
+    three shards have started, every process of the second node killed (SIGKILL, as a lost
+    machine); the node started again and the flow run again: the end state a clean run's."""
+    from benchmarks.local_cluster import local_ray_cluster, shared_token_env
+    from slowwave.flows.consolidate import nightly
+    from slowwave.models.settings import get_settings
+    from slowwave.tasks.ingest.policy import IngestPolicy
+    from slowwave.tasks.ingest.transcripts import ingest
+    from tests.test_cluster import lose_node_once_started
+
+    scenario = Scenario()
+    os.environ.update(shared_token_env())
+    with flow_environment(home, data), local_ray_cluster(nodes=2, cpus_per_node=4) as cluster:
+        settings = get_settings()
+        ingest(db, data, IngestPolicy.of(settings))
+        clean = _clean_flow_outcome(db, data, None)
+        reset(db)
+        ingest(db, data, IngestPolicy.of(settings))
+        cluster_env = {
+            "SLOWWAVE_RAY_ADDRESS": cluster.address,
+            "SLOWWAVE_EMBEDDING_ACTORS_PER_NODE": "1",
+            "SLOWWAVE_SHARD_CONCURRENCY": "4",
+            "SLOWWAVE_SHARD_CONVERSATIONS": "1",
+        }
+        os.environ.update(cluster_env)
+        get_settings.cache_clear()
+        try:
+            watcher = lose_node_once_started(db, cluster, node=1)
+            nightly(return_state=True)  # ends failed when a shard was lost: counted below
+            watcher.join(timeout=130)
+            cluster.start_node()
+            state = nightly(return_state=True)
+            if not state.is_completed():
+                raise RuntimeError(f"the run after the node came back failed: {state.message}")
+        finally:
+            for key in cluster_env:
+                os.environ.pop(key, None)
+            get_settings.cache_clear()
+        tally(db, scenario, clean)
     return scenario
 
 

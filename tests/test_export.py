@@ -350,9 +350,10 @@ def test_polars_reads_back_what_facts_all_json_prints_and_a_forget_reaches_the_e
         "SLOWWAVE_REPLAY_DATA": str(locomo_path),
         "PREFECT_API_URL": prefect_api_url,
     }
-    for conversation in ("conv-30", "conv-26"):
-        backfill = run_cli(tmp_path, "backfill", str(locomo_path), "-c", conversation, **env)
-        assert backfill.returncode == 0, backfill.stderr[-2000:]
+    backfill = run_cli(
+        tmp_path, "backfill", str(locomo_path), "-c", "conv-30", "-c", "conv-26", **env
+    )
+    assert backfill.returncode == 0, backfill.stderr[-2000:]
     lake = tmp_path / "lake"
     every = "facts,versions,decisions,runs,episodes"
 
