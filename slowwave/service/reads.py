@@ -19,7 +19,6 @@ from slowwave.models.errors import (
     InvalidRequest,
     NoProfile,
     NotFound,
-    SearchError,
 )
 from slowwave.models.history import FactVersion
 from slowwave.models.keys import Scope
@@ -44,6 +43,7 @@ from slowwave.tasks.rerank import rerank as rerank_hits
 from slowwave.tasks.runs import show_run
 from slowwave.tasks.search import (
     Ranker,
+    check_query,
     context,
     has_facts,
     render_markdown,
@@ -104,7 +104,9 @@ class Reads(ServiceCore):
         ``markdown`` adds the block an agent's prompt takes (``split``: guidelines apart)."""
         caller.needs(Scope.read)
         key = caller.key(conversation_id)
-        self._check_query(query, k)
+        check_query(
+            query, k, max_k=self.settings.serve.max_k, max_chars=self.settings.serve.max_query_chars
+        )
         memories, memory_tokens = self._check_memories(memories, memory_tokens)
         if rerank is None:
             rerank = self.settings.search.rerank
@@ -329,19 +331,6 @@ class Reads(ServiceCore):
         if not 16 <= tokens <= MAX_CONTEXT_TOKENS:
             raise InvalidBudget(f"memory_tokens must be from 16 to {MAX_CONTEXT_TOKENS}")
         return memories, tokens
-
-    def _check_query(self, query: str, k: int) -> None:
-        limit = self.settings.serve.max_query_chars
-        if not query.strip():
-            raise SearchError("the query is empty")
-        try:
-            query.encode("utf-8")
-        except UnicodeEncodeError:
-            raise SearchError("the query is not valid UTF-8 text") from None
-        if len(query) > limit:
-            raise SearchError(f"the query has {len(query)} characters, more than {limit}")
-        if not 1 <= k <= self.settings.serve.max_k:
-            raise InvalidK(f"k must be from 1 to {self.settings.serve.max_k}, not {k}")
 
 
 def forgotten(stone: Tombstone) -> Gone:

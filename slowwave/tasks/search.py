@@ -182,6 +182,26 @@ def temporal_window(
     )
 
 
+def check_query(
+    query: str, k: int, *, max_k: int | None = None, max_chars: int | None = None
+) -> None:
+    """Refuse a search no ranking can answer: an empty query, one that is not UTF-8 text, or
+    ``k`` below 1; and, where a server sets them, a query over ``max_chars`` characters or
+    ``k`` over ``max_k``. The one check of a search's input, for the stage and the service."""
+    if not query.strip():
+        raise SearchError("the query is empty")
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SearchError("the query is not valid UTF-8 text") from None
+    if max_chars is not None and len(query) > max_chars:
+        raise SearchError(f"the query has {len(query)} characters, more than {max_chars}")
+    if max_k is not None and not 1 <= k <= max_k:
+        raise InvalidK(f"k must be from 1 to {max_k}, not {k}")
+    if k < 1:
+        raise InvalidK(f"k must be at least 1, not {k}")
+
+
 def search(
     conn: psycopg.Connection,
     embedder: Embedder,
@@ -198,12 +218,7 @@ def search(
     """The top ``k`` facts of ``conversation_id`` for ``query`` (``vector``: its embedding,
     when the caller has it already: a server embeds concurrent queries as one batch)."""
     policy = policy or SearchPolicy()
-    if k < 1:
-        raise InvalidK(f"k must be at least 1, not {k}")
-    try:
-        query.encode("utf-8")
-    except UnicodeEncodeError:
-        raise SearchError("the query is not valid UTF-8 text") from None
+    check_query(query, k)
     if category is not None:
         category = Category(category)
     if as_of is not None and as_of.tzinfo is None:
