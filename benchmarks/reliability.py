@@ -42,6 +42,7 @@ commit.before`` runs every scenario once, in well under a minute: the harness, n
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tempfile
 import time
@@ -132,6 +133,7 @@ def main() -> None:
 
     from slowwave.models.settings import Settings
     from slowwave.sql.db import Database, migrate
+    from slowwave.sql.db.embedded import postmaster_pid, stop_embedded, stop_warden
 
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="slowwave-reliability-") as tmp:
@@ -164,6 +166,11 @@ def main() -> None:
                 result.seconds = round(time.perf_counter() - start, 1)
                 figures[name] = asdict(result)
                 reset(db)
+        # the server and its warden end now, not within seconds: nothing writes in the
+        # folder while it is removed
+        if postmaster_pid(settings.pgdata) is not None:
+            stop_embedded(settings.pgdata, force=True)
+        stop_warden(settings.pgdata)
     figures["all_clean"] = all(
         f["lost_episodes"] == f["duplicate_facts"] == f["differ_from_clean"] == 0
         and f["broken_invariants"] == 0
@@ -527,13 +534,17 @@ def _flow_faults(
     from tests.reliability.test_database_faults import CONVERSATION, ingest_one
 
     scenario = Scenario()
+    one = home / f"{CONVERSATION}.json"  # the conversation alone: nothing else left pending
+    one.write_text(
+        json.dumps([c for c in json.loads(data.read_text()) if c["sample_id"] == CONVERSATION])
+    )
     with flow_environment(home, data):
         settings = get_settings()
-        ingest_one(db, settings, data)
+        ingest_one(db, settings, one)
         clean = _clean_flow_outcome(db, data, [CONVERSATION])
         reset(db)
         for point, fault, hit in faults:
-            ingest_one(db, settings, data)
+            ingest_one(db, settings, one)
             faultpoints.arm(point, fault, at_hit=hit)
             try:
                 state = nightly(conversations=[CONVERSATION], return_state=True)
