@@ -123,6 +123,11 @@ def shard_task(
             policy = RunPolicy.of(settings, model)
             summary = run_shard(db, shard, model, embedder, policy, after_step=progress)
     except Exception as exc:
+        if shard.summary is not None and is_transient(exc):  # Prefect retries it: say after what
+            what = " ".join(str(exc).split())[:200]
+            shard.summary.shard_retries.append(
+                f"shard {shard.spec.index}: {type(exc).__name__}: {what}"
+            )
         # what the shard did before it failed travels with the error (from a Ray worker too)
         exc.shard_summary = shard.summary  # type: ignore[attr-defined]
         raise

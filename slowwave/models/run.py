@@ -251,6 +251,11 @@ class RunSummary(BaseModel):
         "same time: the sum can exceed the run's wall time).",
     )
     failures: list[ChunkFailure] = Field(default_factory=list)
+    shard_retries: list[str] = Field(
+        default_factory=list,
+        description="What a shard was retried after, one line each: a lost database "
+        "connection, a restarted server, a lost actor (no chunk's fault: nothing charged).",
+    )
     shards: int = Field(default=0, description="Shards that ran (each a Prefect task).")
     similarity: dict[str, SimilarityHistogram] = Field(
         default_factory=dict,
@@ -291,6 +296,7 @@ class RunSummary(BaseModel):
         for stage, seconds in shard.stage_seconds.items():
             self.add_time(stage, seconds)
         self.failures += shard.failures
+        self.shard_retries += shard.shard_retries
         for what, counts in shard.placement.items():
             for node, n in counts.items():
                 mine = self.placement.setdefault(what, {})
@@ -338,6 +344,10 @@ class RunSummary(BaseModel):
             ),
             ("facts evicted over the cap", self.facts_evicted),
             ("answers cut off at max_tokens (whole items kept)", self.answers_cut_off),
+            (
+                "shards retried (after what)",
+                "; ".join(self.shard_retries) if self.shard_retries else 0,
+            ),
             (
                 "model refusals (429, 503) waited out, seconds",
                 f"{self.model_refusals}, {self.model_waited_s:g}",
