@@ -42,7 +42,6 @@ commit.before`` runs every scenario once, in well under a minute: the harness, n
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 import time
@@ -531,13 +530,11 @@ def _flow_faults(
     from slowwave.flows.consolidate import nightly
     from slowwave.models import faultpoints
     from slowwave.models.settings import get_settings
+    from tests.fix_locomo import locomo_subset
     from tests.reliability.test_database_faults import CONVERSATION, ingest_one
 
     scenario = Scenario()
-    one = home / f"{CONVERSATION}.json"  # the conversation alone: nothing else left pending
-    one.write_text(
-        json.dumps([c for c in json.loads(data.read_text()) if c["sample_id"] == CONVERSATION])
-    )
+    one = locomo_subset(home, CONVERSATION, source=data)  # alone: nothing else left pending
     with flow_environment(home, data):
         settings = get_settings()
         ingest_one(db, settings, one)

@@ -20,10 +20,12 @@ def locomo_path() -> Path:
     return LOCOMO
 
 
-def locomo_subset(folder: Path, *conversations: str, sessions: int | None = None) -> Path:
+def locomo_subset(
+    folder: Path, *conversations: str, sessions: int | None = None, source: Path = LOCOMO
+) -> Path:
     """A LoCoMo file of ``conversations`` alone (each with its first ``sessions`` sessions,
-    when given), written in ``folder``."""
-    kept = [c for c in json.loads(LOCOMO.read_text()) if c["sample_id"] in conversations]
+    when given), read from ``source`` and written in ``folder``."""
+    kept = [c for c in json.loads(source.read_text()) if c["sample_id"] in conversations]
     assert len(kept) == len(conversations), conversations
     for conversation in kept if sessions is not None else ():
         turns = conversation["conversation"]
