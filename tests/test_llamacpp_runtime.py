@@ -49,16 +49,23 @@ GGUF = Path(
         "SLOWWAVE_TEST_GGUF", ROOT / ".slowwave" / "models" / DEFAULT_MODEL / "model.gguf"
     )
 )
+# The tests of a server's mechanics (its slots, its cache, the same tokens from both servers,
+# who starts and stops it) do not read what the answer says: they run the small model that
+# `slowwave models setup --model smollm2-135m-instruct` prepares beside the default, which
+# answers a chunk in a few seconds where the default takes tens on two cores. The tests of
+# what consolidation writes run the default.
+SMALL_GGUF = ROOT / ".slowwave" / "models" / "smollm2-135m-instruct" / "model.gguf"
 
 pytestmark = pytest.mark.slow
 
 
-def _require_llamacpp(*, native: bool = False) -> None:
+def _require_llamacpp(*, native: bool = False, gguf: Path = GGUF) -> None:
     reason = None
     if importlib.util.find_spec("llama_cpp") is None:
         reason = "llama.cpp is not installed (pip install -e '.[llamacpp]')"
-    elif not GGUF.is_file():
-        reason = f"no model at {GGUF} (run `slowwave models setup`)"
+    elif not gguf.is_file():
+        setup = "" if gguf == GGUF else " --model smollm2-135m-instruct --engine vllm"
+        reason = f"no model at {gguf} (run `slowwave models setup{setup}`)"
     elif native:
         try:
             native_server(Settings(llamacpp_server="native"))
@@ -200,8 +207,10 @@ def _no_leftover_server() -> Iterator[None]:
 def test_the_native_server_decodes_conversations_together_and_reports_its_prefix_cache(
     llamacpp_settings: Settings,
 ) -> None:
-    _require_llamacpp(native=True)
-    settings = with_settings(llamacpp_settings, llamacpp_server="native", llamacpp_parallel=3)
+    _require_llamacpp(native=True, gguf=SMALL_GGUF)
+    settings = with_settings(
+        llamacpp_settings, llm_model=str(SMALL_GGUF), llamacpp_server="native", llamacpp_parallel=3
+    )
     model = load_model(settings)
     base = str(model.client.base_url).removesuffix("/v1")  # type: ignore[attr-defined]
     requests = [
@@ -214,7 +223,7 @@ def test_the_native_server_decodes_conversations_together_and_reports_its_prefix
         while not all(f.done() for f in futures) and time.monotonic() < deadline:
             slots = httpx.get(f"{base}/slots", timeout=10).json()
             busy = max(busy, sum(bool(s.get("is_processing")) for s in slots))
-            time.sleep(0.2)
+            time.sleep(0.05)
         answers = [f.result(timeout=1) for f in futures]
         # the same system prompt again: the slot that answered one of them has it cached
         (again,) = model.generate([build_request("again", [], _episodes()[:1], 0.85)])
@@ -234,12 +243,13 @@ def test_both_servers_give_the_same_answer_without_a_repetition_penalty(
     server answers a chunk token for token as llama-cpp-python's does: the same prompt, the
     same arithmetic, the same greedy choices. (With a penalty they part: llama.cpp's server
     counts the prompt's last tokens in the penalty's window, llama-cpp-python only the answer.)"""
-    _require_llamacpp(native=True)
+    _require_llamacpp(native=True, gguf=SMALL_GGUF)
     request = build_request("c", [], _episodes(), 0.85)
     answers = {}
     for server in ("python", "native"):
         settings = with_settings(
             llamacpp_settings,
+            llm_model=str(SMALL_GGUF),
             llamacpp_server=server,
             llm_repetition_penalty=1.0,
             llm_max_tokens=96,  # the first items are where a difference shows
@@ -298,6 +308,7 @@ def test_a_terminal_backfill_takes_the_server_started_ahead_and_leaves_none_runn
 ) -> None:
     """`slowwave backfill` starts llama.cpp's server and loads the embedding model while its
     temporary Prefect API starts; the flow takes both rather than starting its own."""
+    _require_llamacpp(gguf=SMALL_GGUF)
     result = run_cli(
         tmp_path,
         "backfill",
@@ -305,7 +316,7 @@ def test_a_terminal_backfill_takes_the_server_started_ahead_and_leaves_none_runn
         "--conversation",
         "kenji",
         SLOWWAVE_LLM_RUNTIME="llamacpp",
-        SLOWWAVE_LLM_MODEL=str(GGUF),
+        SLOWWAVE_LLM_MODEL=str(SMALL_GGUF),
         SLOWWAVE_LLM_MAX_TOKENS="256",
         SLOWWAVE_PREFECT_PORT=str(free_port()),  # no `slowwave server` there: a temporary API
     )
