@@ -20,6 +20,7 @@ from slowwave.tasks.restate import (
     speaker_of,
     subject_name,
     without_opening,
+    without_request,
 )
 from tests.fix_episodes import active, add, at, decisions, facts, make_episode, with_settings
 from tests.fix_models import ScriptedModel, fact
@@ -44,7 +45,7 @@ from tests.test_consolidation import answer
         ("I teach chemistry and a bit of physics.", "Dana teaches chemistry and a bit of physics."),
         (
             "I really love bouldering with my sister Mia.",
-            "Dana really loves bouldering with Dana's sister Mia.",
+            "Dana really loves bouldering with their sister Mia.",
         ),
         ("I don't like early meetings.", "Dana doesn't like early meetings."),
         (
@@ -66,6 +67,46 @@ from tests.test_consolidation import answer
 )
 def test_a_speakers_own_sentence_is_restated_about_them(said: str, restated: str) -> None:
     assert restate(said, "Dana") == restated
+
+
+@pytest.mark.parametrize(
+    ("said", "restated"),
+    [
+        # named once, then "their" (LongMemEval: "The user is looking to grow The user's
+        # social media presence for The user's freelance writing business.")
+        (
+            "I'm looking to grow my social media presence for my freelance writing business.",
+            "The user is looking to grow their social media presence for their freelance "
+            "writing business.",
+        ),
+        ("She reminded me of my friend Emily.", "She reminded the user of their friend Emily."),
+        ("My sister and my brother visit me.", "The user's sister and their brother visit them."),
+    ],
+)
+def test_a_person_is_named_once_and_then_their_or_them(said: str, restated: str) -> None:
+    assert restate(said, "The user") == restated
+
+
+@pytest.mark.parametrize(
+    ("said", "kept"),
+    [
+        (
+            "I've been trying to get back into playing the guitar, can you recommend some "
+            "online resources besides Fender Play that can help me improve my skills?",
+            "I've been trying to get back into playing the guitar.",
+        ),
+        ("I'm planning a trip to Japan - any tips?", "I'm planning a trip to Japan."),
+        ("I live in Leeds, is that far from Manchester?", "I live in Leeds."),
+        # all question, or no request after it: as it was
+        ("What is the best way to learn?", "What is the best way to learn?"),
+        ("Is it ok, or not?", "Is it ok, or not?"),
+        ("I teach at a sixth-form college?", "I teach at a sixth-form college?"),
+    ],
+)
+def test_a_request_to_the_agent_that_closes_a_statement_is_no_part_of_the_fact(
+    said: str, kept: str
+) -> None:
+    assert without_request(said) == kept
 
 
 @pytest.mark.parametrize(
@@ -169,7 +210,7 @@ def test_a_first_person_update_is_restated_and_ends_the_fact_it_replaces_in_even
     now = active(conn, "dana")
     assert set(now) == {
         "Dana is moving to Manchester in July.",
-        "Dana is saving for a trip to Japan with Dana's sister.",
+        "Dana is saving for a trip to Japan with their sister.",
     }, now
     moved = now["Dana is moving to Manchester in July."]
     leeds = next(f for f in facts(conn, "dana") if "Leeds" in f["fact"])

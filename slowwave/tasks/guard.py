@@ -73,6 +73,7 @@ from slowwave.tasks.restate import (
     speaks_in_first_person,
     subject_name,
     without_opening,
+    without_request,
 )
 from slowwave.tasks.speaker_check import SpeakerCheck, renamed
 
@@ -388,7 +389,8 @@ def _stated(
     it was restated, what the model wrote and the episode it repeats, else None."""
     said = statements_of(item.fact)
     written = said[0]
-    said[0] = without_opening(written)  # "By the way, The user ..." is "The user ..."
+    # "By the way, The user ..." is "The user ..."; "..., can you recommend ...?" is "..."
+    said[0] = without_request(without_opening(written))
     if not speaks_in_first_person(said[0]):
         return said, None
     found = said_by(said[0], episodes)  # whoever said it, whichever episode the item cites

@@ -15,8 +15,11 @@ person, the rewrite is mechanical and needs no model:
 - "I'm" / "I am" → "Dana is", "I've" → "Dana has", "I'll" → "Dana will", "I" and a verb →
   "Dana" and the verb in the third person ("I teach" → "Dana teaches"; a past tense, a modal,
   "and I" in a compound subject stay as they are), "my" / "mine" → "Dana's", "me" → "Dana",
-  "our" before something of theirs ("our shop") → "Dana's"; an opening "Big news:", "Yes,"
-  or "By the way," is dropped (from any fact, first person or not: ``without_opening``).
+  "our" before something of theirs ("our shop") → "Dana's", and once the sentence has named
+  them, "their", "theirs" and "them" ("Dana loves climbing with their sister"; "The user" is
+  "the user" inside a sentence); an opening "Big news:", "Yes," or "By the way," is dropped
+  (from any fact, first person or not: ``without_opening``), and so is a request to the agent
+  that closes a statement ("..., can you recommend some lessons?": ``without_request``).
 
 A sentence with what no rule rewrites ("myself", "we", "us", "I" before a word that is no
 verb it knows) is left as it was, and the guard refuses it as before. The restated sentence
@@ -201,6 +204,14 @@ _SHARED = frozenset(
         "age",
     ]
 )
+# "my", "mine", "me" (not "me-time") and "our" with what it owns, in one pass from the left
+_OBJECT = re.compile(r"\b(?:([Mm]y|[Mm]ine|me)\b(?!-)|[Oo]ur\s+(\w+))")
+# a question to the agent after a statement: "..., can you recommend ...?", "... - any tips?"
+_REQUEST = re.compile(
+    r"(?:\s*[,;:—–]|\s+-)\s*(?:and\s+|so\s+|but\s+)?(?i:can|could|would|will|do|does|should|"
+    r"is|are|was|have|did|any|what|how|where|which|who|when|why)\b[^.!?]*\?\s*$"
+)
+APOSTROPHE_S = "'s"
 _FIRST_PERSON = re.compile(r"\b(I|I'm|I’m|I've|I’ve|I'd|I’d|I'll|I’ll|my|mine|me|our)\b")
 
 
@@ -302,16 +313,45 @@ def restate(fact: str, person: str) -> str | None:
     text = re.sub(r"\bI\s+((?:\w+\s+)?)([\w'’]+)", lambda m: _subject(m, person), text)
     if re.search(r"\bI\b", text):
         return None  # "I" before a word that is no verb known here
-    text = re.sub(r"\b(?:my|mine)\b", f"{person}'s", text)
-    text = re.sub(r"\bMy\b", f"{person}'s", text)
-    text = re.sub(r"\bme\b(?!-)", person, text)
-    text = re.sub(
-        r"\b[Oo]ur\s+(\w+)",
-        lambda m: m.group(0) if m.group(1).lower() in _SHARED else f"{person}'s {m.group(1)}",
-        text,
-    )
+    text = _objects(text, person)
     text = text[:1].upper() + text[1:]
+    if person == "The user":  # a role, not a name: "... reminded the user of their friend"
+        text = text[:1] + re.sub(r"\bThe user\b", "the user", text[1:])
     return text if text != fact.strip() else None
+
+
+def without_request(sentence: str) -> str:
+    """``sentence`` without a request to the agent that closes it: "I've been getting back
+    into the guitar, can you recommend some lessons?" says "I've been getting back into the
+    guitar."; a sentence that is all question stays as it was."""
+    found = _REQUEST.search(sentence)
+    if found is None or len(_WORD.findall(sentence[: found.start()])) < 3:
+        return sentence
+    return sentence[: found.start()].rstrip() + "."
+
+
+def _objects(text: str, person: str) -> str:
+    """ "my", "mine", "me" and "our X" about ``person``, from the left: their name until the
+    sentence names them ("Dana's sister"), then "their", "theirs" and "them" ("Dana loves
+    climbing with their sister")."""
+    out, last = [], 0
+    named = re.search(rf"\b{re.escape(person)}\b", text, re.I)
+    for match in _OBJECT.finditer(text):
+        word, owned = match.group(1), match.group(2)
+        said = named is not None and named.start() < match.start()
+        if owned is not None and owned.lower() in _SHARED:
+            continue  # "our lives": everyone's
+        if owned is not None:
+            new = f"{'their' if said else person + APOSTROPHE_S} {owned}"
+        elif word.lower() == "me":
+            new = "them" if said else person
+        else:
+            new = ("their" if word.lower() == "my" else "theirs") if said else person + APOSTROPHE_S
+        out += [text[last : match.start()], new]
+        last = match.end()
+        if named is None or named.start() > match.start():
+            named = match  # named from here on
+    return "".join([*out, text[last:]])
 
 
 def _subject(match: re.Match[str], person: str) -> str:
