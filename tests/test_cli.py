@@ -236,7 +236,8 @@ def test_status_of_a_database_of_another_dimension_says_so_in_one_line(tmp_path:
         (line,) = status.stderr.strip().splitlines()
         assert line == (
             "error: the schema stores 8-dimensional embeddings but SLOWWAVE_EMBEDDING_DIM=384; "
-            "use a database migrated for 384 dimensions or set it back to 8 [schema_mismatch]"
+            "use a database migrated for 384 dimensions, set it back to 8, or re-embed the "
+            "store with a 384-dimensional model (`slowwave db reembed`) [schema_mismatch]"
         )
         assert "embeddings 8-d" in status.stdout  # what is there is still shown
     finally:

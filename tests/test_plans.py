@@ -421,6 +421,30 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
             },
             {"Index Scan on episodic_memory_pkey"},
         ),
+        # a re-embedding (`slowwave db reembed`): a walk down each table's key, a batch at a
+        # time, written back by key; counted whole twice a re-embedding, for its progress
+        "reembed_facts_missing": (
+            {"after": facts[0], "limit": 256},
+            {"Index Scan on semantic_memory_pkey"},
+        ),
+        "reembed_facts_write": (
+            {"ids": facts, "embeddings": [VECTOR] * len(facts)},
+            {"Index Scan on semantic_memory_pkey"},
+        ),
+        "reembed_windows_missing": (
+            {"after_episode": episodes[0], "after_from": 0, "limit": 256},
+            {"Index Scan on episode_windows_pkey", "Index Scan on episodic_memory_pkey"},
+        ),
+        "reembed_windows_write": (
+            {
+                "episodes": episodes,
+                "froms": [0, 0, 0],
+                "tos": [1, 1, 1],
+                "embeddings": [VECTOR] * 3,
+            },
+            {"Index Scan on episode_windows_pkey"},
+        ),
+        "reembed_progress": ({}, {"Seq Scan on semantic_memory", "Seq Scan on episode_windows"}),
         "episode_reviews_lock": ({"ids": episodes}, {"Bitmap Index Scan on episodic_memory_pkey"}),
         "episode_reviews_write": (
             {

@@ -6,16 +6,19 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 from rich.table import Column
 
 from slowwave.cli.common import one_line_errors
-from slowwave.cli.render import console, number_column, table
+from slowwave.cli.render import console, errors, number_column, table
+from slowwave.models.embedding import load_embedder
 from slowwave.models.settings import get_settings
 from slowwave.models.tenant import shown as shown_key
 from slowwave.sql.db import Database, migrate
 from slowwave.sql.db.embedded import stop_embedded
 from slowwave.sql.db.migrate import check_dimension
 from slowwave.sql.db.status import COUNTS, DatabaseStatus, read_status
+from slowwave.tasks.reembed import BATCH, reembed
 from slowwave.tasks.runs import mark_crashed
 
 app = typer.Typer(
@@ -110,6 +113,91 @@ def _age(seconds: float) -> str:
         if seconds >= size:
             return f"{seconds / size:.1f} {unit}"
     return f"{max(seconds, 0):.0f} s"
+
+
+@app.command("reembed")
+@one_line_errors
+def db_reembed(
+    batch: Annotated[
+        int, typer.Option("--batch", min=1, help="Texts embedded and committed at a time.")
+    ] = BATCH,
+    switch: Annotated[
+        bool,
+        typer.Option(
+            "--switch/--no-switch",
+            help="Switch the store to the new vectors when all are written (--no-switch: "
+            "leave the switch to a later run; search keeps the old ones).",
+        ),
+    ] = True,
+    restart: Annotated[
+        bool,
+        typer.Option("--restart", help="Drop a re-embedding to another model under way."),
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Switch though other slowwave processes are connected."),
+    ] = False,
+) -> None:
+    """Re-embed every fact and episode window with the configured embedding model, then
+    switch the store to its vectors (resumable: run it again after a kill).
+
+    Example: SLOWWAVE_EMBEDDING_RUNTIME=onnx SLOWWAVE_EMBEDDING_MODEL=bge-small-en-v1.5
+    slowwave db reembed"""
+    settings = get_settings()
+    model = settings.embedding.model
+    columns = (
+        TextColumn("[bold]re-embed[/] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+    )
+    with Database(settings) as db:
+        migrate(db, check_model=False)  # the store's model is the old one: that is the point
+        embedder = load_embedder(settings)
+        try:
+            with (
+                db.raw_connection(autocommit=True) as conn,
+                Progress(*columns, console=errors, transient=True) as bar,
+            ):
+                tasks: dict[str, TaskID] = {}
+
+                def progress(kind: str, done: int, total: int) -> None:
+                    if kind not in tasks:
+                        tasks[kind] = bar.add_task(kind, total=total)
+                    bar.update(tasks[kind], completed=done, total=total)
+
+                report = reembed(
+                    conn,
+                    embedder,
+                    model,
+                    batch=batch,
+                    restart=restart,
+                    switch_to=switch,
+                    force=force,
+                    progress=progress,
+                )
+        finally:
+            embedder.close()
+    if report.previous == model and not (report.facts or report.windows or report.switched):
+        console.print(f"the store holds vectors of {model} already: nothing to re-embed")
+        return
+    went_on = " (going on with the re-embedding under way)" if report.resumed else ""
+    console.print(
+        f"re-embedded {report.facts} fact(s) and {report.windows} episode window(s) with "
+        f"{model} ({report.dim}-d){went_on}",
+        highlight=False,
+    )
+    if report.switched:
+        console.print(
+            f"switched: the store holds {model}'s vectors now (was {report.previous}); start "
+            "servers and workers with these embedding settings",
+            highlight=False,
+        )
+    else:
+        console.print(
+            f"not switched: search and runs still use {report.previous}'s vectors; run "
+            "`slowwave db reembed` again to switch",
+            highlight=False,
+        )
 
 
 @app.command("stop")

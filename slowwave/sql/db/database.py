@@ -61,6 +61,13 @@ def machine_local(url: str) -> bool:
     return all(not h.strip() or h.strip().startswith("/") or h.strip() in LOOPBACK for h in hosts)
 
 
+def application_name() -> str:
+    """How this process names its connections (libpq's ``fallback_application_name``: a name
+    the DSN gives wins): "slowwave PID", so that a re-embedding's switch finds the other
+    slowwave processes connected (``tasks.reembed.others_connected``)."""
+    return f"slowwave {os.getpid()}"
+
+
 def _configure(conn: psycopg.Connection) -> None:
     """Register pgvector's types when the extension exists (it does after migration)."""
     # The vector type is created by the first migration; before it, nothing needs it.
@@ -154,6 +161,7 @@ class Database:
             self.url,
             autocommit=autocommit,
             connect_timeout=int(self.settings.database.connect_timeout_s),
+            fallback_application_name=application_name(),
         )
         _configure(conn)
         return conn
@@ -189,6 +197,7 @@ class Database:
             kwargs={
                 "connect_timeout": int(self.settings.database.connect_timeout_s),
                 "autocommit": True,
+                "fallback_application_name": application_name(),
                 **self._options,
             },
             configure=_configure,

@@ -36,7 +36,8 @@ def check_dimension(actual: int | None, dim: int) -> None:
     if actual is not None and actual != dim:
         raise MigrationError(
             f"the schema stores {actual}-dimensional embeddings but SLOWWAVE_EMBEDDING_DIM="
-            f"{dim}; use a database migrated for {dim} dimensions or set it back to {actual}"
+            f"{dim}; use a database migrated for {dim} dimensions, set it back to {actual}, or "
+            f"re-embed the store with a {dim}-dimensional model (`slowwave db reembed`)"
         )
 
 
@@ -60,7 +61,8 @@ def check_embedding_model(conn: psycopg.Connection, model: str) -> None:
             raise MigrationError(
                 f"this store holds vectors of embedding model {row[0]!r}, not of "
                 f"SLOWWAVE_EMBEDDING_MODEL={model!r}: vectors of two models cannot be compared; "
-                f"set SLOWWAVE_EMBEDDING_MODEL back to {row[0]!r}, or use another database"
+                f"set SLOWWAVE_EMBEDDING_MODEL back to {row[0]!r}, or re-embed the store with "
+                f"{model!r} (`slowwave db reembed` with these settings), or use another database"
             )
     conn.execute(
         "INSERT INTO embedding_model (model) VALUES (%s) ON CONFLICT (only_row) "
@@ -114,8 +116,9 @@ def no_vector_privilege(conn: psycopg.Connection) -> str:
     )
 
 
-def migrate(db: Database) -> MigrationReport:
-    """Bring the schema up to date."""
+def migrate(db: Database, *, check_model: bool = True) -> MigrationReport:
+    """Bring the schema up to date; then refuse another embedding model or dimension than the
+    store's (``check_model``; a re-embedding, ``tasks.reembed``, runs with the new one)."""
     dim = db.settings.embedding.dim
     applied: list[str] = []
     already: list[str] = []
@@ -151,10 +154,12 @@ def migrate(db: Database) -> MigrationReport:
                     raise MigrationError(f"migration {label} failed (rolled back): {exc}") from exc
                 applied.append(label)
             actual = schema_embedding_dim(conn)
-            if actual is None or actual == dim:  # a dimension apart is refused below, first
+            # a dimension apart is refused below, first
+            if check_model and (actual is None or actual == dim):
                 check_embedding_model(conn, db.settings.embedding.model)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
-    check_dimension(actual, dim)
+    if check_model:
+        check_dimension(actual, dim)
     db.reset_pool()
     return MigrationReport(applied=applied, already=already, embedding_dim=actual or dim)
