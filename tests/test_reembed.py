@@ -238,7 +238,7 @@ def _search(home: Path, conversation: str, query: str, **env: str) -> str:
 
 @pytest.mark.slow
 def test_the_quick_start_home_and_a_locomo_home_reembed_with_bge_small_after_a_kill(
-    tmp_path: Path, prefect_api_url: str, locomo_path: Path
+    tmp_path: Path, locomo_path: Path
 ) -> None:
     """MiniLM's homes, as a user has them, re-embedded with bge-small (ONNX): the quick start's
     backfill, and two LoCoMo conversations replayed, whose re-embedding is killed with SIGKILL
@@ -257,12 +257,8 @@ def test_the_quick_start_home_and_a_locomo_home_reembed_with_bge_small_after_a_k
     replay = {"SLOWWAVE_LLM_RUNTIME": "replay", "SLOWWAVE_REPLAY_DATA": str(locomo_path)}
     try:
         with fake_model() as model:
-            done = run_cli(
-                quick, "backfill", str(SAMPLE), PREFECT_API_URL=prefect_api_url, **model.env()
-            )
-        assert done.returncode == 0, done.stderr[-2000:]
-        done = run_cli(locomo, "backfill", str(subset), PREFECT_API_URL=prefect_api_url, **replay)
-        assert done.returncode == 0, done.stderr[-2000:]
+            _backfill(quick, SAMPLE, **model.env())
+        _backfill(locomo, subset, **replay)
         for home, conversation in ((quick, "dana"), (locomo, "conv-26")):
             _search(home, conversation, "where does Dana live now")  # its windows embedded
 
@@ -309,6 +305,24 @@ def test_the_quick_start_home_and_a_locomo_home_reembed_with_bge_small_after_a_k
     finally:
         for home in (quick, locomo):
             run_cli(home, "db", "stop", "--force")
+
+
+def _backfill(home: Path, source: Path, **env: str) -> None:
+    """``slowwave.backfill(SOURCE)`` in a process of its own: what `slowwave backfill` leaves
+    (tests/test_backfill_parity.py), without a Prefect API to start."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import slowwave; print(slowwave.backfill({str(source)!r}).status)",
+        ],
+        env=slowwave_env(home, **env),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "completed", done.stderr[-3000:]
 
 
 def _state(home: Path) -> dict[str, Any]:
