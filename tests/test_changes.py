@@ -15,6 +15,7 @@ from slowwave.models.change import (
     counts,
     named_values,
     names_another_value,
+    one_word_swapped,
 )
 from slowwave.models.consolidation import FactAction
 from slowwave.models.embedding.base import Embedder
@@ -243,3 +244,48 @@ def test_an_unnamed_update_that_names_no_other_value_leaves_the_known_fact_unask
 
     assert summary.change_pairs == 0 and summary.changes_found == 0
     assert {leeds, hands_on} <= set(active(conn, "kai"))
+
+
+def test_two_sentences_the_same_but_for_one_word_are_one_statement_with_another_value() -> None:
+    night = "Kenji works at a night shift job."
+    assert one_word_swapped("Kenji works at a day shift job.", night) == ("night", "day")
+    assert one_word_swapped("Kenji works at the night shift job.", night) is None  # a → the
+    assert one_word_swapped("Kenji works at a day shift job now.", night) is None  # a word more
+    assert one_word_swapped("Kenji has three cats.", "Kenji has two cats.") is None  # a count
+    assert one_word_swapped("Kenji plays at a night shift party.", night) is None  # two words
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("proposed", [FactAction.update, FactAction.new])
+def test_an_unnamed_update_saying_the_known_fact_with_one_word_changed_ends_it_without_asking(
+    db: Database,
+    conn: psycopg.Connection,
+    embedder: Embedder,
+    settings: Settings,
+    proposed: FactAction,
+) -> None:
+    """The quick start's Kenji: the model wrote his switch as an update naming no fact; its
+    sentence is the night-shift fact's with "night" changed to "day". As a new fact (no change
+    meant) the two stand side by side."""
+    night, day = "Kenji works at a night shift job.", "Kenji works at a day shift job."
+    add(
+        conn,
+        make_episode("k", "k1", "I'm Kenji, a nurse, on nights at the moment.", at(2024, 1, 10)),
+        make_episode("k", "k2", "Good news, I switched to day shifts!", at(2024, 2, 13)),
+    )
+    model = ScriptedModel(
+        {"k1": lambda r: answer(fact(night)), "k2": lambda r: answer(fact(day, action=proposed))},
+        out_of_date=lambda known, later: False,  # asked, the model would keep the night shifts
+    )
+    one = with_settings(settings, chunk_size=1, episode_threshold=1)
+    summary = consolidate(db, model, embedder, one)
+
+    now = active(conn, "k")
+    if proposed is FactAction.new:
+        assert {night, day} <= set(now) and summary.changes_found == 0
+        return
+    assert summary.changes_found == 1
+    assert not [r for r in model.requests if r.purpose is Purpose.change]
+    old = next(f for f in facts(conn, "k") if f["fact"] == night)
+    assert night not in now and now[day]["supersedes_id"] == old["id"]
+    assert old["invalid_at"] == now[day]["valid_at"] == at(2024, 2, 13)

@@ -14,13 +14,26 @@ from typing import Any
 
 import anyio
 import httpx
+import psycopg
 import pytest
 
 import slowwave
+from slowwave.models.consolidation import FactAction
+from slowwave.models.embedding.base import Embedder
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
+from slowwave.tasks.consolidate import consolidate
+from slowwave.tasks.memories import (
+    asks_about_now,
+    render_memories,
+    search_memories,
+    successors_first,
+)
+from tests.fix_episodes import add, at, make_episode, with_settings
+from tests.fix_models import ScriptedModel, fact
 from tests.fix_processes import run_cli
 from tests.fix_server import Served, make_key, start_server
+from tests.test_consolidation import answer
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 MOVE = "We finally moved to Manchester last week, the flat is near the canal."
@@ -470,3 +483,60 @@ def test_over_rest_a_rerank_is_refused_until_the_reranker_is_set_up_then_orders_
     assert "Manchester" in memories[0]["text"] and memories[0]["ranks"]["rerank"] == 1
     assert reranked.json()["ranked"][0]["id"] == memories[0]["id"]
     assert all(m["ranks"].get("rerank") is None for m in plain.json()["memories"])
+
+
+@pytest.mark.slow
+def test_asked_about_now_an_episode_whose_facts_a_later_one_replaced_comes_after_it(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    """The quick start's question: the Leeds episode matches "Dana" and "where" best, but the
+    Manchester one replaced what it taught; asked about now, Manchester comes first and Leeds
+    says it was superseded. Asked about then, the order is the match's."""
+    add(
+        conn,
+        make_episode(
+            "dana", "d1", "Hi! I'm Dana. I teach chemistry at a school in Leeds.", at(2023, 3, 4)
+        ),
+        make_episode("dana", "d2", "Big news: I'm moving to Manchester in July.", at(2023, 5, 20)),
+    )
+    model = ScriptedModel(
+        {
+            "d1": lambda r: answer(fact("Dana teaches chemistry at a school in Leeds.")),
+            "d2": lambda r: answer(
+                fact("I'm moving to Manchester in July.", action=FactAction.update, existing="F1")
+            ),
+        }
+    )
+    consolidate(db, model, embedder, with_settings(settings, chunk_size=1, episode_threshold=1))
+
+    def found(query: str, **kw: object) -> list[tuple[str, bool]]:
+        hits = search_memories(conn, embedder, query, "dana", k=2, memory_tokens=200, **kw)  # type: ignore[arg-type]
+        return [(h.text.split()[-1], h.superseded) for h in hits]
+
+    then = found("Where does Dana teach?")
+    assert then == [("Leeds.", True), ("July.", False)]  # the match's order, Leeds marked
+    assert found("Where does Dana teach now?") == [("July.", False), ("Leeds.", True)]
+    assert found("Does Dana still teach in Leeds?")[0] == ("July.", False)
+    # as of a day before the move, nothing had replaced it
+    before = found("Where does Dana teach now?", as_of=at(2023, 5, 19))
+    assert before == [("Leeds.", False)]
+    rendered = render_memories(
+        search_memories(
+            conn, embedder, "Where does Dana teach now?", "dana", k=2, memory_tokens=200
+        )
+    )
+    assert "(2023-03-04 12:00 UTC, consolidated, superseded)" in rendered
+
+
+def test_what_replaced_an_episodes_facts_comes_before_it_and_the_rest_keep_their_order() -> None:
+    ranked = ["leeds", "climbing", "manchester", "japan"]
+    replaced_by = {"leeds": ["manchester", "not-found"], "climbing": [], "manchester": []}
+    order = successors_first(ranked, lambda e: e, lambda e: replaced_by.get(e, []))
+    assert order == ["manchester", "leeds", "climbing", "japan"]
+    # a chain: each before what it replaced; a loop (late-arriving episodes) ends
+    chain = {"a": ["b"], "b": ["c"], "c": ["a"]}
+    assert successors_first(["a", "b", "c"], lambda e: e, lambda e: chain[e]) == ["c", "b", "a"]
+    assert asks_about_now("Where does Dana live now?") and asks_about_now("Do I still run?")
+    assert asks_about_now("How many bikes do I currently own?")
+    assert not asks_about_now("Where did Dana teach in March?")
+    assert not asks_about_now("Is she known for it?")  # "now" inside a word

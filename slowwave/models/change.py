@@ -161,6 +161,27 @@ def alike_but_for_numbers(later: str, known: str) -> bool:
     return len(mine & theirs) >= ALIKE_BUT_FOR_NUMBERS * max(len(mine | theirs), 1)
 
 
+_SWAP_WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z]+)?")
+
+
+def one_word_swapped(later: str, known: str) -> tuple[str, str] | None:
+    """The word ``known`` has where ``later`` has another, when the two say the same in the same
+    words but that one ("Kenji works at a night shift job." → "... a day shift job."): the
+    same statement with another value, as the model meant in proposing it as an update. None
+    where they differ otherwise, or in a function word ("a" → "the") or a number (a count:
+    ``count_changed``)."""
+    old, new = _SWAP_WORD.findall(known.lower()), _SWAP_WORD.findall(later.lower())
+    if len(old) != len(new) or len(old) < 3:
+        return None
+    apart = [(o, n) for o, n in zip(old, new, strict=True) if o != n]
+    if len(apart) != 1:
+        return None
+    (was, now) = apart[0]
+    if {was, now} & (FUNCTION_WORDS | _COUNTING) or was.isdigit() or now.isdigit():
+        return None
+    return was, now
+
+
 # number words that count something ("three sessions"); "one", "once", "none" and the
 # ordinals are left out: "one of the ...", "the first time" count nothing
 _COUNTING = {

@@ -90,6 +90,13 @@ class EpisodicHit(BaseModel):
     start_at: datetime
     end_at: datetime
     pending: bool = Field(description="Not consolidated yet: no fact may cite it so far.")
+    superseded: bool = Field(
+        default=False,
+        description="A later episode replaced one of the facts it taught (a later version "
+        "of it had begun by the search's time): part of what it says no longer holds. Asked "
+        "about now (`now`, `currently`, `still` ...), the episode that replaced it comes first "
+        "where both are found.",
+    )
     messages: int = Field(description="How many messages the episode holds.")
     text: str = Field(description="Its messages, one a line: `speaker: text`.")
     excerpt: bool = Field(description="The text is cut to the budget around the best messages.")

@@ -10,7 +10,10 @@ Here, of each such fact's ``NEAREST_CANDIDATES`` nearest active facts of the con
 starts with the same person's name and holds another value of a kind the new one names (a place,
 a name, a number: ``models.change.names_another_value``) is shown with it as a pair: on one
 night of short episodes, 4 of the 21 pairs asked before, the one real change (Dana's move) among
-them; a change of a common word ("day shifts" after "nights") goes unasked. Each pair is in a
+them; a change of a common word ("day shifts" after "nights") goes unasked, unless the model's
+update says what the known fact says with that one word changed ("Kenji works at a day shift
+job." after "... a night shift job.": ``models.change.one_word_swapped``), which is the update
+the model meant, made without asking. Each pair is in a
 short request of its own and every request in one ``generate`` call (``models.change``). The
 model writes the known fact as it stands once the new one holds; a rewrite that takes a value
 from the new fact turns the action into the update it is: the known fact ends at the new one's
@@ -43,6 +46,7 @@ from slowwave.models.change import (
     alike_but_for_numbers,
     count_changed,
     names_another_value,
+    one_word_swapped,
     render_change_prompt,
     replaced,
 )
@@ -122,6 +126,8 @@ def find_changes(
             why = "alike but for its numbers, it states another count than"
         elif count_changed(later, pair.known_fact):
             why = "it counts again a thing counted by"
+        elif (swap := _swapped(prepared, pair)) is not None:
+            why = f"the model's update says {swap[1]!r} where it says {swap[0]!r}, as"
         else:
             continue
         taken.add((pair.chunk, pair.known_id))
@@ -163,6 +169,15 @@ def find_changes(
                 f"rewritten as {now!r}",
             )
             summary.changes_found += 1
+
+
+def _swapped(prepared: Sequence[PreparedChunk], pair: Pair) -> tuple[str, str] | None:
+    """For an update the model proposed without naming its fact: the word its nearest known
+    fact has where it has another, the rest alike (``models.change.one_word_swapped``)."""
+    action = prepared[pair.chunk].plan.actions[pair.index]
+    if action.proposed is not FactAction.update:
+        return None
+    return one_word_swapped(action.fact or "", pair.known_fact)
 
 
 def _update(prepared: Sequence[PreparedChunk], pair: Pair, reason: str) -> None:
@@ -227,11 +242,14 @@ def _pairs(
                 numbered.add(ordinal)
             continue
         unnamed = action.proposed is FactAction.update or action.second_look
+        swapped = action.proposed is FactAction.update and one_word_swapped(fact, known_fact)
         if (
             ordinal not in pairs
             and unnamed
-            and similarity < policy.upper
-            and names_another_value(fact, known_fact, subjects)
+            and (
+                swapped
+                or (similarity < policy.upper and names_another_value(fact, known_fact, subjects))
+            )
         ):
             pairs[ordinal] = Pair(c, index, known_id, known_fact, float(similarity))
     return [pairs[ordinal] for ordinal in sorted(pairs)]

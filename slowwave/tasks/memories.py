@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 from uuid import UUID
 
 import numpy as np
@@ -290,12 +290,15 @@ def search_memories(
     if not rows:
         return []
     w = policy.retrievability_weight
+    about_now = asks_about_now(query)
     scored = []
     for n, row in enumerate(rows):
         recall = retrievability(row, at)
         scored.append((row["fused"] * (1 - w + w * recall), n, recall, row))
     scored.sort(key=lambda s: (-s[0], s[1]))  # ties: as the fusion had them
     best = scored[0][0] or 1.0  # the best one scores 1
+    if about_now:  # what replaced an episode's facts before it
+        scored = successors_first(scored, lambda s: s[3]["id"], lambda s: s[3]["replaced_by"])
     hits = []
     for score, _, recall, row in scored[:k]:
         nearest = None if row["best_from"] is None else (row["best_from"], row["best_to"])
@@ -307,6 +310,7 @@ def search_memories(
                 start_at=row["start_at"],
                 end_at=row["end_at"],
                 pending=row["pending"],
+                superseded=bool(row["replaced_by"]),
                 messages=len(row["messages"]),
                 text=text,
                 excerpt=cut,
@@ -391,18 +395,67 @@ def latest_memories(
     return "\n".join(parts) if rows and each > 16 else ""
 
 
-def _when(start: datetime, pending: bool) -> str:
+def _when(start: datetime, pending: bool, superseded: bool = False) -> str:
     when = start.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return f"{when}, {'pending' if pending else 'consolidated'}"
+    state = "pending" if pending else "consolidated, superseded" if superseded else "consolidated"
+    return f"{when}, {state}"
+
+
+# a question about how things stand now: "where does Dana live now", "do I still run", "how
+# many bikes do I currently own"
+_NOW = re.compile(
+    r"\b(?:now|nowadays|currently|current|presently|at present|at the moment|these days|"
+    r"still|any ?more|latest|most recent(?:ly)?)\b",
+    re.I,
+)
+
+
+T = TypeVar("T")
+
+
+def successors_first(
+    ranked: Sequence[T], key: Callable[[T], Any], successors: Callable[[T], Sequence[Any]]
+) -> list[T]:
+    """``ranked`` in its order, but each item after those of its ``successors`` (by ``key``)
+    that are in it: asked where Dana lives now, the episode where she said she is moving to
+    Manchester comes before the one where she said she teaches in Leeds, which matches the
+    question's words better, when a fact of the first replaced one of the second."""
+    by_key = {key(item): item for item in ranked}
+    position = {key(item): n for n, item in enumerate(ranked)}
+    out: list[T] = []
+    done: set[Any] = set()
+
+    def emit(item: T, seen: frozenset[Any]) -> None:
+        if key(item) in done:
+            return
+        for later in sorted(
+            (by_key[k] for k in successors(item) if k in by_key and k not in seen),
+            key=lambda other: position[key(other)],
+        ):
+            emit(later, seen | {key(item)})
+        if key(item) not in done:
+            done.add(key(item))
+            out.append(item)
+
+    for item in ranked:
+        emit(item, frozenset())
+    return out
+
+
+def asks_about_now(query: str) -> bool:
+    """Whether ``query`` asks how things stand now (``_NOW``), where what a later episode
+    replaced is not the answer."""
+    return _NOW.search(query) is not None
 
 
 def render_memories(hits: Sequence[EpisodicHit]) -> str:
     """Seed 000's section: ``## Episodic Memories``, then ``## Memory 1 [rank: 1, score: …]``
-    and its text, when, and whether it is consolidated yet."""
+    and its text, when, whether it is consolidated yet and whether what it taught was since
+    replaced (superseded)."""
     if not hits:
         return ""
     parts = ["## Episodic Memories"]
     for rank, hit in enumerate(hits, 1):
         parts += [f"## Memory {rank} [rank: {rank}, score: {hit.score:.2f}]"]
-        parts += [f"({_when(hit.start_at, hit.pending)})", hit.text]
+        parts += [f"({_when(hit.start_at, hit.pending, hit.superseded)})", hit.text]
     return "\n".join(parts)

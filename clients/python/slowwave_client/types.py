@@ -63,6 +63,10 @@ class EpisodicHit(BaseModel):
     How well it answers, from 0 to 1 (the best one 1): its fused rank score weighed by its retrievability, over the best one's.
     """
     start_at: AwareDatetime = Field(..., title="Start At")
+    superseded: bool | None = Field(False, title="Superseded")
+    """
+    A later episode replaced one of the facts it taught (a later version of it had begun by the search's time): part of what it says no longer holds. Asked about now (`now`, `currently`, `still` ...), the episode that replaced it comes first where both are found.
+    """
     text: str = Field(..., title="Text")
     """
     Its messages, one a line: `speaker: text`.

@@ -402,6 +402,12 @@ export interface components {
              */
             start_at: string;
             /**
+             * Superseded
+             * @description A later episode replaced one of the facts it taught (a later version of it had begun by the search's time): part of what it says no longer holds. Asked about now (`now`, `currently`, `still` ...), the episode that replaced it comes first where both are found.
+             * @default false
+             */
+            superseded: boolean;
+            /**
              * Text
              * @description Its messages, one a line: `speaker: text`.
              */

@@ -15,7 +15,9 @@
 --              counts in it as high as its full-text rank (it cannot be judged there yet, and
 --              is not pushed down for that while the server embeds it).
 -- Up to %(candidates)s from each channel; the best %(candidates)s fused, each with its FSRS
--- card, weighed by the caller.
+-- card, weighed by the caller, and the episodes that replaced what it taught: those holding a
+-- later version (supersedes_id) of one of its facts, begun by %(as_of)s or now (a question
+-- about now puts them before it: tasks.memories).
 WITH scope AS MATERIALIZED (
     SELECT e.id, jsonb_array_length(e.messages) AS messages,
            coalesce(e.search_tsv, to_tsvector('english'::regconfig,
@@ -83,12 +85,25 @@ WITH scope AS MATERIALIZED (
     LEFT JOIN nearest n USING (id)
     ORDER BY fused DESC, id
     LIMIT %(candidates)s
+), replaced AS (
+    SELECT u.id, array_agg(DISTINCT v.id) AS replaced_by
+    FROM semantic_memory s
+    CROSS JOIN LATERAL unnest(s.source_episodic_ids) AS u(id)
+    JOIN semantic_memory later
+      ON later.supersedes_id = s.id
+     AND (%(as_of)s::timestamptz IS NULL OR later.valid_at <= %(as_of)s::timestamptz)
+    CROSS JOIN LATERAL unnest(later.source_episodic_ids) AS v(id)
+    WHERE s.conversation_id = %(conversation_id)s
+      AND (%(as_of)s::timestamptz IS NULL OR s.valid_at <= %(as_of)s::timestamptz)
+      AND u.id IN (SELECT id FROM fused) AND v.id <> u.id
+    GROUP BY u.id
 )
 SELECT e.id, e.conversation_id, e.start_at, e.end_at, e.consolidated_at IS NULL AS pending,
        e.messages, f.fused::float8 AS fused, f.fulltext_rank, f.vector_rank,
-       f.best_from, f.best_to,
+       f.best_from, f.best_to, coalesce(r.replaced_by, '{}') AS replaced_by,
        e.review_stability, e.review_difficulty, e.review_state, e.review_step, e.reviewed_at,
        e.reviews
 FROM fused f
 JOIN episodic_memory e USING (id)
+LEFT JOIN replaced r USING (id)
 ORDER BY f.fused DESC, e.id
