@@ -27,6 +27,24 @@ def run_cli(home: Path, *args: str, **extra: str) -> subprocess.CompletedProcess
     )
 
 
+def api_backfill(home: Path, source: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+    """``slowwave.backfill(SOURCE)`` in a process of its own, with its own home: what `slowwave
+    backfill` leaves (tests/test_backfill_parity.py), through the Python API; it prints the
+    run's status."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import slowwave; print(slowwave.backfill({str(source)!r}).status)",
+        ],
+        env=slowwave_env(home, **extra),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
 def gone_pid() -> int:
     """The pid of a process that has exited: what a killed run leaves in its row."""
     child = subprocess.run(

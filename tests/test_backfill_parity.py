@@ -4,15 +4,13 @@ episodes, summaries, facts and decision logs."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.fix_model_server import fake_model
-from tests.fix_processes import run_cli, slowwave_env
+from tests.fix_processes import api_backfill, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -55,18 +53,7 @@ def test_the_command_and_the_python_api_backfill_the_same_file_to_the_same_memor
                 flow_home, "backfill", str(SAMPLE), PREFECT_API_URL=prefect_api_url, **env
             )
             assert command.returncode == 0, command.stderr[-3000:]
-            api = subprocess.run(
-                [
-                    sys.executable,
-                    "-c",
-                    f"import slowwave; print(slowwave.backfill({str(SAMPLE)!r}).status)",
-                ],
-                env=slowwave_env(api_home, **env),
-                capture_output=True,
-                text=True,
-                timeout=300,
-                check=False,
-            )
+            api = api_backfill(api_home, SAMPLE, **env)
             assert api.returncode == 0 and api.stdout.strip() == "completed", api.stderr[-3000:]
             by_flow, by_api = stored(flow_home), stored(api_home)
         finally:

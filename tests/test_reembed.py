@@ -31,7 +31,7 @@ from tests.fix_episodes import add, at, make_episode, with_settings
 from tests.fix_locomo import locomo_subset
 from tests.fix_model_server import fake_model
 from tests.fix_models import ScriptedModel, fact
-from tests.fix_processes import run_cli, slowwave_env
+from tests.fix_processes import api_backfill, run_cli, slowwave_env
 from tests.reliability.fix_commands import HashEmbedder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -308,20 +308,7 @@ def test_the_quick_start_home_and_a_locomo_home_reembed_with_bge_small_after_a_k
 
 
 def _backfill(home: Path, source: Path, **env: str) -> None:
-    """``slowwave.backfill(SOURCE)`` in a process of its own: what `slowwave backfill` leaves
-    (tests/test_backfill_parity.py), without a Prefect API to start."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            f"import slowwave; print(slowwave.backfill({str(source)!r}).status)",
-        ],
-        env=slowwave_env(home, **env),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = api_backfill(home, source, **env)  # no Prefect API to start
     assert done.returncode == 0 and done.stdout.strip() == "completed", done.stderr[-3000:]
 
 

@@ -26,7 +26,6 @@ from slowwave.server.launch import prefect_launcher
 from slowwave.server.middleware import Guard, Measured, RequestMetrics
 from slowwave.server.routes import admin, conversations, facts, operations
 from slowwave.service import Service
-from slowwave.sql.db import Database
 
 
 def create_app(
@@ -49,23 +48,20 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        db = Database(
+        # its embedder loaded, and its first forward pass made, before the first request:
+        # the first search of a fresh server does not pay for it
+        service = Service.started(
             settings,
+            embedder,
             pool_size=settings.serve.pool_size,
             pool_wait_s=settings.serve.pool_wait_s,
             statement_timeout_ms=settings.serve.statement_timeout_ms,
             hold=True,
+            background=True,
+            launcher=prefect_launcher(),
+            warm=True,
         )
-        db.open()
-        try:
-            db.fill()  # the first requests find their connections made
-        except BaseException:
-            db.close()
-            raise
-        service = Service(settings, db, embedder, background=True, launcher=prefect_launcher())
-        # loaded, and its first forward pass made, before the first request: the first search
-        # of a fresh server does not pay for it
-        service.embedder.embed(["warm up"])
+        db = service.db
         state["service"] = app.state.service = service
         state["auth"] = app.state.auth = Authenticator(service, enabled=auth)
         registry.register(DecisionCollector(db))
@@ -77,7 +73,6 @@ def create_app(
                 yield
         finally:
             service.close()
-            db.close()
 
     app = FastAPI(
         title="slowwave",

@@ -289,12 +289,7 @@ class McpEndpoint:
 
 def run_stdio(settings: Settings, key: str) -> None:
     """Serve one agent over stdio as ``key`` allows, until its client closes the pipe."""
-    from slowwave.models.embedding import load_embedder
-    from slowwave.sql.db import Database
-
-    db = Database(settings, pool_size=2).open()
-    embedder = load_embedder(settings)
-    service = Service(settings, db, embedder, background=True)
+    service = Service.started(settings, pool_size=2, background=True, warm=True)
     auth = Authenticator(service)
     try:
         auth.caller(f"Bearer {key}")  # a key that is no key stops here, before any client
@@ -304,8 +299,6 @@ def run_stdio(settings: Settings, key: str) -> None:
         raise StdioRefused(exc.message) from None
     finally:
         service.close()
-        embedder.close()
-        db.close()
 
 
 class StdioRefused(Unauthorized):

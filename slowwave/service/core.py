@@ -332,19 +332,64 @@ class ServiceCore:
         self._reranker_lock = threading.Lock()
 
     @classmethod
+    def started(
+        cls,
+        settings: Settings,
+        embedder: Embedder | None = None,
+        *,
+        migrated: bool = False,
+        pool_size: int | None = None,
+        pool_wait_s: float | None = None,
+        statement_timeout_ms: int | None = None,
+        hold: bool = False,
+        background: bool = False,
+        launcher: Launcher | None = None,
+        warm: bool = False,
+    ) -> Self:
+        """The service over the settings' database (the embedded server by default), opened
+        here and closed with it (``close``), as every surface that holds one starts it: the
+        commands (``open``), the server (its pool's size, wait and statement timeout, its
+        connections made first: ``hold``; its background helpers; its embedder loaded and run
+        once before the first request: ``warm``) and MCP over stdio. ``migrated``: the schema
+        brought up to date first, and another embedding model than the store's refused."""
+        db = Database(
+            settings,
+            pool_size=pool_size,
+            pool_wait_s=pool_wait_s,
+            statement_timeout_ms=statement_timeout_ms,
+            hold=hold,
+        ).open()
+        try:
+            if migrated:
+                migrate(db)
+            if hold:
+                db.fill()  # the first requests find their connections made
+            service = cls(
+                db.settings, db, embedder, background=background, own_db=True, launcher=launcher
+            )
+        except BaseException:
+            db.close()
+            raise
+        try:
+            if warm:
+                service.embedder.embed(["warm up"])
+        except BaseException:
+            service.close()
+            raise
+        return service
+
+    @classmethod
     @contextmanager
     def open(
         cls, settings: Settings | None = None, embedder: Embedder | None = None
     ) -> Iterator[Self]:
         """The settings' database (the embedded server by default), open and migrated, for
         the calls of one block; closed after, with whatever it loaded."""
-        with Database(settings or get_settings()) as db:
-            migrate(db)
-            service = cls(db.settings, db, embedder)
-            try:
-                yield service
-            finally:
-                service.close()
+        service = cls.started(settings or get_settings(), embedder, migrated=True)
+        try:
+            yield service
+        finally:
+            service.close()
 
     @property
     def embedder(self) -> Embedder:
