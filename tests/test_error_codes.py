@@ -89,3 +89,21 @@ def test_a_narrower_code_is_its_own_class_under_the_one_it_narrows() -> None:
     # a code this client does not know yet is still the class of its status
     unknown = errors.from_answer(409, {"error": {"code": "newer_than_this_client"}})
     assert type(unknown) is errors.Conflict and unknown.code == "newer_than_this_client"
+
+
+def test_the_client_package_holds_a_class_per_code_and_the_server_its_own_narrower_ones() -> None:
+    """What the client can be answered is a code; a class that only narrows a code in process
+    (``UnknownFact`` is a ``not_found``) is raised by the server alone, and lives there."""
+    from slowwave_client import errors as client
+
+    assert set(client.classes()) == set(client.by_code().values())
+    server_only = set(errors.classes()) - set(client.classes())
+    assert {c.__name__ for c in server_only} == {
+        "EmbeddedPostgresError",
+        "UnknownConversation",
+        "UnknownFact",
+        "UnknownId",
+        "UnknownKey",
+    }
+    assert all(c.__module__ == "slowwave.models.errors" for c in server_only)
+    assert errors.by_code() == client.by_code()  # the list of codes is one

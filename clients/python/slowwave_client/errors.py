@@ -10,9 +10,11 @@ which stays stable the same way. ``retry_after_s`` says when a retry may succeed
 database coming back, a rate limit).
 
 Each subclass defined elsewhere keeps the built-in base it had (``ValueError``,
-``RuntimeError``, ``ConnectionError``), so code that caught that still does. The whole list is
-``slowwave.errors`` (and ``slowwave_client.errors``, where the classes live: the client installs
-without the server).
+``RuntimeError``, ``ConnectionError``), so code that caught that still does. Every code is a
+class here (the client installs without the server, and raises them from answers); the classes
+only the server raises, each narrowing one of these codes in process (``UnknownFact`` is a
+``not_found``), live in the server (``slowwave.models.errors``). The whole list is
+``slowwave.errors``.
 """
 
 from __future__ import annotations
@@ -254,10 +256,6 @@ class InvalidConversationId(SlowwaveError, ValueError):
 
 
 # ── raised by slowwave.tasks.ids
-class UnknownId(NotFound):
-    """No id of the kind starts with what was typed."""
-
-
 class AmbiguousId(SlowwaveError, LookupError):
     """More than one id of the kind starts with what was typed."""
 
@@ -271,13 +269,6 @@ class HistoryError(SlowwaveError, ValueError):
 
     code = "history_error"
     status = 409
-
-
-class UnknownFact(NotFound, HistoryError):
-    """No fact of this id (for this tenant: another tenant's fact is no fact)."""
-
-    code = "not_found"
-    status = 404
 
 
 # ── raised by slowwave.tasks.calibrate
@@ -300,10 +291,6 @@ class SearchError(InvalidRequest):
 
     code = "invalid_query"
     status = 422
-
-
-class UnknownConversation(NotFound):
-    """A command named a conversation with no episode and no fact."""
 
 
 # ── raised by slowwave.tasks.export
@@ -344,11 +331,6 @@ class MappingError(SlowwaveError, ValueError):
     status = 422
 
 
-# ── raised by slowwave.tasks.keys
-class UnknownKey(NotFound):
-    """A key that cannot be revoked as asked: none, or more than one, answers to the name."""
-
-
 # ── raised by slowwave.sql.db.database
 class DatabaseUnavailable(SlowwaveError, RuntimeError):
     """Postgres cannot be reached, or it cannot serve slowwave (no pgvector)."""
@@ -356,11 +338,6 @@ class DatabaseUnavailable(SlowwaveError, RuntimeError):
     code = "database_unavailable"
     status = 503
     retry_after_s = 5.0
-
-
-# ── raised by slowwave.sql.db.embedded
-class EmbeddedPostgresError(DatabaseUnavailable):
-    """The embedded server could not be started or stopped."""
 
 
 # ── raised by slowwave.sql.db.migrate
@@ -389,8 +366,8 @@ def classes() -> list[type[SlowwaveError]]:
 
 def by_code() -> dict[str, type[SlowwaveError]]:
     """The class of each code (what a client raises for an answer). A code is one class's: a
-    subclass that keeps its parent's code (``UnknownFact``, ``not_found``) only narrows it in
-    process, and the wire knows the parent."""
+    subclass that keeps its parent's code (the server's ``UnknownFact``, ``not_found``) only
+    narrows it in process, and the wire knows the parent."""
     table: dict[str, type[SlowwaveError]] = {}
     for cls in classes():
         inherited = {base.code for base in cls.__mro__[1:] if issubclass(base, SlowwaveError)}
@@ -437,7 +414,6 @@ __all__ = [
     "Conflict",
     "ConversationRequired",
     "DatabaseUnavailable",
-    "EmbeddedPostgresError",
     "EmbeddingDimensionMismatch",
     "EmptySource",
     "ExportError",
@@ -477,8 +453,4 @@ __all__ = [
     "TooLarge",
     "TooManyMessages",
     "Unauthorized",
-    "UnknownConversation",
-    "UnknownFact",
-    "UnknownId",
-    "UnknownKey",
 ]
