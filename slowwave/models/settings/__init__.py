@@ -54,128 +54,22 @@ GROUPS: dict[str, type[BaseSettings]] = {
     "ray": RaySettings,
 }
 
-# a setting by its variable's name less ``SLOWWAVE_`` (lower case) -> (group, field)
+
+def names_of(group: type[BaseSettings], name: str, field: FieldInfo) -> tuple[str, ...]:
+    """The variables a group's field is read from, as it declares them: its aliases
+    (``SLOWWAVE_DATABASE_URL``, ``DATABASE_URL``), else its group's prefix and its name."""
+    alias = field.validation_alias
+    if isinstance(alias, AliasChoices):
+        return tuple(str(c) for c in alias.choices)
+    return (f"{group.model_config.get('env_prefix', '')}{name}".upper(),)
+
+
+# a setting by its variable's name less ``SLOWWAVE_`` (lower case) -> (group, field): read from
+# the groups' declarations (the first variable each field names), not written a second time
 BY_NAME: dict[str, tuple[str, str]] = {
-    "database_url": ("database", "url"),
-    "pool_max_size": ("database", "pool_max_size"),
-    "connect_timeout_s": ("database", "connect_timeout_s"),
-    "episode_threshold": ("consolidation", "episode_threshold"),
-    "flashbulb_surprise": ("consolidation", "flashbulb_surprise"),
-    "chunk_size": ("consolidation", "chunk_size"),
-    "chunk_min_tokens": ("consolidation", "chunk_min_tokens"),
-    "related_facts_limit": ("consolidation", "related_facts_limit"),
-    "gate_min_chars": ("consolidation", "gate_min_chars"),
-    "gate_max_surprise": ("consolidation", "gate_max_surprise"),
-    "dedupe_threshold": ("consolidation", "dedupe_threshold"),
-    "gray_zone_merge": ("consolidation", "gray_zone_merge"),
-    "change_check": ("consolidation", "change_check"),
-    "second_look": ("consolidation", "second_look"),
-    "second_look_messages": ("consolidation", "second_look_messages"),
-    "gray_zone_lower": ("consolidation", "gray_zone_lower"),
-    "merge_faithfulness": ("consolidation", "merge_faithfulness"),
-    "dedupe_candidates": ("consolidation", "dedupe_candidates"),
-    "claim_lease_s": ("consolidation", "claim_lease_s"),
-    "due_after_s": ("consolidation", "due_after_s"),
-    "claim_max_conversations": ("consolidation", "claim_max_conversations"),
-    "run_token_budget": ("consolidation", "run_token_budget"),
-    "tenant_token_budget": ("consolidation", "tenant_token_budget"),
-    "run_call_budget": ("consolidation", "run_call_budget"),
-    "tenant_call_budget": ("consolidation", "tenant_call_budget"),
-    "max_active_facts": ("consolidation", "max_active_facts"),
-    "slots": ("consolidation", "slots"),
-    "profiles": ("consolidation", "profiles"),
-    "profile_max_tokens": ("consolidation", "profile_max_tokens"),
-    "profile_input_tokens": ("consolidation", "profile_input_tokens"),
-    "max_attempts": ("consolidation", "max_attempts"),
-    "grounding": ("consolidation", "grounding"),
-    "check_speaker": ("consolidation", "check_speaker"),
-    "hold_ending_share": ("consolidation", "hold_ending_share"),
-    "hold_ending_min": ("consolidation", "hold_ending_min"),
-    "shard_conversations": ("orchestration", "shard_conversations"),
-    "shard_concurrency": ("orchestration", "shard_concurrency"),
-    "nightly_timezone": ("orchestration", "nightly_timezone"),
-    "metrics_port": ("orchestration", "metrics_port"),
-    "prefect_port": ("orchestration", "prefect_port"),
-    "serve_host": ("serve", "host"),
-    "serve_port": ("serve", "port"),
-    "serve_pool_size": ("serve", "pool_size"),
-    "serve_pool_wait_s": ("serve", "pool_wait_s"),
-    "serve_statement_timeout_ms": ("serve", "statement_timeout_ms"),
-    "serve_max_body_bytes": ("serve", "max_body_bytes"),
-    "serve_default_conversation": ("serve", "default_conversation"),
-    "serve_max_messages": ("serve", "max_messages"),
-    "serve_max_query_chars": ("serve", "max_query_chars"),
-    "serve_max_k": ("serve", "max_k"),
-    "serve_rate_per_s": ("serve", "rate_per_s"),
-    "serve_rate_burst": ("serve", "rate_burst"),
-    "serve_embed_batch": ("serve", "embed_batch"),
-    "rrf_k": ("search", "rrf_k"),
-    "search_candidates": ("search", "candidates"),
-    "search_diversity": ("search", "diversity"),
-    "search_diversity_dominant": ("search", "diversity_dominant"),
-    "search_session_weight": ("search", "session_weight"),
-    "search_temporal_weight": ("search", "temporal_weight"),
-    "search_temporal_before_days": ("search", "temporal_before_days"),
-    "search_temporal_after_days": ("search", "temporal_after_days"),
-    "search_episode_weight": ("search", "episode_weight"),
-    "search_memories": ("search", "memories"),
-    "search_memory_tokens": ("search", "memory_tokens"),
-    "search_retrievability_weight": ("search", "retrievability_weight"),
-    "search_memory_window": ("search", "memory_window"),
-    "search_memory_vector_weight": ("search", "memory_vector_weight"),
-    "search_rerank": ("search", "rerank"),
-    "search_rerank_model": ("search", "rerank_model"),
-    "search_rerank_candidates": ("search", "rerank_candidates"),
-    "ingest_batch_rows": ("ingest", "batch_rows"),
-    "ingest_connections": ("ingest", "connections"),
-    "segment_gap_s": ("ingest", "segment_gap_s"),
-    "segment_max_messages": ("ingest", "segment_max_messages"),
-    "summarize_on_ingest": ("ingest", "summarize_on_ingest"),
-    "summary_min_chars": ("ingest", "summary_min_chars"),
-    "max_message_chars": ("ingest", "max_message_chars"),
-    "export_to": ("export", "to"),
-    "export_what": ("export", "what"),
-    "llm_runtime": ("llm", "runtime"),
-    "llm_model": ("llm", "model"),
-    "llm_max_model_len": ("llm", "max_model_len"),
-    "llm_max_tokens": ("llm", "max_tokens"),
-    "llm_temperature": ("llm", "temperature"),
-    "llm_repetition_penalty": ("llm", "repetition_penalty"),
-    "llm_dtype": ("llm", "dtype"),
-    "llm_memory_fraction": ("llm", "memory_fraction"),
-    "llm_kv_cache_gb": ("llm", "kv_cache_gb"),
-    "llm_enforce_eager": ("llm", "enforce_eager"),
-    "llm_actors_per_node": ("llm", "actors_per_node"),
-    "replay_data": ("llm", "replay_data"),
-    "llamacpp_threads": ("llamacpp", "threads"),
-    "llamacpp_timeout_s": ("llamacpp", "timeout_s"),
-    "llamacpp_startup_timeout_s": ("llamacpp", "startup_timeout_s"),
-    "llamacpp_server": ("llamacpp", "server"),
-    "llamacpp_flash_attn": ("llamacpp", "flash_attn"),
-    "llamacpp_server_path": ("llamacpp", "server_path"),
-    "llamacpp_repack": ("llamacpp", "repack"),
-    "llamacpp_parallel": ("llamacpp", "parallel"),
-    "openai_base_url": ("openai", "base_url"),
-    "openai_model": ("openai", "model"),
-    "openai_api_key": ("openai", "api_key"),
-    "openai_concurrency": ("openai", "concurrency"),
-    "openai_timeout_s": ("openai", "timeout_s"),
-    "openai_max_retries": ("openai", "max_retries"),
-    "openai_max_wait_s": ("openai", "max_wait_s"),
-    "openai_extra_body": ("openai", "extra_body"),
-    "openai_context_tokens": ("openai", "context_tokens"),
-    "openai_strict_schema": ("openai", "strict_schema"),
-    "openai_schema_dialect": ("openai", "schema_dialect"),
-    "embedding_dim": ("embedding", "dim"),
-    "embedding_runtime": ("embedding", "runtime"),
-    "embedding_model": ("embedding", "model"),
-    "embedding_device": ("embedding", "device"),
-    "embedding_dtype": ("embedding", "dtype"),
-    "embedding_batch_size": ("embedding", "batch_size"),
-    "embedding_actors_per_node": ("embedding", "actors_per_node"),
-    "embedding_cpus_per_actor": ("embedding", "cpus_per_actor"),
-    "ray_address": ("ray", "address"),
-    "ray_num_cpus": ("ray", "num_cpus"),
+    names_of(cls, name, field)[0].removeprefix("SLOWWAVE_").lower(): (group, name)
+    for group, cls in GROUPS.items()
+    for name, field in cls.model_fields.items()
 }
 
 
@@ -266,15 +160,8 @@ def variables() -> Iterator[tuple[str, tuple[str, ...], FieldInfo]]:
     """Every setting as (where it is, ``serve.port``; its variables; its field), in order."""
     yield "home", ("SLOWWAVE_HOME",), Settings.model_fields["home"]
     for group, cls in GROUPS.items():
-        prefix = str(cls.model_config.get("env_prefix", ""))
         for name, field in cls.model_fields.items():
-            alias = field.validation_alias
-            names = (
-                tuple(str(c) for c in alias.choices)
-                if isinstance(alias, AliasChoices)
-                else (f"{prefix}{name}".upper(),)
-            )
-            yield f"{group}.{name}", names, field
+            yield f"{group}.{name}", names_of(cls, name, field), field
 
 
 def describe_invalid(exc: ValidationError) -> str:
