@@ -72,10 +72,5 @@ def classes() -> list[type[SlowwaveError]]:
 
 
 def by_code() -> dict[str, type[SlowwaveError]]:
-    """The class of each code (the client's: the server's own keep their parents' codes)."""
-    table: dict[str, type[SlowwaveError]] = {}
-    for cls in classes():
-        inherited = {base.code for base in cls.__mro__[1:] if issubclass(base, SlowwaveError)}
-        if cls.code not in inherited:
-            table[cls.code] = cls
-    return table
+    """The class of each code: the client's (the server's own keep their parents' codes)."""
+    return _client.by_code(classes())

@@ -19,6 +19,7 @@ only the server raises, each narrowing one of these codes in process (``UnknownF
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 
@@ -364,12 +365,12 @@ def classes() -> list[type[SlowwaveError]]:
     return [globals()[name] for name in sorted(__all__)]
 
 
-def by_code() -> dict[str, type[SlowwaveError]]:
-    """The class of each code (what a client raises for an answer). A code is one class's: a
-    subclass that keeps its parent's code (the server's ``UnknownFact``, ``not_found``) only
-    narrows it in process, and the wire knows the parent."""
+def by_code(among: Iterable[type[SlowwaveError]] | None = None) -> dict[str, type[SlowwaveError]]:
+    """The class of each code (what a client raises for an answer), of ``classes()`` or of
+    ``among``. A code is one class's: a subclass that keeps its parent's code (the server's
+    ``UnknownFact``, ``not_found``) only narrows it in process, and the wire knows the parent."""
     table: dict[str, type[SlowwaveError]] = {}
-    for cls in classes():
+    for cls in classes() if among is None else among:
         inherited = {base.code for base in cls.__mro__[1:] if issubclass(base, SlowwaveError)}
         if cls.code not in inherited:
             table[cls.code] = cls
