@@ -34,6 +34,7 @@ from slowwave.models.embedding.base import Embedder
 from slowwave.models.errors import Conflict
 from slowwave.models.fact import embedding_text
 from slowwave.sql.db.database import application_name
+from slowwave.sql.db.migrate import record_embedding_model, stored_embedding_model
 from slowwave.tasks.memories import lines
 
 BATCH = 256
@@ -56,11 +57,6 @@ class ReembedReport:
     windows: int
     resumed: bool
     switched: bool
-
-
-def stored_model(conn: psycopg.Connection) -> str | None:
-    row = conn.execute("SELECT model FROM embedding_model").fetchone()
-    return None if row is None else str(row[0])
 
 
 def begin(conn: psycopg.Connection, model: str, dim: int, *, restart: bool = False) -> bool:
@@ -194,11 +190,7 @@ def switch(
         windows = embed_windows(conn, embedder, BATCH)
         _swap(conn, "semantic_memory", embedder.dim)
         _swap(conn, "episode_windows", embedder.dim)
-        conn.execute(
-            "INSERT INTO embedding_model (model) VALUES (%s) ON CONFLICT (only_row) "
-            "DO UPDATE SET model = excluded.model, recorded_at = now()",
-            (model,),
-        )
+        record_embedding_model(conn, model)
         conn.execute("DELETE FROM embedding_reembed")
     return facts, windows
 
@@ -241,7 +233,7 @@ def reembed(
     """Re-embed the store behind ``conn`` with ``embedder`` (named ``model``) and, unless
     ``switch_to`` is false, switch to its vectors (``force``: though other slowwave processes
     are connected)."""
-    previous = stored_model(conn)
+    previous = stored_embedding_model(conn)
     under_way = conn.execute("SELECT model FROM embedding_reembed").fetchone()
     if previous == model and under_way is None:  # nothing to do
         return ReembedReport(model, previous, embedder.dim, 0, 0, resumed=False, switched=False)

@@ -49,21 +49,33 @@ def check_embedding_model(conn: psycopg.Connection, model: str) -> None:
     table = conn.execute("SELECT to_regclass('embedding_model')").fetchone()
     if table is None or table[0] is None:
         return
-    row = conn.execute("SELECT model FROM embedding_model").fetchone()
-    if row is not None and row[0] == model:
+    stored = stored_embedding_model(conn)
+    if stored == model:
         return
-    if row is not None:
-        stored = conn.execute(
+    if stored is not None:
+        held = conn.execute(
             "SELECT EXISTS (SELECT 1 FROM semantic_memory) "
             "OR EXISTS (SELECT 1 FROM episode_windows)"
         ).fetchone()
-        if stored is not None and stored[0]:
+        if held is not None and held[0]:
             raise MigrationError(
-                f"this store holds vectors of embedding model {row[0]!r}, not of "
+                f"this store holds vectors of embedding model {stored!r}, not of "
                 f"SLOWWAVE_EMBEDDING_MODEL={model!r}: vectors of two models cannot be compared; "
-                f"set SLOWWAVE_EMBEDDING_MODEL back to {row[0]!r}, or re-embed the store with "
+                f"set SLOWWAVE_EMBEDDING_MODEL back to {stored!r}, or re-embed the store with "
                 f"{model!r} (`slowwave db reembed` with these settings), or use another database"
             )
+    record_embedding_model(conn, model)
+
+
+def stored_embedding_model(conn: psycopg.Connection) -> str | None:
+    """The embedding model whose vectors the store holds, as recorded (None: none yet)."""
+    row = conn.execute("SELECT model FROM embedding_model").fetchone()
+    return None if row is None else str(row[0])
+
+
+def record_embedding_model(conn: psycopg.Connection, model: str) -> None:
+    """Record ``model`` as the one whose vectors the store holds (migrate, a re-embedding's
+    switch)."""
     conn.execute(
         "INSERT INTO embedding_model (model) VALUES (%s) ON CONFLICT (only_row) "
         "DO UPDATE SET model = excluded.model, recorded_at = now()",
