@@ -102,6 +102,9 @@ class Pair:
     known_id: UUID
     known_fact: str
     similarity: float
+    # the word the known fact has where the model's unnamed update has another, the rest alike
+    # (``models.change.one_word_swapped``): the update it meant
+    swap: tuple[str, str] | None = None
 
 
 def find_changes(
@@ -126,8 +129,8 @@ def find_changes(
             why = "alike but for its numbers, it states another count than"
         elif count_changed(later, pair.known_fact):
             why = "it counts again a thing counted by"
-        elif (swap := _swapped(prepared, pair)) is not None:
-            why = f"the model's update says {swap[1]!r} where it says {swap[0]!r}, as"
+        elif pair.swap is not None:
+            why = f"the model's update says {pair.swap[1]!r} where it says {pair.swap[0]!r}, as"
         else:
             continue
         taken.add((pair.chunk, pair.known_id))
@@ -169,15 +172,6 @@ def find_changes(
                 f"rewritten as {now!r}",
             )
             summary.changes_found += 1
-
-
-def _swapped(prepared: Sequence[PreparedChunk], pair: Pair) -> tuple[str, str] | None:
-    """For an update the model proposed without naming its fact: the word its nearest known
-    fact has where it has another, the rest alike (``models.change.one_word_swapped``)."""
-    action = prepared[pair.chunk].plan.actions[pair.index]
-    if action.proposed is not FactAction.update:
-        return None
-    return one_word_swapped(action.fact or "", pair.known_fact)
 
 
 def _update(prepared: Sequence[PreparedChunk], pair: Pair, reason: str) -> None:
@@ -242,16 +236,18 @@ def _pairs(
                 numbered.add(ordinal)
             continue
         unnamed = action.proposed is FactAction.update or action.second_look
-        swapped = action.proposed is FactAction.update and one_word_swapped(fact, known_fact)
+        swapped = (
+            one_word_swapped(fact, known_fact) if action.proposed is FactAction.update else None
+        )
         if (
             ordinal not in pairs
             and unnamed
             and (
-                swapped
+                swapped is not None
                 or (similarity < policy.upper and names_another_value(fact, known_fact, subjects))
             )
         ):
-            pairs[ordinal] = Pair(c, index, known_id, known_fact, float(similarity))
+            pairs[ordinal] = Pair(c, index, known_id, known_fact, float(similarity), swapped)
     return [pairs[ordinal] for ordinal in sorted(pairs)]
 
 
