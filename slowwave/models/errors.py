@@ -53,14 +53,7 @@ SERVER_ONLY = [
     "UnknownId",
     "UnknownKey",
 ]
-__all__ = [
-    "EmbeddedPostgresError",
-    "UnknownConversation",
-    "UnknownFact",
-    "UnknownId",
-    "UnknownKey",
-]
-__all__ += _client.__all__
+__all__ = [*SERVER_ONLY, *_client.__all__]
 
 
 def classes() -> list[type[SlowwaveError]]:
