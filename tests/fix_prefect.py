@@ -40,6 +40,8 @@ def flow_settings(
     monkeypatch.setenv("SLOWWAVE_LLM_RUNTIME", "replay")
     monkeypatch.setenv("SLOWWAVE_REPLAY_DATA", str(locomo_path))
     monkeypatch.setenv("SLOWWAVE_SHARD_CONVERSATIONS", "2")
+    # a retried shard waits a second, not a crashed engine's 15 (the faults here restart nothing)
+    monkeypatch.setenv("SLOWWAVE_SHARD_RETRY_DELAY_SECONDS", "1")
     get_settings.cache_clear()
     yield get_settings()
     get_settings.cache_clear()

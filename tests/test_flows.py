@@ -182,8 +182,16 @@ def test_a_shard_hit_by_a_dropped_connection_is_retried_and_goes_on_where_it_sto
     assert _artifact("slowwave-progress") == 100.0
     with get_client(sync_client=True) as client:
         runs = client.read_task_runs()
-    shard = [r for r in runs if r.name == "consolidate shard 0" and r.flow_run_id]
-    assert any(r.run_count == 2 for r in shard), [(r.name, r.run_count) for r in shard]
+        shard = [r for r in runs if r.name == "consolidate shard 0" and r.flow_run_id]
+        assert any(r.run_count == 2 for r in shard), [(r.name, r.run_count) for r in shard]
+        states = [s for r in shard for s in client.read_task_run_states(r.id)]
+    # it waited what the settings say (1 s here, flow_settings), not the shipped 15 s
+    waits = [
+        (s.state_details.scheduled_time - s.timestamp).total_seconds()
+        for s in states
+        if s.name == "AwaitingRetry" and s.state_details.scheduled_time is not None
+    ]
+    assert len(waits) == 1 and 0.5 <= waits[0] <= 1.5, waits
 
 
 @pytest.mark.slow

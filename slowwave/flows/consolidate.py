@@ -101,10 +101,8 @@ def plan_task(
     name="consolidate shard",
     task_run_name="consolidate shard {shard.spec.index}",
     cache_policy=NONE,
-    # 15, 30, 60, 120 s: long enough for a crashed engine's actor to restart (about 75 s for
-    # the CPU model here, minutes for a large model on a GPU)
+    # the waits between tries are the run's settings' (`retrying`)
     retries=4,
-    retry_delay_seconds=exponential_backoff(backoff_factor=15),
     retry_condition_fn=_transient,
 )
 def shard_task(
@@ -401,6 +399,13 @@ def consolidate_run(
     return summary
 
 
+def retrying(settings: Settings) -> Any:
+    """The shard task with its retries' waits from ``settings``: the first one
+    ``shard_retry_delay_seconds``, doubled at each retry."""
+    first = settings.orchestration.shard_retry_delay_seconds
+    return shard_task.with_options(retry_delay_seconds=exponential_backoff(backoff_factor=first))
+
+
 def run_shards(
     settings: Settings,
     specs: Sequence[ShardSpec],
@@ -433,7 +438,7 @@ def run_shards(
                     "progress": progress if local else None,
                 }
                 with spread(settings):
-                    running[runner.submit(shard_task, parameters)] = shard
+                    running[runner.submit(retrying(settings), parameters)] = shard
             done = next(as_completed(list(running)))
             shard = running.pop(done)
             try:

@@ -26,6 +26,15 @@ class OrchestrationSettings(BaseSettings):
         description="Shards a run consolidates at the same time: threads of the flow's process, "
         "or Ray workers when `SLOWWAVE_RAY_ADDRESS` is set (spread over its nodes).",
     )
+    shard_retry_delay_seconds: float = Field(
+        default=15.0,
+        gt=0,
+        description="Wait before a shard that failed on a transient error (a dropped "
+        "connection, a restarted database, an engine that crashed) is tried again, doubled "
+        "at each of its four retries: 15, 30, 60 and 120 s by default, long enough for a "
+        "crashed engine's actor to restart (about 75 s for the CPU model, minutes for a large "
+        "model on a GPU).",
+    )
     nightly_timezone: str = Field(
         default="UTC",
         description="Time zone of the nightly deployment's cron schedule (`slowwave deploy`).",
