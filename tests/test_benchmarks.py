@@ -8,7 +8,9 @@ a tiny size, and an entry of ``TINY`` naming no benchmark fails too. Most are ma
 any size each starts Postgres of its own and loads the embedding model (and some a server or
 Prefect), which alone take tens of seconds on two busy cores.
 
-Each runs as ``python -m benchmarks.NAME ARGS --json`` in a process of its own, with a home
+Each runs as ``python -m benchmarks.NAME ARGS --json`` in a process of its own, two at a time
+(``AT_ONCE``: most of a tiny run is a process starting up, importing and loading, which two
+cores overlap), in the order the tests run, with a home
 of its own and no database URL (its embedded Postgres, as the other benchmark tests run them),
 and must exit 0 with a JSON object on its last line: no NaN or Infinity, which a reader other
 than Python's refuses. No language model is loaded and no GPU or network is used: the replay
@@ -28,21 +30,28 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
+from tests.fix_locomo import LOCOMO, LONGMEMEVAL
 from tests.fix_model_server import fake_model
+from tests.fix_models import prepared_onnx
 from tests.fix_processes import slowwave_env
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
 RESULTS = "benchmarks/results"
+TEST = "test_every_benchmark_runs_at_a_tiny_size_and_ends_with_a_json_object"
+# benchmarks running at the same time (two cores: the 23 took 191 s two at a time, 261 s one
+# after another, side by side here)
+AT_ONCE = 2
 
 
 @dataclass(frozen=True)
@@ -240,26 +249,34 @@ def _stop_leftovers(root: Path, timeout_s: float = 30.0) -> dict[int, str]:
     return left
 
 
-@pytest.mark.parametrize("name", [_case(n) for n in benchmark_names()])
-@pytest.mark.slow
-def test_every_benchmark_runs_at_a_tiny_size_and_ends_with_a_json_object(
-    name: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    path = BENCHMARKS / f"{name}.py"
-    assert path.is_file(), f"TINY names {name}, which is no module of benchmarks/"
-    assert has_main(path), f"benchmarks/{name}.py has no main: a library has no TINY entry"
-    assert name in TINY, f"benchmarks/{name}.py has no tiny size: add it to TINY"
+def _paths(args: tuple[str, ...]) -> dict[str, str]:
+    """The paths ``args`` name, checked as their fixtures check them: a skip (or a failure,
+    where CI requires the models) is raised in the test of the benchmark that names one."""
+    from slowwave.models.embedding.catalog import MS_MARCO_MINILM
+
+    named = {key for key in ("data", "longmemeval", "reranker") if f"{{{key}}}" in "".join(args)}
+    paths = dict.fromkeys(("data", "longmemeval", "reranker"), "")
+    for key, data in (("data", LOCOMO), ("longmemeval", LONGMEMEVAL)):
+        if key in named:
+            if not data.is_file():
+                pytest.skip(f"{data.name} not found at {data} (expected ../shared beside the repo)")
+            paths[key] = str(data)
+    if "reranker" in named:
+        paths["reranker"] = str(prepared_onnx(MS_MARCO_MINILM.name))
+    return paths
+
+
+@dataclass
+class Ran:
+    done: subprocess.CompletedProcess[str]
+    left: dict[int, str]  # what it left running (then stopped)
+
+
+def _run(name: str, root: Path) -> Ran:
+    """One benchmark at its tiny size, in ``root``: its home and its temporary folder."""
     tiny = TINY[name]
-    paths = {
-        key: request.getfixturevalue(fixture) if any(f"{{{key}}}" in a for a in tiny.args) else ""
-        for key, fixture in (
-            ("data", "locomo_path"),
-            ("longmemeval", "longmemeval_path"),
-            ("reranker", "prepared_reranker"),
-        )
-    }
-    args = [a.format(**paths) for a in tiny.args]
-    temp = tmp_path / "tmp"
+    args = [a.format(**_paths(tiny.args)) for a in tiny.args]
+    temp = root / "tmp"
     temp.mkdir()
     with ExitStack() as stack:
         extra = {"TMPDIR": str(temp)}
@@ -268,18 +285,63 @@ def test_every_benchmark_runs_at_a_tiny_size_and_ends_with_a_json_object(
         done = subprocess.run(
             [sys.executable, "-m", f"benchmarks.{name}", *args, "--json"],
             cwd=ROOT,
-            env=slowwave_env(tmp_path / "home", **extra),
+            env=slowwave_env(root / "home", **extra),
             capture_output=True,
             text=True,
             timeout=600,
             check=False,
         )
-    left = _stop_leftovers(tmp_path)
+    return Ran(done, _stop_leftovers(root))
+
+
+@dataclass
+class Runs:
+    """The benchmarks this session's tests will check, started ``AT_ONCE`` at a time in the
+    order of the tests, at the first test."""
+
+    executor: ThreadPoolExecutor
+    started: dict[str, Future[Ran]] = field(default_factory=dict)
+
+    def of(self, name: str, request: pytest.FixtureRequest) -> Ran:
+        if not self.started:
+            selected = [
+                item.callspec.params["name"]  # type: ignore[attr-defined]
+                for item in request.session.items
+                if getattr(item, "originalname", "") == TEST
+            ]
+            factory = request.getfixturevalue("tmp_path_factory")
+            for each in [n for n in selected if n in TINY] or [name]:
+                root = factory.mktemp(f"bench-{each}")
+                self.started[each] = self.executor.submit(_run, each, root)
+        return self.started[name].result()
+
+
+@pytest.fixture(scope="module")
+def runs() -> Iterator[Runs]:
+    executor = ThreadPoolExecutor(max_workers=AT_ONCE, thread_name_prefix="benchmark")
+    try:
+        yield Runs(executor)
+    finally:  # a session stopped early (-x) starts no more; those running finish
+        executor.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.mark.parametrize("name", [_case(n) for n in benchmark_names()])
+@pytest.mark.slow
+def test_every_benchmark_runs_at_a_tiny_size_and_ends_with_a_json_object(
+    name: str, runs: Runs, request: pytest.FixtureRequest
+) -> None:
+    path = BENCHMARKS / f"{name}.py"
+    assert path.is_file(), f"TINY names {name}, which is no module of benchmarks/"
+    assert has_main(path), f"benchmarks/{name}.py has no main: a library has no TINY entry"
+    assert name in TINY, f"benchmarks/{name}.py has no tiny size: add it to TINY"
+    ran = runs.of(name, request)
+    done, left = ran.done, ran.left
     assert done.returncode == 0, f"exit {done.returncode}:\n{done.stderr[-4000:]}"
     lines = done.stdout.strip().splitlines()
     assert lines, f"no output:\n{done.stderr[-2000:]}"
     figures = json.loads(lines[-1], parse_constant=_not_json)
     assert isinstance(figures, dict) and figures, lines[-1][:500]
     assert not left, f"benchmarks.{name} left these running: {left}"
+    tiny = TINY[name]
     if tiny.check is not None:
         tiny.check(figures)
