@@ -30,6 +30,8 @@ from slowwave.models.consolidation import (
 MESSAGE_CHARS = 600
 REPLY_TO_CHARS = 120
 MAX_FACTS_PER_MESSAGE = 4
+# where a message shown is cut short: a fact that copies it is refused (the guard)
+CUT_MARK = "[…]"
 
 
 class MessageFact(BaseModel):
@@ -130,4 +132,4 @@ def render_second_look_prompt(messages: Sequence[ShownMessage]) -> str:
 
 def _cut(text: str, limit: int) -> str:
     text = " ".join(curly_quotes(text).split())
-    return text if len(text) <= limit else text[:limit].rstrip() + " […]"
+    return text if len(text) <= limit else text[:limit].rstrip() + f" {CUT_MARK}"
