@@ -135,6 +135,7 @@ ADDED = [
     "SEARCH_RERANK",
     "SEARCH_RERANK_MODEL",
     "SEARCH_RERANK_CANDIDATES",
+    "SHARD_RETRY_DELAY_SECONDS",
 ]
 
 
@@ -148,6 +149,7 @@ def test_every_variable_keeps_its_name_and_lands_in_its_group(
         "serve",
         "consolidation",
         "openai",
+        "orchestration",
     }
     monkeypatch.chdir(tmp_path)  # no .env of the checkout's
     monkeypatch.setenv("SLOWWAVE_SERVE_PORT", "9123")
