@@ -75,14 +75,13 @@ from slowwave.models.llm.replay import LoCoMoReplayModel
 from slowwave.models.llm.tokens import TokenCounter
 from slowwave.models.processes import unwind_on_sigterm
 from slowwave.models.run import RunSummary
-from slowwave.models.settings import LLMRuntimeName, Settings
+from slowwave.models.settings import LLMRuntimeName, SearchSettings, Settings
 from slowwave.sql.db import Database, migrate
 from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.ingest.load import load_episodes
 from slowwave.tasks.ingest.locomo import read_locomo
 from slowwave.tasks.ingest.summarize import SummaryReport, summarize_missing
-from slowwave.tasks.memories import MemoryPolicy
-from slowwave.tasks.search import SearchPolicy, search
+from slowwave.tasks.search import search
 
 # Sessions per conversation: at this N the whole subset with the 1.5B model on two cores runs
 # in under 40 minutes (time it again when changing it).
@@ -345,7 +344,7 @@ def measure_model(
                 (summary.run_id,),
             ):
                 print(f"rejected: {reason} | {text}")
-            recall = end_to_end_recall(conn, embedder, SearchPolicy.of(settings), subset.questions)
+            recall = end_to_end_recall(conn, embedder, settings.search, subset.questions)
             gated = {
                 k for (k,) in conn.execute("SELECT external_key FROM episodic_memory WHERE gated")
             }
@@ -376,9 +375,7 @@ def replay_recall(
             db, LoCoMoReplayModel(data), embedder, db.settings, conversations=subset.conversations
         )
         with db.connection() as conn:
-            return end_to_end_recall(conn, embedder, SearchPolicy.of(settings), subset.questions)[
-                "facts"
-            ]
+            return end_to_end_recall(conn, embedder, settings.search, subset.questions)["facts"]
 
 
 def extracted_facts(
@@ -479,9 +476,9 @@ def reason_kind(reason: str) -> str:
 def end_to_end_recall(
     conn: Any,
     embedder: Embedder,
-    policy: SearchPolicy,
+    policy: SearchSettings,
     questions: Sequence[Question],
-    memories: MemoryPolicy | None = None,
+    memories: SearchSettings | None = None,
 ) -> dict[str, dict[int, float]]:
     """Session-level evidence recall@k of hybrid search over the active facts (``facts``), as
     ``benchmarks.locomo_recall`` measures it; and of the one list of facts and episodic
@@ -491,7 +488,7 @@ def end_to_end_recall(
     from slowwave.service.answers import fuse
     from slowwave.tasks.memories import search_memories
 
-    memories = memories or MemoryPolicy()
+    memories = memories or SearchSettings()
     sessions_of = fact_sessions(conn)
     sums = {name: dict.fromkeys(KS, 0.0) for name in ("facts", "fused")}
     for question in questions:

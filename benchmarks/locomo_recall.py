@@ -145,8 +145,7 @@ def main() -> None:
     from slowwave.tasks.consolidate import consolidate
     from slowwave.tasks.ingest.load import load_episodes
     from slowwave.tasks.ingest.locomo import read_locomo
-    from slowwave.tasks.memories import MemoryPolicy
-    from slowwave.tasks.search import SearchPolicy, search
+    from slowwave.tasks.search import search
 
     data = json.loads(args.data.read_text(encoding="utf-8"))
     if args.conversations is not None:
@@ -189,7 +188,7 @@ def main() -> None:
                 recall, by_category, questions = _recall(
                     conn,
                     embedder,
-                    (SearchPolicy.of(settings), MemoryPolicy.of(settings)),
+                    (settings.search, settings.search),
                     data,
                     fact_sessions,
                     fact_turns,
@@ -279,7 +278,6 @@ def _recall(
     rerank_candidates: int = 0,
 ) -> tuple[dict[str, Any], dict[str, Any], int]:
     """Recall of every question with evidence (within the first ``sessions``, when given)."""
-    from dataclasses import replace
 
     from slowwave.service.answers import fuse  # loaded with the rest, before any run
     from slowwave.tasks.memories import search_memories
@@ -289,7 +287,7 @@ def _recall(
     lists = (*LISTS, *RERANKED) if reranker is not None else LISTS
     depth = max(max(KS), rerank_candidates)
     sessions_of, turns_of = dict(fact_sessions), dict(fact_turns)
-    weighed = {w: replace(memory_policy, retrievability_weight=w) for w in weights}
+    weighed = {w: memory_policy.model_copy(update={"retrievability_weight": w}) for w in weights}
     by_weight = {w: {n: 0.0 for n in ("episodes", "fused")} for w in weights}
     sums = {r: {lv: dict.fromkeys(KS, 0.0) for lv in ("session", "turn")} for r in lists}
     cat_sums: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))

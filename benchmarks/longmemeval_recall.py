@@ -137,10 +137,10 @@ def measure(haystack: Haystack, settings: Any, *, rerank: bool = False) -> dict[
     from slowwave.models.embedding import load_embedder
     from slowwave.models.rerank import load_reranker
     from slowwave.tasks.ingest.load import load_episodes
-    from slowwave.tasks.memories import MemoryPolicy, embed_windows, search_memories
+    from slowwave.tasks.memories import embed_windows, search_memories
     from slowwave.tasks.rerank import rerank as rerank_hits
 
-    policy = MemoryPolicy.of(settings)
+    policy = settings.search
     embedder = load_embedder(settings)
     reranker = load_reranker(settings) if rerank else None
     depth = max(max(KS), settings.search.rerank_candidates) if reranker else max(KS)

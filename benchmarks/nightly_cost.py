@@ -96,9 +96,7 @@ from slowwave.tasks.ingest.locomo import read_locomo
 from slowwave.tasks.ingest.policy import IngestPolicy
 from slowwave.tasks.ingest.summarize import SummaryReport, summarize_missing
 from slowwave.tasks.ingest.transcripts import ingest
-from slowwave.tasks.memories import MemoryPolicy
 from slowwave.tasks.predict import episode_vectors, nearest_facts
-from slowwave.tasks.search import SearchPolicy
 
 PREFIX_HIT = re.compile(r"Llama\.generate: (\d+) prefix-match hit")
 SAMPLE = Path(__file__).resolve().parents[1] / "examples/transcripts/sample-chats.jsonl"
@@ -340,9 +338,9 @@ def measure_tonight(
         recall = end_to_end_recall(
             conn,
             embedder,
-            SearchPolicy.of(db.settings),
+            db.settings.search,
             night.questions,
-            MemoryPolicy.of(db.settings),
+            db.settings.search,
         )
         proposed = proposed_actions(conn, summary.run_id)
     raw = raw_transcript_tokens(pending, counter)

@@ -217,7 +217,8 @@ def test_each_sentence_of_an_item_copied_from_a_message_is_a_fact_of_its_own(
     said = (
         "I was thinking of getting Emily to audition for a role. The play I attended was "
         "actually a production of The Glass Menagerie, have you heard of it? You should see "
-        "it staged by a professional company someday. I recently tried the new place downtown and it was pretty good."
+        "it staged by a professional company someday. I recently tried the new place downtown "
+        "and it was pretty good."
     )
     add(
         conn,

@@ -13,12 +13,11 @@ from slowwave.memory import Memory
 from slowwave.models.consolidation import ConsolidationOutput, FactAction
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.fact import embedding_text
-from slowwave.models.settings import Settings
+from slowwave.models.settings import SearchSettings, Settings
 from slowwave.sql.copy import copy_rows
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.search import (
-    SearchPolicy,
     context,
     named_dates,
     render_markdown,
@@ -118,7 +117,7 @@ def test_hits_carry_both_ranks_and_the_fused_score(
     assert top.fulltext_rank == 1 and top.vector_rank == 1 and top.session_rank == 1
     # both rankers' first, and the session channel's first at a weight of at most 1
     assert 2 / (settings.search.rrf_k + 1) < top.score <= 3 / (settings.search.rrf_k + 1)
-    alone = SearchPolicy(rrf_k=30, session_weight=0)
+    alone = SearchSettings(rrf_k=30, session_weight=0)
     (top30, *_) = search(conn, embedder, "Biscuit the greyhound", "priya", 3, policy=alone)
     assert top30.score == pytest.approx(2 / 31) and top30.session_rank is None
 
@@ -208,7 +207,7 @@ def test_as_of_returns_beijing_before_the_move_and_tokyo_after(
             "m",
             5,
             as_of=as_of,
-            policy=SearchPolicy.of(settings),
+            policy=settings.search,
         )
         return [h.fact for h in hits]
 
@@ -264,10 +263,10 @@ def test_named_dates_reads_a_day_or_a_month_with_its_year() -> None:
     assert named_dates("What did Nate do in April 2022?") == (date(2022, 4, 1), date(2022, 4, 30))
     for none in ("What did Maria say in March?", "Where does Priya work?", "February 30, 2023"):
         assert named_dates(none) is None
-    start, end = temporal_window("on 3 June, 2023", SearchPolicy(temporal_before_days=1))
+    start, end = temporal_window("on 3 June, 2023", SearchSettings(temporal_before_days=1))
     assert (start, end) == (
         datetime(2023, 6, 2, tzinfo=UTC),
-        datetime(2023, 6, 4 + SearchPolicy().temporal_after_days, tzinfo=UTC),
+        datetime(2023, 6, 4 + SearchSettings().temporal_after_days, tzinfo=UTC),
     )
 
 
@@ -279,10 +278,10 @@ def test_the_temporal_channel_prefers_facts_from_the_date_the_query_names(
     (january,) = copy_facts(conn, "sam", row, vector, datetime(2023, 1, 10, tzinfo=UTC))
     (june,) = copy_facts(conn, "sam", row, vector, datetime(2023, 6, 5, tzinfo=UTC))
     query = "What did Sam do on 3 June, 2023?"
-    first, second = search(conn, embedder, query, "sam", 2, policy=SearchPolicy())
+    first, second = search(conn, embedder, query, "sam", 2, policy=SearchSettings())
     assert (first.id, first.temporal_rank) == (june, 1)
     assert (second.id, second.temporal_rank) == (january, None)
-    off = search(conn, embedder, query, "sam", 2, policy=SearchPolicy(temporal_weight=0))
+    off = search(conn, embedder, query, "sam", 2, policy=SearchSettings(temporal_weight=0))
     assert {h.temporal_rank for h in off} == {None}
 
 
@@ -322,7 +321,7 @@ def test_diversity_lets_another_episode_into_the_top_k(
     ids = _facts_at(conn, embedder, question, [one, one, one, two])
 
     def top(diversity: float) -> list[uuid.UUID]:
-        policy = SearchPolicy(diversity=diversity, diversity_dominant=diversity)
+        policy = SearchSettings(diversity=diversity, diversity_dominant=diversity)
         hits = search(conn, embedder, question, "sam", 3, ranker="vector", policy=policy)
         return [h.id for h in hits]
 
@@ -341,7 +340,7 @@ def test_one_dominant_episode_keeps_its_facts_together_and_alike_episodes_share_
     a, b = uuid.uuid4(), uuid.uuid4()
     dominant = _facts_at(conn, embedder, question, [a, a, a, b])  # a: ranks 1-3, b: 4
     assert [h.id for h in search(conn, embedder, question, "sam", 2)] == dominant[:2]
-    fixed = SearchPolicy(diversity=0.7, diversity_dominant=0.7, session_weight=0)
+    fixed = SearchSettings(diversity=0.7, diversity_dominant=0.7, session_weight=0)
     assert [h.id for h in search(conn, embedder, question, "sam", 2, policy=fixed)] == [
         dominant[0],
         dominant[3],
@@ -352,7 +351,7 @@ def test_one_dominant_episode_keeps_its_facts_together_and_alike_episodes_share_
     hits = search(conn, embedder, question, "sam", 2)
     assert [h.id for h in hits] == [alike[0], alike[2]]
     assert [h.session_rank for h in hits] == [1, 2]
-    unmixed = SearchPolicy(diversity=1.0, diversity_dominant=1.0, session_weight=0)
+    unmixed = SearchSettings(diversity=1.0, diversity_dominant=1.0, session_weight=0)
     assert [h.id for h in search(conn, embedder, question, "sam", 2, policy=unmixed)] == alike[:2]
 
 

@@ -42,14 +42,13 @@ from slowwave.tasks.forget import purge_files, resolve_conversations
 from slowwave.tasks.ids import IdKind, resolve
 from slowwave.tasks.memories import (
     Embed,
-    MemoryPolicy,
     embed_windows,
     missing_windows,
     record_reviews,
     write_windows,
 )
 from slowwave.tasks.runs import finish_run, start_run
-from slowwave.tasks.search import SearchPolicy, record_retrieval
+from slowwave.tasks.search import record_retrieval
 
 logger = logging.getLogger(__name__)
 
@@ -316,8 +315,7 @@ class ServiceCore:
         self._own_embedder = embedder is None
         self._own_db = own_db
         self.background = background
-        self.search_policy = SearchPolicy.of(settings)
-        self.memory_policy = MemoryPolicy.of(settings)
+        self.search_settings = settings.search
         self._batcher: EmbeddingBatcher | None = None
         self.retrievals: Retrievals | None = Retrievals(db) if background else None
         self.purger: Purger | None = Purger(db) if background else None
@@ -495,15 +493,18 @@ class ServiceCore:
         most ``INLINE_WINDOWS`` windows, as an agent's latest turns do; a larger backlog (a
         bulk record) by the server's thread, while the search goes on with what is embedded
         and its full-text channel. With the vector channel off, by no one."""
-        policy = self.memory_policy
-        if policy.vector_weight <= 0:
+        policy = self.search_settings
+        if policy.memory_vector_weight <= 0:
             return
         if not self.background:
-            embed_windows(conn, self.embedder.embed, key, policy.window)
+            embed_windows(conn, self.embedder.embed, key, policy.memory_window)
             return
-        if embed_windows(conn, self.batcher.embed_many, key, policy.window, INLINE_WINDOWS) is None:
+        if (
+            embed_windows(conn, self.batcher.embed_many, key, policy.memory_window, INLINE_WINDOWS)
+            is None
+        ):
             if self._windows is None:
-                self._windows = Windows(self.db, self.batcher.embed_many, policy.window)
+                self._windows = Windows(self.db, self.batcher.embed_many, policy.memory_window)
             self._windows.add(key)
 
     @property

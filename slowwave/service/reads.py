@@ -122,7 +122,7 @@ class Reads(ServiceCore):
                 category=category,
                 as_of=zoned(as_of),
                 ranker=ranker,
-                policy=self.search_policy,
+                policy=self.search_settings,
                 vector=vector,
             )
             if memories:
@@ -135,7 +135,7 @@ class Reads(ServiceCore):
                 k=max(memories, depth) if memories else 0,
                 memory_tokens=memory_tokens,
                 as_of=zoned(as_of),
-                policy=self.memory_policy,
+                policy=self.search_settings,
                 vector=vector,
                 embed_first=False,  # embed_new_windows, above
             )
@@ -179,7 +179,7 @@ class Reads(ServiceCore):
             query=query,
             hits=hits,
             memories=said,
-            ranked=fuse(cited, said, k, self.search_policy.rrf_k, scores) if fused else None,
+            ranked=fuse(cited, said, k, self.search_settings.rrf_k, scores) if fused else None,
             markdown=(
                 "\n\n".join(filter(None, (markdown(found), render_memories(said))))
                 if markdown is not None
@@ -324,8 +324,8 @@ class Reads(ServiceCore):
     def _check_memories(self, memories: int | None, tokens: int | None) -> tuple[int, int]:
         """How many episodic memories and how many tokens of each: the call's, or the
         settings'; within what a server allows (``serve.max_k``, ``MAX_CONTEXT_TOKENS``)."""
-        memories = self.memory_policy.memories if memories is None else memories
-        tokens = self.memory_policy.memory_tokens if tokens is None else tokens
+        memories = self.search_settings.memories if memories is None else memories
+        tokens = self.search_settings.memory_tokens if tokens is None else tokens
         if not 0 <= memories <= self.settings.serve.max_k:
             raise InvalidK(f"memories must be from 0 to {self.settings.serve.max_k}")
         if not 16 <= tokens <= MAX_CONTEXT_TOKENS:

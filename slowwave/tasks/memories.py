@@ -28,7 +28,7 @@ from slowwave import sql
 from slowwave.models.embedding.base import Embedder, as_queries
 from slowwave.models.episode import EpisodicHit
 from slowwave.models.llm.tokens import average_tokens
-from slowwave.models.settings import Settings, setting_default
+from slowwave.models.settings import SearchSettings
 from slowwave.models.words import FUNCTION_WORDS
 
 # Reviews are computed the same on every replica: no fuzzing of intervals.
@@ -37,33 +37,6 @@ _WORD = re.compile(r"\w+")
 # A card's id is the episode's (the scheduler never reads it); given none, fsrs makes one from
 # the clock and sleeps a millisecond so the next differs, which a search weighing dozens pays.
 _CARD_ID = 0
-
-
-@dataclass(frozen=True)
-class MemoryPolicy:
-    """How many episodes a search returns and how much of each; their windows of messages
-    (``window``) and the vector channel's weight; how their FSRS retrievability weighs them
-    (``candidates``: how many each channel gives, ``rrf_k``: the fusion's constant)."""
-
-    memories: int = setting_default("search_memories")
-    memory_tokens: int = setting_default("search_memory_tokens")
-    retrievability_weight: float = setting_default("search_retrievability_weight")
-    window: int = setting_default("search_memory_window")
-    vector_weight: float = setting_default("search_memory_vector_weight")
-    candidates: int = setting_default("search_candidates")
-    rrf_k: int = setting_default("rrf_k")
-
-    @classmethod
-    def of(cls, settings: Settings) -> MemoryPolicy:
-        return cls(
-            memories=settings.search.memories,
-            memory_tokens=settings.search.memory_tokens,
-            retrievability_weight=settings.search.retrievability_weight,
-            window=settings.search.memory_window,
-            vector_weight=settings.search.memory_vector_weight,
-            candidates=settings.search.candidates,
-            rrf_k=settings.search.rrf_k,
-        )
 
 
 def card(row: dict[str, Any]) -> Card:
@@ -254,7 +227,7 @@ def search_memories(
     k: int,
     memory_tokens: int,
     as_of: datetime | None = None,
-    policy: MemoryPolicy | None = None,
+    policy: SearchSettings | None = None,
     vector: np.ndarray | None = None,
     now: datetime | None = None,
     embed_first: bool = True,
@@ -263,13 +236,13 @@ def search_memories(
     embedding, when the caller has it), each with its text within ``memory_tokens``; none
     when ``k`` is 0. The conversation's messages not embedded yet are, first (``embed_first``;
     a server has a thread of its own do it, and searches with what is embedded so far)."""
-    policy = policy or MemoryPolicy()
+    policy = policy or SearchSettings()
     if k < 1:
         return []
-    use_vector = policy.vector_weight > 0
+    use_vector = policy.memory_vector_weight > 0
     if use_vector:
         if embed_first:
-            embed_windows(conn, embedder.embed, conversation_id, policy.window)
+            embed_windows(conn, embedder.embed, conversation_id, policy.memory_window)
         if vector is None:
             vector = embedder.embed(as_queries(embedder, [query]))[0]
     at = as_of or now or datetime.now(UTC)
@@ -283,7 +256,7 @@ def search_memories(
                 "candidates": max(policy.candidates, k),
                 "rrf_k": policy.rrf_k,
                 "vector": vector if use_vector else np.zeros(embedder.dim, dtype=np.float32),
-                "vector_weight": policy.vector_weight,
+                "vector_weight": policy.memory_vector_weight,
             },
             prepare=False,  # a generic plan (psycopg prepares from the sixth run) is 7x slower
         ).fetchall()

@@ -15,7 +15,6 @@ from __future__ import annotations
 import calendar
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 from uuid import UUID
@@ -30,7 +29,7 @@ from slowwave.models.category import Category
 from slowwave.models.embedding.base import Embedder, as_queries
 from slowwave.models.errors import InvalidK, SearchError, UnknownConversation
 from slowwave.models.llm.tokens import average_tokens
-from slowwave.models.settings import Settings, setting_default
+from slowwave.models.settings import SearchSettings
 from slowwave.models.tenant import shown
 
 Ranker = Literal["hybrid", "vector", "fulltext"]
@@ -98,37 +97,6 @@ def require_known(conn: psycopg.Connection, conversations: Iterable[str]) -> Non
         )
 
 
-@dataclass(frozen=True)
-class SearchPolicy:
-    """How the rankers are fused: ``candidates`` per ranker, reciprocal rank fusion ``rrf_k``,
-    the temporal, episode and session channels' weights, and the per-episode diversity factor
-    (``diversity`` when several episodes answer alike, ``diversity_dominant`` when one does)."""
-
-    candidates: int = setting_default("search_candidates")
-    rrf_k: int = setting_default("rrf_k")
-    diversity: float = setting_default("search_diversity")
-    temporal_weight: float = setting_default("search_temporal_weight")
-    temporal_before_days: int = setting_default("search_temporal_before_days")
-    temporal_after_days: int = setting_default("search_temporal_after_days")
-    episode_weight: float = setting_default("search_episode_weight")
-    diversity_dominant: float = setting_default("search_diversity_dominant")
-    session_weight: float = setting_default("search_session_weight")
-
-    @classmethod
-    def of(cls, settings: Settings) -> SearchPolicy:
-        return cls(
-            candidates=settings.search.candidates,
-            rrf_k=settings.search.rrf_k,
-            diversity=settings.search.diversity,
-            temporal_weight=settings.search.temporal_weight,
-            temporal_before_days=settings.search.temporal_before_days,
-            temporal_after_days=settings.search.temporal_after_days,
-            episode_weight=settings.search.episode_weight,
-            diversity_dominant=settings.search.diversity_dominant,
-            session_weight=settings.search.session_weight,
-        )
-
-
 _MONTH = (
     r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
     r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
@@ -166,7 +134,7 @@ def named_dates(query: str) -> tuple[date, date] | None:
 
 
 def temporal_window(
-    query: str, policy: SearchPolicy
+    query: str, policy: SearchSettings
 ) -> tuple[datetime, datetime] | tuple[None, None]:
     """When facts about what the query's date names were recorded: from ``before`` days ahead
     of it to ``after`` days past it (an event is often told of days later), in UTC."""
@@ -212,12 +180,12 @@ def search(
     category: Category | str | None = None,
     as_of: datetime | None = None,
     ranker: Ranker = "hybrid",
-    policy: SearchPolicy | None = None,
+    policy: SearchSettings | None = None,
     vector: np.ndarray | None = None,
 ) -> list[SearchHit]:
     """The top ``k`` facts of ``conversation_id`` for ``query`` (``vector``: its embedding,
     when the caller has it already: a server embeds concurrent queries as one batch)."""
-    policy = policy or SearchPolicy()
+    policy = policy or SearchSettings()
     check_query(query, k)
     if category is not None:
         category = Category(category)
