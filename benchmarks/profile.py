@@ -33,7 +33,7 @@ from slowwave.models.processes import unwind_on_sigterm
 from slowwave.models.settings import Settings, setting_default
 from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.ingest.load import load_episodes
-from slowwave.tasks.profile import ProfilePolicy, read_profile, refresh_profiles
+from slowwave.tasks.profile import read_profile, refresh_profiles
 
 GROUNDED = 0.7
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -52,7 +52,7 @@ def main() -> None:
     settings = Settings(llm_model=args.model, llm_runtime=args.engine, replay_data=args.data)
     embedder = load_embedder(settings)
     subset = select_subset(args.data, args.conversations, args.sessions)
-    policy = ProfilePolicy.of(settings.evolve(profiles=True))
+    policy = settings.evolve(profiles=True).consolidation
     model = load_model(settings)
     figures: dict[str, Any] = {"model": model.name, "max_tokens": policy.max_tokens}
     try:

@@ -20,12 +20,12 @@ from slowwave.models.errors import Conflict, MalformedAnswer, NotFound
 from slowwave.models.llm.base import GenerationRequest, ModelAnswer, Purpose
 from slowwave.models.llm.tokens import average_tokens
 from slowwave.models.profile import ConversationProfile
-from slowwave.models.settings import Settings
+from slowwave.models.settings import ConsolidationSettings, Settings
 from slowwave.service import Caller, Service
 from slowwave.sql.db import Database, migrate
 from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.forget import forget_fact
-from slowwave.tasks.profile import ProfilePolicy, read_profile, refresh_profiles
+from slowwave.tasks.profile import read_profile, refresh_profiles
 from slowwave.tasks.revert import revert_run
 from tests.fix_episodes import active, add, at, make_episode, with_settings
 from tests.fix_models import ScriptedModel, fact
@@ -116,7 +116,9 @@ def test_a_profile_is_kept_within_its_token_limit_at_a_sentence(
     _night(conn, "p-1", 1)
     consolidate(db, ProfilingModel(ScriptedModel(SCRIPT)), embedder, settings, kind="backfill")
     wordy = ProfilingModel(ScriptedModel({}), write=lambda facts: "A long sentence here. " * 80)
-    refresh_profiles(conn, wordy, ["prof"], ProfilePolicy(enabled=True, max_tokens=40))
+    refresh_profiles(
+        conn, wordy, ["prof"], ConsolidationSettings(profiles=True, profile_max_tokens=40)
+    )
     profile = read_profile(conn, "prof")
     assert profile is not None and profile.profile is not None
     assert 0 < average_tokens(profile.profile) <= 40 and profile.profile.endswith("here.")
@@ -203,7 +205,7 @@ def test_the_command_line_prints_the_stored_profile_or_says_how_to_get_one(
             add(conn, make_episode("cli-prof", "cli-p", "I'm a beekeeper in Oslo.", at(2025, 1, 1)))
             model = ProfilingModel(ScriptedModel({"cli-p": _says("User keeps bees in Oslo")}))
             consolidate(db, model, embedder, settings, kind="backfill")
-            refresh_profiles(conn, model, ["cli-prof"], ProfilePolicy(enabled=True))
+            refresh_profiles(conn, model, ["cli-prof"], ConsolidationSettings(profiles=True))
     shown = run_cli(tmp_path, "profile", "-c", "cli-prof", "--json")
     assert shown.returncode == 0, shown.stderr[-2000:]
     stored = json.loads(shown.stdout)

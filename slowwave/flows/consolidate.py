@@ -50,7 +50,7 @@ from slowwave.models.ids import conversation_ref
 from slowwave.models.llm import load_model
 from slowwave.models.llm.base import StructuredModel
 from slowwave.models.run import RunRequest, RunSummary
-from slowwave.models.settings import Settings, get_settings
+from slowwave.models.settings import ConsolidationSettings, Settings, get_settings
 from slowwave.models.tenant import DEFAULT_TENANT
 from slowwave.models.warmup import started_ahead_for, take
 from slowwave.models.workers.cluster import current_node
@@ -69,7 +69,7 @@ from slowwave.tasks.consolidate import (
 from slowwave.tasks.forget import resolve_conversations
 from slowwave.tasks.ingest.summarize import SummaryReport
 from slowwave.tasks.pipeline import RunPolicy
-from slowwave.tasks.profile import ProfilePolicy, profile_run
+from slowwave.tasks.profile import profile_run
 from slowwave.tasks.transient import is_transient
 
 
@@ -136,7 +136,7 @@ def shard_task(
 
 @task(name="profile", task_run_name="profile", cache_policy=NONE)
 def profile_task(
-    db: Database, model: StructuredModel, summary: RunSummary, policy: ProfilePolicy
+    db: Database, model: StructuredModel, summary: RunSummary, policy: ConsolidationSettings
 ) -> None:
     """Rewrite the profiles of the conversations the run changed, one model call for all.
     No retries: a failed answer leaves the profile stale for the next run, never fails this
@@ -354,7 +354,7 @@ class FlowSteps(RunSteps):
         shard_settings = self.settings.evolve(database_url=SecretStr(db.url))
         run_shards(shard_settings, specs, scope, self.model, self.embedder, summary, self.progress)
 
-    def profiles(self, db: Database, summary: RunSummary, policy: ProfilePolicy) -> None:
+    def profiles(self, db: Database, summary: RunSummary, policy: ConsolidationSettings) -> None:
         profile_task(db, self.model, summary, policy)
 
 

@@ -30,7 +30,7 @@ from slowwave.tasks.ingest.report import IngestReport
 from slowwave.tasks.ingest.sources import SourceFile
 from slowwave.tasks.ingest.summarize import SummaryReport, summarize_missing
 from slowwave.tasks.ingest.transcripts import ingest
-from slowwave.tasks.profile import Profile, ProfilePolicy, read_profile, refresh_profiles
+from slowwave.tasks.profile import Profile, read_profile, refresh_profiles
 
 
 class Writes(ServiceCore):
@@ -218,7 +218,7 @@ class Writes(ServiceCore):
                     "written from them"
                 )
         with self.model(model) as lent, self.connection() as conn:
-            report = refresh_profiles(conn, lent, [key], ProfilePolicy.of(self.settings))
+            report = refresh_profiles(conn, lent, [key], self.settings.consolidation)
             profile = read_profile(conn, key)
         if report.failed or profile is None:
             raise ProfileNotWritten(

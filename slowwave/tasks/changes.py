@@ -55,7 +55,7 @@ from slowwave.models.consolidation import FactAction
 from slowwave.models.fact import other_numbers
 from slowwave.models.llm.base import Purpose, StructuredModel
 from slowwave.models.run import RunSummary
-from slowwave.models.settings import Settings, setting_default
+from slowwave.models.settings import ConsolidationSettings
 from slowwave.tasks.decide import ended_targets
 from slowwave.tasks.pair_requests import ask_by_chunk
 from slowwave.tasks.restate import subject_name
@@ -77,23 +77,6 @@ COUNTS_LOWER = 0.5
 
 
 @dataclass(frozen=True)
-class ChangePolicy:
-    """The settings the change check uses."""
-
-    enabled: bool = True
-    lower: float = setting_default("gray_zone_lower")
-    upper: float = setting_default("dedupe_threshold")
-
-    @classmethod
-    def of(cls, settings: Settings) -> ChangePolicy:
-        return cls(
-            settings.consolidation.change_check,
-            settings.consolidation.gray_zone_lower,
-            settings.consolidation.dedupe_threshold,
-        )
-
-
-@dataclass(frozen=True)
 class Pair:
     """An unnamed update (action ``index`` of chunk ``chunk``) and the known fact it may end."""
 
@@ -111,13 +94,13 @@ def find_changes(
     conn: psycopg.Connection,
     model: StructuredModel,
     prepared: Sequence[PreparedChunk],
-    policy: ChangePolicy,
+    policy: ConsolidationSettings,
     summary: RunSummary,
 ) -> None:
     """Ask about the chunks' unnamed updates in one call; turn each whose known fact no longer
     holds into an update of that fact, in place. A pair alike but for its numbers is such an
     update without asking (``models.change.alike_but_for_numbers``)."""
-    if not policy.enabled:
+    if not policy.change_check:
         return
     pairs = _pairs(conn, prepared, policy)
     taken: set[tuple[int, UUID]] = set()
@@ -183,7 +166,7 @@ def _update(prepared: Sequence[PreparedChunk], pair: Pair, reason: str) -> None:
 
 
 def _pairs(
-    conn: psycopg.Connection, prepared: Sequence[PreparedChunk], policy: ChangePolicy
+    conn: psycopg.Connection, prepared: Sequence[PreparedChunk], policy: ConsolidationSettings
 ) -> list[Pair]:
     """Each new fact of a chunk ready for apply with the nearest of its nearest active facts
     that starts with the same person's name: for any new fact, the nearest from
@@ -216,7 +199,7 @@ def _pairs(
             "conversations": conversations,
             "candidates": NEAREST_CANDIDATES,
             "excluded": sorted(excluded),
-            "lower": policy.lower,
+            "lower": policy.gray_zone_lower,
         },
     ).fetchall()
     pairs: dict[int, Pair] = {}
@@ -244,7 +227,10 @@ def _pairs(
             and unnamed
             and (
                 swapped is not None
-                or (similarity < policy.upper and names_another_value(fact, known_fact, subjects))
+                or (
+                    similarity < policy.dedupe_threshold
+                    and names_another_value(fact, known_fact, subjects)
+                )
             )
         ):
             pairs[ordinal] = Pair(c, index, known_id, known_fact, float(similarity), swapped)

@@ -19,13 +19,13 @@ from slowwave.models import faultpoints, interrupt
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.llm.base import StructuredModel
 from slowwave.models.run import RunRequest, RunSummary
-from slowwave.models.settings import Settings
+from slowwave.models.settings import ConsolidationSettings, Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.chains import Backlog
 from slowwave.tasks.claim import Due, claim, close_open, count_due, left_pending
 from slowwave.tasks.ingest.summarize import SummaryReport
 from slowwave.tasks.pipeline import RunPolicy, consolidate_shard, timed
-from slowwave.tasks.profile import ProfilePolicy, profile_run
+from slowwave.tasks.profile import profile_run
 from slowwave.tasks.runs import recorded_run
 
 
@@ -232,7 +232,7 @@ class RunSteps:
                 if shard.summary is not None:
                     summary.merge(shard.summary)
 
-    def profiles(self, db: Database, summary: RunSummary, policy: ProfilePolicy) -> None:
+    def profiles(self, db: Database, summary: RunSummary, policy: ConsolidationSettings) -> None:
         profile_run(db, self.model, summary, policy)
 
 
@@ -274,8 +274,8 @@ def drive_run(
         steps.planned(due, specs)
         steps.shards(db, specs, scope, policy, summary)
         count_left_pending(db, summary, policy, scope)
-        if policy.profile.enabled:
-            steps.profiles(db, summary, policy.profile)
+        if policy.consolidation.profiles:
+            steps.profiles(db, summary, policy.consolidation)
     return summary
 
 

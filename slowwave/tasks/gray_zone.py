@@ -37,30 +37,11 @@ from slowwave.models.merge import (
     render_merge_prompt,
 )
 from slowwave.models.run import RunSummary
-from slowwave.models.settings import Settings, setting_default
+from slowwave.models.settings import ConsolidationSettings
 from slowwave.tasks.decide import cosine, ended_targets
 from slowwave.tasks.pair_requests import ask_by_chunk
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class GrayZonePolicy:
-    """The settings the gray zone uses."""
-
-    enabled: bool = False
-    lower: float = setting_default("gray_zone_lower")
-    upper: float = setting_default("dedupe_threshold")
-    faithfulness: float = setting_default("merge_faithfulness")
-
-    @classmethod
-    def of(cls, settings: Settings) -> GrayZonePolicy:
-        return cls(
-            settings.consolidation.gray_zone_merge,
-            settings.consolidation.gray_zone_lower,
-            settings.consolidation.dedupe_threshold,
-            settings.consolidation.merge_faithfulness,
-        )
 
 
 @dataclass(frozen=True)
@@ -82,12 +63,12 @@ def judge_gray_zone(
     model: StructuredModel,
     embedder: Embedder,
     prepared: Sequence[PreparedChunk],
-    policy: GrayZonePolicy,
+    policy: ConsolidationSettings,
     summary: RunSummary,
 ) -> None:
     """Find the chunks' gray-zone pairs, ask the model about them in one call, and turn each
     faithful merge into an update of the known fact, in place (plan and vector)."""
-    if not policy.enabled:
+    if not policy.gray_zone_merge:
         return
     asked = ask_by_chunk(
         model,
@@ -118,7 +99,7 @@ def judge_gray_zone(
         item = prepared[pair.chunk]
         own = cosine(vector, item.vectors[pair.row])
         known = cosine(vector, pair.known_vector)
-        if min(own, known) < policy.faithfulness:
+        if min(own, known) < policy.merge_faithfulness:
             summary.gray_zone_unfaithful += 1
             continue
         if (pair.chunk, pair.known_id) in taken:  # one merge per known fact and chunk
@@ -140,7 +121,7 @@ def judge_gray_zone(
 
 
 def _pairs(
-    conn: psycopg.Connection, prepared: Sequence[PreparedChunk], policy: GrayZonePolicy
+    conn: psycopg.Connection, prepared: Sequence[PreparedChunk], policy: ConsolidationSettings
 ) -> list[Pair]:
     """Every ``new`` fact of a chunk ready for apply whose nearest active fact (one the plan
     neither ends nor acts on) lies in the gray zone."""
@@ -166,8 +147,8 @@ def _pairs(
             "vectors": vectors,
             "conversations": conversations,
             "excluded": sorted(excluded),
-            "lower": policy.lower,
-            "upper": policy.upper,
+            "lower": policy.gray_zone_lower,
+            "upper": policy.dedupe_threshold,
         },
     ).fetchall()
     pairs = []

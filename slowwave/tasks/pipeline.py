@@ -34,24 +34,23 @@ from slowwave.models.ids import chunk_id
 from slowwave.models.llm.base import ModelAnswer, StructuredModel
 from slowwave.models.plan import Plan, PlannedAction, Rejection
 from slowwave.models.run import ChunkFailure, RunSummary
-from slowwave.models.settings import Settings
+from slowwave.models.settings import ConsolidationSettings, Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.apply import ApplyPolicy, apply_plans, read_back, record_failure
 from slowwave.tasks.calibrate import build_request, calibration_of
 from slowwave.tasks.chains import Backlog, Stages, run_chains
-from slowwave.tasks.changes import ChangePolicy, find_changes
+from slowwave.tasks.changes import find_changes
 from slowwave.tasks.chunking import ChunkBudget, fit_facts, run_budget
 from slowwave.tasks.claim import ClaimPolicy
 from slowwave.tasks.embed import embed_plans, embed_uncited
 from slowwave.tasks.evidence import attribute_evidence
 from slowwave.tasks.forget import forgotten_among
 from slowwave.tasks.gate import GatePolicy
-from slowwave.tasks.gray_zone import GrayZonePolicy, judge_gray_zone
+from slowwave.tasks.gray_zone import judge_gray_zone
 from slowwave.tasks.grounding import Grounding
 from slowwave.tasks.guard import HoldPolicy, guard, hold_reason, latest_end
 from slowwave.tasks.predict import episode_vectors, nearest_facts, related_facts
-from slowwave.tasks.profile import ProfilePolicy
-from slowwave.tasks.second_look import SecondLookPolicy, second_look
+from slowwave.tasks.second_look import second_look
 from slowwave.tasks.speaker_check import SpeakerCheck
 from slowwave.tasks.spending import SpendingPolicy, over_budget
 from slowwave.tasks.surprise import score_surprise
@@ -70,10 +69,8 @@ class RunPolicy:
     hold: HoldPolicy
     grounding: Grounding
     check_speaker: bool
-    gray_zone: GrayZonePolicy
-    changes: ChangePolicy
-    second_look: SecondLookPolicy
-    profile: ProfilePolicy
+    # the gray zone, the change check, the second look and profiles read their settings here
+    consolidation: ConsolidationSettings
     related_facts_limit: int
     flashbulb_surprise: float
     lease_s: int
@@ -90,10 +87,7 @@ class RunPolicy:
             hold=HoldPolicy.of(settings),
             grounding=Grounding(settings.consolidation.grounding),
             check_speaker=settings.consolidation.check_speaker,
-            gray_zone=GrayZonePolicy.of(settings),
-            changes=ChangePolicy.of(settings),
-            second_look=SecondLookPolicy.of(settings),
-            profile=ProfilePolicy.of(settings),
+            consolidation=settings.consolidation,
             related_facts_limit=settings.consolidation.related_facts_limit,
             flashbulb_surprise=settings.consolidation.flashbulb_surprise,
             lease_s=settings.consolidation.claim_lease_s,
@@ -203,7 +197,7 @@ def finish_chunks(
             guarded.append(i)
     with timed(summary, "second_look"):
         looking = [(answered[i][0], plans[i].actions) for i in guarded]
-        looked = second_look(model, looking, policy.second_look, summary)
+        looked = second_look(model, looking, policy.consolidation, summary)
         for g, output in looked.items():
             item = answered[guarded[g]][0]
             actions, rejections = _guarded(output, item, policy, embedder)
@@ -248,16 +242,15 @@ def judge_chunks(
     model: StructuredModel,
     embedder: Embedder,
     prepared: list[PreparedChunk],
-    policy: GrayZonePolicy,
+    policy: ConsolidationSettings,
     summary: RunSummary,
-    changes: ChangePolicy,
 ) -> list[PreparedChunk]:
     """The change check (``tasks.changes``), then the gray zone (``tasks.gray_zone``), each
     when it is on and has something to ask: at most one model call each for the step."""
-    if changes.enabled:
+    if policy.change_check:
         with timed(summary, "changes"), db.connection() as conn:
-            find_changes(conn, model, prepared, changes, summary)
-    if policy.enabled:
+            find_changes(conn, model, prepared, policy, summary)
+    if policy.gray_zone_merge:
         with timed(summary, "gray_zone"), db.connection() as conn:
             judge_gray_zone(conn, model, embedder, prepared, policy, summary)
     return prepared
@@ -412,9 +405,8 @@ def stages_for(
             model,
             embedder,
             finish_chunks(answered, model, embedder, policy, summary),
-            policy.gray_zone,
+            policy.consolidation,
             summary,
-            policy.changes,
         ),
         apply=lambda prepared, settle: apply_chunks(
             db, prepared, policy.apply, summary, model.name, settle

@@ -38,7 +38,7 @@ from slowwave.models.profile import (
     render_profile_prompt,
 )
 from slowwave.models.run import RunSummary
-from slowwave.models.settings import Settings, setting_default
+from slowwave.models.settings import ConsolidationSettings
 from slowwave.sql.db import Database
 from slowwave.tasks.forget import hold_conversations
 
@@ -57,23 +57,6 @@ class Profile(BaseModel):
     run_id: UUID | None = Field(description="The run that wrote it; None: written on demand.")
     stale: bool = Field(description="The facts changed since it was written.")
     updated_at: datetime
-
-
-@dataclass(frozen=True)
-class ProfilePolicy:
-    """The settings profiles use."""
-
-    enabled: bool = False
-    max_tokens: int = setting_default("profile_max_tokens")
-    input_tokens: int = setting_default("profile_input_tokens")
-
-    @classmethod
-    def of(cls, settings: Settings) -> ProfilePolicy:
-        return cls(
-            settings.consolidation.profiles,
-            settings.consolidation.profile_max_tokens,
-            settings.consolidation.profile_input_tokens,
-        )
 
 
 @dataclass
@@ -95,7 +78,7 @@ def refresh_profiles(
     conn: psycopg.Connection,
     model: StructuredModel,
     conversations: Sequence[str],
-    policy: ProfilePolicy,
+    policy: ConsolidationSettings,
     *,
     run_id: UUID | None = None,
 ) -> ProfileReport:
@@ -110,13 +93,14 @@ def refresh_profiles(
     ):
         facts[conversation].append((category, fact))
     asked = [c for c in conversations if facts[c]]
-    words = max(1, policy.max_tokens * 3 // 4)  # about four characters, three quarters of a word
+    # a token: about four characters, three quarters of a word
+    words = max(1, policy.profile_max_tokens * 3 // 4)
     requests = [
         GenerationRequest(
             chunk_id=f"profile:{c}",
             purpose=Purpose.profile,
             system=PROFILE_SYSTEM_PROMPT,
-            user=render_profile_prompt(_fit(facts[c], policy.input_tokens), words),
+            user=render_profile_prompt(_fit(facts[c], policy.profile_input_tokens), words),
             json_schema=ConversationProfile.response_schema(),
         )
         for c in asked
@@ -135,7 +119,7 @@ def refresh_profiles(
             )
             report.failed += 1
             continue
-        text = within(" ".join(parsed.profile.split()), policy.max_tokens)
+        text = within(" ".join(parsed.profile.split()), policy.profile_max_tokens)
         if not text:
             report.failed += 1
             continue
@@ -160,10 +144,10 @@ def refresh_profiles(
 
 
 def profile_run(
-    db: Database, model: StructuredModel, summary: RunSummary, policy: ProfilePolicy
+    db: Database, model: StructuredModel, summary: RunSummary, policy: ConsolidationSettings
 ) -> None:
     """After a run: refresh the profiles of the conversations it changed (when on)."""
-    if not policy.enabled:
+    if not policy.profiles:
         return
     start = time.perf_counter()
     with db.connection() as conn:

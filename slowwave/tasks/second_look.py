@@ -8,7 +8,7 @@ covered when an item of the guarded plan shares at least ``COVERED_SHARE`` of it
 and what is shown of it is those statements: a chat message often says two things ("I'm
 thinking of getting Emily to audition. The play I attended was The Glass Menagerie, have you
 heard of it?"), the answer states the first, and the second is the one a question later asks
-about. The ``policy.messages`` uncovered messages whose uncovered statements have the most
+about. The ``second_look_messages`` uncovered messages whose uncovered statements have the most
 content words are shown, oldest first, each with the name the chunk's facts give its speaker
 (``tasks.restate``) and the message it answers. What the answer states goes through the guard
 like any item (grounding, restating, the speaker check) as a ``new`` fact citing the message's
@@ -47,7 +47,7 @@ from slowwave.models.second_look import (
     message_short_id,
     render_second_look_prompt,
 )
-from slowwave.models.settings import Settings, setting_default
+from slowwave.models.settings import ConsolidationSettings
 from slowwave.models.words import FUNCTION_WORDS
 from slowwave.tasks.grounding import names_in
 from slowwave.tasks.restate import content_words, person_named, subject_name
@@ -69,18 +69,6 @@ _USER = re.compile(r"\busers?\b", re.I)
 # "I'm", "I've", "I'd", "I'll": capitalised, but the speaker, not a value
 _FIRST_PERSON = re.compile(r"i['’]")
 _OPENERS = frozenset("also and but so anyway oh well ok okay btw by the way now then".split())  # noqa: SIM905
-
-
-@dataclass(frozen=True)
-class SecondLookPolicy:
-    """The settings the second look uses."""
-
-    enabled: bool = True
-    messages: int = setting_default("second_look_messages")
-
-    @classmethod
-    def of(cls, settings: Settings) -> SecondLookPolicy:
-        return cls(settings.consolidation.second_look, settings.consolidation.second_look_messages)
 
 
 @dataclass(frozen=True)
@@ -183,19 +171,19 @@ class Look:
 def second_look(
     model: StructuredModel,
     chunks: Sequence[tuple[OpenChunk, Sequence[PlannedAction]]],
-    policy: SecondLookPolicy,
+    policy: ConsolidationSettings,
     summary: RunSummary,
 ) -> dict[int, ConsolidationOutput]:
     """Ask about each chunk's uncovered messages, every chunk's request in one ``generate``
     call; by chunk index, the items the answers state (``new``, citing the message's episode).
     A chunk whose answer cannot be read gets none. Its tokens are the chunk's, added to its
     plan's (the chunk's row and the run's totals both count them)."""
-    if not policy.enabled or policy.messages < 1:
+    if not policy.second_look or policy.second_look_messages < 1:
         return {}
     looks: list[Look] = []
     requests: list[GenerationRequest] = []
     for c, (item, actions) in enumerate(chunks):
-        messages = uncovered_messages(item.visible, actions, policy.messages)
+        messages = uncovered_messages(item.visible, actions, policy.second_look_messages)
         if not messages:
             continue
         known = [f.fact for f in item.facts]  # stored facts: how a role's person is named
