@@ -45,10 +45,10 @@ from slowwave.tasks.claim import ClaimPolicy
 from slowwave.tasks.embed import embed_plans, embed_uncited
 from slowwave.tasks.evidence import attribute_evidence
 from slowwave.tasks.forget import forgotten_among
-from slowwave.tasks.gate import GatePolicy
+from slowwave.tasks.gate import gated
 from slowwave.tasks.gray_zone import judge_gray_zone
 from slowwave.tasks.grounding import Grounding
-from slowwave.tasks.guard import HoldPolicy, guard, hold_reason, latest_end
+from slowwave.tasks.guard import guard, hold_reason, latest_end
 from slowwave.tasks.predict import episode_vectors, nearest_facts, related_facts
 from slowwave.tasks.second_look import second_look
 from slowwave.tasks.speaker_check import SpeakerCheck
@@ -63,10 +63,8 @@ class RunPolicy:
     """The settings the consolidation stages use, taken from ``Settings`` once per run."""
 
     claim: ClaimPolicy
-    gate: GatePolicy
     apply: ApplyPolicy
     budget: ChunkBudget
-    hold: HoldPolicy
     grounding: Grounding
     check_speaker: bool
     # the gray zone, the change check, the second look and profiles read their settings here
@@ -81,10 +79,8 @@ class RunPolicy:
         """``model``: the runtime whose context and tokenizer cut the chunks."""
         return cls(
             claim=ClaimPolicy.of(settings),
-            gate=GatePolicy.of(settings),
             apply=ApplyPolicy.of(settings),
             budget=run_budget(model, settings),
-            hold=HoldPolicy.of(settings),
             grounding=Grounding(settings.consolidation.grounding),
             check_speaker=settings.consolidation.check_speaker,
             consolidation=settings.consolidation,
@@ -132,7 +128,7 @@ def open_chunks(
             chunks = score_surprise(conn, chunks, nearest)
     with timed(summary, "gate"):
         for chunk, vectors, per_episode in zip(chunks, embedded, nearest, strict=True):
-            kept = [j for j, e in enumerate(chunk) if not policy.gate.gates(e)]
+            kept = [j for j, e in enumerate(chunk) if not gated(e, policy.consolidation)]
             plan = _plan_of(chunk, summary, kept)
             visible = [chunk[j] for j in kept]
             if not kept:
@@ -207,7 +203,7 @@ def finish_chunks(
             item.plan.actions += actions
             item.plan.rejections += rejections
     for i in guarded:
-        reason = hold_reason(plans[i], len(answered[i][0].facts), policy.hold)
+        reason = hold_reason(plans[i], len(answered[i][0].facts), policy.consolidation)
         if reason is not None:
             held[i] = reason
     with timed(summary, "embed"):

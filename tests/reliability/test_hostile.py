@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from slowwave.models.consolidation import FactAction
 from slowwave.models.ids import new_id
 from slowwave.models.plan import Plan, PlannedAction
-from slowwave.models.settings import Settings
+from slowwave.models.settings import ConsolidationSettings, Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
-from slowwave.tasks.guard import HoldPolicy, hold_reason
+from slowwave.tasks.guard import hold_reason
 from slowwave.tasks.ingest.load import load_episodes
 from slowwave.tasks.ingest.policy import IngestPolicy
 from slowwave.tasks.ingest.transcripts import ingest
@@ -132,12 +132,17 @@ def _plan_ending(n: int) -> Plan:
 
 
 def test_the_hold_takes_plans_ending_more_than_the_share_and_at_least_the_minimum() -> None:
-    policy = HoldPolicy(share=0.5, minimum=3)
+    policy = ConsolidationSettings(hold_ending_share=0.5, hold_ending_min=3)
     assert hold_reason(_plan_ending(1), 1, policy) is None  # an ordinary update of the only fact
     assert hold_reason(_plan_ending(2), 2, policy) is None  # under the minimum
     assert hold_reason(_plan_ending(3), 6, policy) is None  # half is not more than half
     assert hold_reason(_plan_ending(4), 6, policy) is not None
-    assert hold_reason(_plan_ending(4), 6, HoldPolicy(share=1.0, minimum=3)) is None  # off
+    assert (
+        hold_reason(
+            _plan_ending(4), 6, ConsolidationSettings(hold_ending_share=1.0, hold_ending_min=3)
+        )
+        is None
+    )  # off
 
 
 # ── the transcript reader over arbitrary unicode, control characters and bytes ──────────
