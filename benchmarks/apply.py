@@ -69,10 +69,10 @@ from slowwave.models.llm.replay import categorize, keywords_of
 from slowwave.models.locomo import locomo_key
 from slowwave.models.plan import Plan, PlannedAction
 from slowwave.models.processes import unwind_on_sigterm
-from slowwave.models.settings import Settings
+from slowwave.models.settings import ConsolidationSettings, Settings
 from slowwave.sql.copy import copy_rows
 from slowwave.sql.db import Database, migrate
-from slowwave.tasks.apply import ApplyPolicy, apply_plans
+from slowwave.tasks.apply import apply_plans
 from slowwave.tasks.apply_writes import FACT_COLUMNS
 from slowwave.tasks.claim import ClaimPolicy, claim
 from slowwave.tasks.decide import decide
@@ -404,7 +404,11 @@ def run_chunks(
 
 
 def way_apply(
-    url: str, plans: Sequence[Plan], vectors: Sequence[Vectors], run_id: UUID, policy: ApplyPolicy
+    url: str,
+    plans: Sequence[Plan],
+    vectors: Sequence[Vectors],
+    run_id: UUID,
+    policy: ConsolidationSettings,
 ) -> tuple[WayTiming, Clock, list[str]]:
     """slowwave's apply, its time split by statement; then EXPLAIN ANALYZE of its dedupe
     statement for a chunk at the final size (its facts, now written, are their own
@@ -435,7 +439,7 @@ def way_apply(
     return timing, clock, dedupe_plan
 
 
-def dedupe_params(plan: Plan, vectors: Vectors, policy: ApplyPolicy) -> dict[str, Any]:
+def dedupe_params(plan: Plan, vectors: Vectors, policy: ConsolidationSettings) -> dict[str, Any]:
     """The parameters apply gives its dedupe statement for ``plan`` (tasks.apply)."""
     return {
         "vectors": list(vectors),
@@ -489,7 +493,11 @@ def per_row_apply(
 
 
 def way_per_row(
-    url: str, plans: Sequence[Plan], vectors: Sequence[Vectors], run_id: UUID, policy: ApplyPolicy
+    url: str,
+    plans: Sequence[Plan],
+    vectors: Sequence[Vectors],
+    run_id: UUID,
+    policy: ConsolidationSettings,
 ) -> tuple[WayTiming, Clock, list[str]]:
     """The seed's per-row writes, split by statement; then EXPLAIN ANALYZE of its nearest-fact
     query at the final size."""
@@ -576,7 +584,7 @@ def run(data: Path, conversations: int, per: int | None) -> Results:
     explains: dict[str, list[str]] = {}
     with tempfile.TemporaryDirectory(prefix="slowwave-apply-") as home:
         settings = Settings(home=Path(home), _env_file=None)
-        policy = ApplyPolicy.of(settings)
+        policy = settings.consolidation
         with (
             Database(settings) as server,
             psycopg.Connection.connect(server.url, autocommit=True) as admin,

@@ -167,9 +167,9 @@ def test_a_schedule_stopped_by_a_dropped_connection_goes_on_where_it_stopped(
         nonlocal applies
         applies += 1
         if applies == 2:  # the second step (f2, s2): the first commits, then the line drops
-            apply_chunks(db, prepared[:1], policy.apply, summary, model.name, settle)
+            apply_chunks(db, prepared[:1], policy.consolidation, summary, model.name, settle)
             raise psycopg.OperationalError("server closed the connection unexpectedly")
-        return apply_chunks(db, prepared, policy.apply, summary, model.name, settle)
+        return apply_chunks(db, prepared, policy.consolidation, summary, model.name, settle)
 
     policy = RunPolicy.of(settings, model)
     with recorded_run(db, kind="manual") as summary:

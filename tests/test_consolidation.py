@@ -432,7 +432,7 @@ def test_apply_refuses_a_plan_that_names_another_conversations_fact(
     """Even a plan built past the guard cannot reach across conversations: SQL checks again."""
     from slowwave.models.ids import new_id
     from slowwave.models.plan import Plan, PlannedAction
-    from slowwave.tasks.apply import ApplyPolicy, apply_plan
+    from slowwave.tasks.apply import apply_plan
     from slowwave.tasks.claim import ClaimPolicy, claim
     from slowwave.tasks.runs import start_run
 
@@ -471,7 +471,7 @@ def test_apply_refuses_a_plan_that_names_another_conversations_fact(
             )
         ],
     )
-    result = apply_plan(conn, plan, embedder.embed([]), run.run_id, ApplyPolicy.of(settings))
+    result = apply_plan(conn, plan, embedder.embed([]), run.run_id, settings.consolidation)
     assert not result.applied and "IsolationViolation" in (result.error or "")
     assert facts(conn, "a") == [oslo]
     state = episodes_state(conn)
@@ -484,7 +484,7 @@ def test_in_a_batch_only_the_refused_chunk_is_charged_and_the_others_apply(
     from slowwave.models.chunk import ChunkToApply
     from slowwave.models.ids import new_id
     from slowwave.models.plan import Plan, PlannedAction
-    from slowwave.tasks.apply import ApplyPolicy, apply_plans
+    from slowwave.tasks.apply import apply_plans
     from slowwave.tasks.claim import ClaimPolicy, claim
     from slowwave.tasks.runs import start_run
 
@@ -540,7 +540,7 @@ def test_in_a_batch_only_the_refused_chunk_is_charged_and_the_others_apply(
             ChunkToApply(chess, embedder.embed(["User plays chess on Sundays"])),
         ],
         run.run_id,
-        ApplyPolicy.of(settings),
+        settings.consolidation,
     )
     assert [r.applied for r in results] == [False, True]
     assert "IsolationViolation" in (results[0].error or "")

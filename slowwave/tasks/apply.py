@@ -30,7 +30,6 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from uuid import UUID
 
 import psycopg
@@ -43,7 +42,7 @@ from slowwave.models.embedding.base import Vectors
 from slowwave.models.faultpoints import around
 from slowwave.models.ids import conversation_ref
 from slowwave.models.plan import Decision, Plan
-from slowwave.models.settings import Settings
+from slowwave.models.settings import ConsolidationSettings
 from slowwave.tasks.apply_locks import (
     IsolationViolation,
     lock_episodes,
@@ -82,32 +81,11 @@ CHUNK_REFUSALS: tuple[type[Exception], ...] = (
 )
 
 
-@dataclass(frozen=True)
-class ApplyPolicy:
-    """The settings apply uses."""
-
-    dedupe_threshold: float
-    dedupe_candidates: int
-    max_attempts: int
-    max_active_facts: int = 0  # 0: no cap
-    slots: bool = True
-
-    @classmethod
-    def of(cls, settings: Settings) -> ApplyPolicy:
-        return cls(
-            settings.consolidation.dedupe_threshold,
-            settings.consolidation.dedupe_candidates,
-            settings.consolidation.max_attempts,
-            settings.consolidation.max_active_facts,
-            settings.consolidation.slots,
-        )
-
-
 def apply_plans(
     conn: psycopg.Connection,
     chunks: Sequence[ChunkToApply],
     run_id: UUID,
-    policy: ApplyPolicy,
+    policy: ConsolidationSettings,
 ) -> list[ApplyResult]:
     """Apply chunks of distinct conversations in one transaction, each chunk all or nothing:
     every statement runs once for all of them, and one COMMIT makes them durable together.
@@ -142,7 +120,7 @@ def apply_plan(
     plan: Plan,
     vectors: Vectors,
     run_id: UUID,
-    policy: ApplyPolicy,
+    policy: ConsolidationSettings,
     *,
     model_name: str | None = None,
 ) -> ApplyResult:
@@ -156,7 +134,7 @@ def record_failure(
     plan: Plan,
     run_id: UUID,
     reason: str,
-    policy: ApplyPolicy,
+    policy: ConsolidationSettings,
     *,
     model_name: str | None = None,
 ) -> ApplyResult:
@@ -265,7 +243,10 @@ def _conflict_result(plan: Plan, reason: str) -> ApplyResult:
 
 
 def _apply(
-    conn: psycopg.Connection, chunks: Sequence[ChunkToApply], run_id: UUID, policy: ApplyPolicy
+    conn: psycopg.Connection,
+    chunks: Sequence[ChunkToApply],
+    run_id: UUID,
+    policy: ConsolidationSettings,
 ) -> list[ApplyResult]:
     forgotten = hold_conversations(conn, [c.plan.conversation_id for c in chunks])
     dropped = {c.plan.chunk_id for c in chunks if c.plan.conversation_id in forgotten}

@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from uuid import UUID
 
 import numpy as np
@@ -36,7 +36,7 @@ from slowwave.models.plan import Plan, PlannedAction, Rejection
 from slowwave.models.run import ChunkFailure, RunSummary
 from slowwave.models.settings import ConsolidationSettings, Settings
 from slowwave.sql.db import Database
-from slowwave.tasks.apply import ApplyPolicy, apply_plans, read_back, record_failure
+from slowwave.tasks.apply import apply_plans, read_back, record_failure
 from slowwave.tasks.calibrate import build_request, calibration_of
 from slowwave.tasks.chains import Backlog, Stages, run_chains
 from slowwave.tasks.changes import find_changes
@@ -63,7 +63,6 @@ class RunPolicy:
     """The settings the consolidation stages use, taken from ``Settings`` once per run."""
 
     claim: ClaimPolicy
-    apply: ApplyPolicy
     budget: ChunkBudget
     grounding: Grounding
     check_speaker: bool
@@ -79,7 +78,6 @@ class RunPolicy:
         """``model``: the runtime whose context and tokenizer cut the chunks."""
         return cls(
             claim=ClaimPolicy.of(settings),
-            apply=ApplyPolicy.of(settings),
             budget=run_budget(model, settings),
             grounding=Grounding(settings.consolidation.grounding),
             check_speaker=settings.consolidation.check_speaker,
@@ -260,7 +258,7 @@ APPLY_BATCH_CHUNKS = 256
 def apply_chunks(
     db: Database,
     prepared: Sequence[PreparedChunk],
-    policy: ApplyPolicy,
+    policy: ConsolidationSettings,
     summary: RunSummary,
     model_name: str,
     settle: Callable[[ApplyResult], None] | None = None,
@@ -302,7 +300,7 @@ def apply_chunks(
 def _apply_batch(
     conn: psycopg.Connection,
     batch: Sequence[PreparedChunk],
-    policy: ApplyPolicy,
+    policy: ConsolidationSettings,
     run_id: UUID,
     model_name: str,
 ) -> list[ApplyResult]:
@@ -322,7 +320,12 @@ def _apply_batch(
             )
         elif item.held is not None:  # quarantined at once: the next try would be held again
             results[plan.chunk_id] = record_failure(
-                conn, plan, run_id, item.held, replace(policy, max_attempts=1), model_name=asked
+                conn,
+                plan,
+                run_id,
+                item.held,
+                policy.model_copy(update={"max_attempts": 1}),
+                model_name=asked,
             )
         else:
             ready.append(ChunkToApply(plan, item.vectors, asked))
@@ -405,7 +408,7 @@ def stages_for(
             summary,
         ),
         apply=lambda prepared, settle: apply_chunks(
-            db, prepared, policy.apply, summary, model.name, settle
+            db, prepared, policy.consolidation, summary, model.name, settle
         ),
         over_budget=lambda conversations: over_budget(
             db, summary.run_id, policy.spending, conversations
