@@ -334,6 +334,13 @@ def test_two_sentences_a_night_apart_that_say_different_things_stay_two_facts(
             "says 'asked if', a question not a fact about someone",
         ),
         ("She teaches chemistry.", "starts with 'She'"),
+        # a message's "we", whoever they are (the second look, LongMemEval's sessions)
+        (
+            "We're all looking forward to a fun day out, getting some exercise, and supporting "
+            "a great cause.",
+            "starts with 'We'",
+        ),
+        ("Our shop opens at seven on Sundays.", "starts with 'Our'"),
         ("Dana loves it.", "'it' refers to nothing in the sentence"),
         ("Being a mom is awesome.", "names no one it is about"),
         # an assistant's answer written as a fact (LongMemEval's sessions, the default model)

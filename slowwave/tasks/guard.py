@@ -88,7 +88,8 @@ MIN_LETTER_SHARE = 0.6
 # title ("J. R. R. Tolkien", "Dr. Ruiz", "U.S. Army")
 _SENTENCE_BREAK = re.compile(r"(?<![A-Z])(?<!\b[A-Z][a-z])(?<!\bMrs)(?<!\bSt)[.!?]\s+(?=[A-Z\"'“])")
 _PRONOUN_START = re.compile(
-    r"^(he|she|they|it|this|that|these|those|there|his|her|their|its|him|them)\b", re.I
+    r"^(he|she|they|we|it|this|that|these|those|there|his|her|their|our|its|him|them|us)\b",
+    re.I,
 )
 # a reply or a quote, not a statement about someone: "Yes, chemistry and a bit of physics.",
 # "Big news: I'm moving to Manchester ..."
