@@ -64,15 +64,32 @@ def build_server(service: Callable[[], Service], caller: Callable[[Context], Cal
     server: MCPServer = MCPServer(
         name="slowwave", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
     )
+    call = Calls(service, caller)
+    _reading_tools(server, call)
+    _writing_tools(server, call)
+    return server
 
-    async def call(ctx: Context, work: Callable[[Service, Caller], T]) -> T:
+
+class Calls:
+    """How a tool runs its work: on a worker thread, as its caller, a slowwave error answered
+    as the tool's error (its code and message, as REST's body carries them)."""
+
+    def __init__(self, service: Callable[[], Service], caller: Callable[[Context], Caller]) -> None:
+        self.service = service
+        self.caller = caller
+
+    async def __call__(self, ctx: Context, work: Callable[[Service, Caller], T]) -> T:
         def run() -> T:
-            return work(service(), caller(ctx))
+            return work(self.service(), self.caller(ctx))
 
         try:
             return await anyio.to_thread.run_sync(run)
         except SlowwaveError as exc:
             raise ToolError(f"{exc.code}: {exc.message}") from None
+
+
+def _reading_tools(server: MCPServer, call: Calls) -> None:
+    """search_memory, get_context, list_facts, fact_history, get_profile, conversation_status."""
 
     @server.tool(
         description="The facts and the episodic memories (what was said, consolidated or not "
@@ -165,6 +182,10 @@ def build_server(service: Callable[[], Service], caller: Callable[[Context], Cal
         status = await call(ctx, lambda s, c: s.status(c, s.conversation(c, conversation_id)))
         return status.model_dump(mode="json")
 
+
+def _writing_tools(server: MCPServer, call: Calls) -> None:
+    """add_memory, consolidate_conversation, run_state, forget_conversation."""
+
     @server.tool(
         description="Remember what was said: chat messages as {role, content} (OpenAI's or "
         "Anthropic's shape; slowwave's {speaker, text, message_id, timestamp} too), or one "
@@ -222,8 +243,6 @@ def build_server(service: Callable[[], Service], caller: Callable[[Context], Cal
             lambda s, c: s.forget(c, conversation_id=conversation_id, reason=reason, purge=purge),
         )
         return answer.model_dump(mode="json")
-
-    return server
 
 
 class KeyGate:
