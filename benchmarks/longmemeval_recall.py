@@ -155,7 +155,7 @@ def measure(haystack: Haystack, settings: Any, *, rerank: bool = False) -> dict[
     with fresh_database(settings) as db, db.connection() as conn:
         load_episodes(conn, recorded)
         started = time.perf_counter()
-        windows = embed_windows(conn, embedder.embed, CONVERSATION, policy.window) or 0
+        windows = embed_windows(conn, embedder.embed, CONVERSATION, policy.memory_window) or 0
         embed_s = time.perf_counter() - started
         rows = conn.execute(
             "SELECT id, external_key, messages FROM episodic_memory WHERE conversation_id = %s",

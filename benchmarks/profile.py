@@ -54,7 +54,7 @@ def main() -> None:
     subset = select_subset(args.data, args.conversations, args.sessions)
     policy = settings.evolve(profiles=True).consolidation
     model = load_model(settings)
-    figures: dict[str, Any] = {"model": model.name, "max_tokens": policy.max_tokens}
+    figures: dict[str, Any] = {"model": model.name, "max_tokens": policy.profile_max_tokens}
     try:
         with fresh_database(settings) as db, db.connection() as conn:
             load_episodes(conn, subset.episodes)
