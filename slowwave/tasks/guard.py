@@ -112,13 +112,6 @@ _QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”")  # a title or a quote may say 
 # whom a fact may name instead of a person's name: the speaker's role in a chat
 _ROLE = re.compile(r"\b(users?|assistant)\b", re.I)
 MAX_WORDS_LEANING = 4  # "Dana loves it." / "Dana is good at that.": nothing for "it" to mean
-# a short later sentence of an item that says "it", "she", "them" leans on the sentences
-# before it ("Mia has been climbing overhangs for two years. Dana is much better at it than she
-# is."); a longer one says what it means ("I recently tried the new place downtown and it was
-# pretty good, ..."). One that says "you" is the agent's reply copied with the message.
-_THIRD_PERSON = re.compile(r"\b(he|she|it|him|her|hers|his|they|them)\b", re.I)
-MAX_WORDS_LEANING_BACK = 10
-_SECOND_PERSON = re.compile(r"\b(you|your|yours|yourself)\b", re.I)
 
 
 def normalize_short_id(value: str | None, prefix: str) -> str | None:
@@ -249,14 +242,12 @@ def guard(
     writer_of: dict[int, int] = {}  # answer item number (N-id) → index in ``actions``
     speakers = {m.speaker for e in episodes for m in e.messages}  # whom a slot may name
     known_sentences = [f.fact for f in shown]  # stored facts: how a role's person is named
-    pieces = split_items(output.facts)
     # each item's sentences, its first restated about its speaker where it said "I" (restate)
-    stated = [_stated(piece.item, episodes, known_sentences) for piece in pieces]
+    stated = [_stated(item, episodes, known_sentences) for item in output.facts]
     if speaker_check is not None:  # every item's statement embedded in one batch
         speaker_check.prepare(said[0] for said, _ in stated)
 
-    for piece, (said, restated) in zip(pieces, stated, strict=True):
-        item, position = piece.item, piece.position
+    for position, item in enumerate(output.facts):
         proposed = item.action
         if position >= MAX_FACTS_PER_ANSWER:
             rejections.append(
@@ -287,6 +278,7 @@ def guard(
             action = FactAction.new
 
         evidence, cited = _evidence(item, episodes)
+        said, restated = stated[position]
         writes = action in WRITING
         if not writes:
             said = statements_of(item.fact)
@@ -295,9 +287,12 @@ def guard(
             evidence, cited = [restated.episode], True
             note = "attributed to the episode whose message it restates"
             reason = f"{reason}; {note}" if reason else note
-        if piece.of > 1:
-            split = f"sentence {piece.sentence} of {piece.of} of the model's item"
-            reason = f"{reason}; {split}" if reason else split
+        if len(said) > 1 and writes:
+            # one fact says one thing: the first sentence is the item's statement; what
+            # follows is, from the small default model, a quote turned third person
+            # ("It was so enriching!") or a second claim it did not cite apart
+            cut = f"kept the first of its {len(said)} sentences"
+            reason = f"{reason}; {cut}" if reason else cut
         planned = PlannedAction(
             action=action,
             proposed=proposed,
@@ -313,7 +308,7 @@ def guard(
             planned.proposed_fact = restated.proposed  # the decision log keeps the model's
             planned.add_reason("restated in the third person: the model wrote its speaker's words")
         if planned.writes_fact:
-            problem = _leans_back(piece) or _fact_problem(item, planned.fact or "", speakers)
+            problem = _fact_problem(item, planned.fact or "", speakers)
             span = None if problem else sources.ungrounded(planned.fact or "")
             given_to: tuple[str, str] | None = None
             if span is not None:
@@ -338,8 +333,7 @@ def guard(
                 slot = renamed(slot, *given_to, ignore_case=True) if slot else slot
             planned.keywords = clean_keywords(keywords)
             planned.slot = normalize_slot(slot, speakers)
-            if piece.sentence == 1:  # an N-id names the item's first sentence
-                writer_of[position + 1] = len(actions)
+            writer_of[position + 1] = len(actions)
         actions.append(planned)
 
     return _resolve_conflicts(actions, rejections)
@@ -389,68 +383,6 @@ class _Restated:
 
     proposed: str
     episode: Episode
-
-
-@dataclass(frozen=True)
-class Piece:
-    """One sentence of an item of the answer, guarded as an item of its own: its sentence's
-    number among the item's ``of``, and the item's ``position`` in the answer (what its N-id
-    and the facts-per-answer cap count)."""
-
-    item: ConsolidatedFact
-    position: int
-    sentence: int = 1
-    of: int = 1
-
-
-def _leans_back(piece: Piece) -> str | None:
-    """Why a later sentence of an item cannot stand alone (as the model wrote it: restating
-    says "them" of the person it names), or None."""
-    if piece.sentence == 1:
-        return None
-    sentence = _QUOTED.sub(" ", without_request(without_opening(piece.item.fact)))
-    addressed = _SECOND_PERSON.search(sentence)
-    if addressed is not None:
-        return (
-            f"not self-contained: sentence {piece.sentence} of the model's item says "
-            f"{addressed.group(0)!r}, a reply copied with the message"
-        )
-    leaning = _THIRD_PERSON.search(sentence)
-    if leaning is None or len(_WORD.findall(sentence)) > MAX_WORDS_LEANING_BACK:
-        return None
-    return (
-        f"not self-contained: sentence {piece.sentence} of the model's item says "
-        f"{leaning.group(0)!r} of something before it"
-    )
-
-
-def split_items(items: Sequence[ConsolidatedFact]) -> list[Piece]:
-    """Each item that writes a fact, one piece a sentence: one fact says one thing, and a chat
-    model copying a message copies its sentences together ("I was thinking of getting Emily to
-    audition for a role. The play I attended was actually a production of The Glass
-    Menagerie."), the second often the one a later question asks about. The first sentence
-    keeps the item's action and id; each later one is a ``new`` item of the same category and
-    citations, restated and guarded alone, so that what does not stand alone (a quote turned
-    third person, "It was so enriching!") is refused as any item would be."""
-    pieces = []
-    for position, item in enumerate(items):
-        said = statements_of(item.fact) if item.action in WRITING else [item.fact]
-        if len(said) == 1:
-            pieces.append(Piece(item, position))
-            continue
-        first = item.model_copy(update={"fact": said[0]})
-        pieces.append(Piece(first, position, 1, len(said)))
-        for n, sentence in enumerate(said[1:], start=2):
-            alone = item.model_copy(
-                update={
-                    "fact": sentence,
-                    "action": FactAction.new,
-                    "existing_fact_id": None,
-                    "slot": None,
-                }
-            )
-            pieces.append(Piece(alone, position, n, len(said)))
-    return pieces
 
 
 def _stated(

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
-from slowwave.models.change import named_values, value_tokens
 from slowwave.models.chunk import OpenChunk
 from slowwave.models.consolidation import (
     AGENT_ROLES,
@@ -36,7 +35,6 @@ from slowwave.models.consolidation import (
     keywords_of,
 )
 from slowwave.models.episode import Episode, Message
-from slowwave.models.fact import numbers_in
 from slowwave.models.llm.base import GenerationRequest, Purpose, StructuredModel, generate_watched
 from slowwave.models.plan import PlannedAction
 from slowwave.models.run import RunSummary
@@ -48,7 +46,6 @@ from slowwave.models.second_look import (
     render_second_look_prompt,
 )
 from slowwave.models.settings import ConsolidationSettings
-from slowwave.models.words import FUNCTION_WORDS
 from slowwave.tasks.grounding import names_in
 from slowwave.tasks.restate import content_words, person_named, subject_name
 
@@ -66,8 +63,6 @@ _QUESTION_OPENS = frozenset(
     had what how where when why which who whom whose any anything""".split()  # noqa: SIM905
 )
 _USER = re.compile(r"\busers?\b", re.I)
-# "I'm", "I've", "I'd", "I'll": capitalised, but the speaker, not a value
-_FIRST_PERSON = re.compile(r"i['’]")
 _OPENERS = frozenset("also and but so anyway oh well ok okay btw by the way now then".split())  # noqa: SIM905
 
 
@@ -87,7 +82,7 @@ def uncovered_messages(
     episodes: Sequence[Episode], actions: Sequence[PlannedAction], limit: int
 ) -> list[Uncovered]:
     """The ``limit`` uncovered messages of ``episodes`` that say the most, oldest first."""
-    stated = [Stated(content_words(a.fact), carried(a.fact)) for a in actions if a.fact]
+    stated = [content_words(a.fact) for a in actions if a.fact]
     found: list[tuple[int, int, Uncovered]] = []  # (words left, order, message)
     order = 0
     for e, episode in enumerate(episodes):
@@ -99,7 +94,7 @@ def uncovered_messages(
                     answers = before is not None and before.speaker != message.speaker
                     reply_to = before if answers else None
                     shown = " ".join(text for text, _ in left)
-                    words = sum(len(w.words) for _, w in left)
+                    words = sum(len(w) for _, w in left)
                     found.append((words, order, Uncovered(e, message, reply_to, shown)))
             order += 1
             before = message
@@ -107,36 +102,17 @@ def uncovered_messages(
     return [u for _, _, u in sorted(chosen, key=lambda f: f[1])]
 
 
-@dataclass(frozen=True)
-class Stated:
-    """A sentence as coverage reads it: its content words, and its values (``carried``, for an
-    item; the values it names, for a person's statement)."""
-
-    words: set[str]
-    values: set[str]
-
-
-def statements(text: str) -> list[tuple[str, Stated]]:
-    """The sentences of ``text`` that say something, each with its content words and the
-    values it names (``models.change.named_values``: numbers, names, places, days, titles):
-    at least ``MIN_WORDS`` content words, and not a question (one that ends with "?" and opens
-    as a question does, after an opener such as "also" or "by the way")."""
+def statements(text: str) -> list[tuple[str, set[str]]]:
+    """The sentences of ``text`` that say something, each with its content words: at least
+    ``MIN_WORDS`` of them, and not a question (one that ends with "?" and opens as a question
+    does, after an opener such as "also" or "by the way")."""
     found = []
     for match in _SENTENCE.finditer(text):
         sentence = match.group(0).strip()
         words = content_words(sentence)
         if len(words) >= MIN_WORDS and not _asks(sentence):
-            values = {
-                v for v in named_values(sentence) - FUNCTION_WORDS if not _FIRST_PERSON.match(v)
-            }
-            found.append((sentence, Stated(words, values)))
+            found.append((sentence, words))
     return found
-
-
-def carried(item: str) -> set[str]:
-    """The values an item's sentence carries: its words (a possessive's name as the name) and
-    its numbers in digits ("ten percent" carries 10)."""
-    return {t.removesuffix("'s") for t in value_tokens(item)} | numbers_in(item)
 
 
 def _asks(sentence: str) -> bool:
@@ -147,15 +123,9 @@ def _asks(sentence: str) -> bool:
     return first in _QUESTION_OPENS
 
 
-def _covered(statement: Stated, stated: Sequence[Stated]) -> bool:
-    """An item shares enough of the statement's content words and carries every value it
-    names: "Pat went to see a play at the local community theater." does not cover "... it was
-    The Glass Menagerie.", whose name is what a later question asks for."""
-    words = statement.words
+def _covered(words: set[str], stated: Sequence[set[str]]) -> bool:
     need = min(COVERED_SHARE * len(words), COVERED_WORDS)
-    return any(
-        len(words & item.words) >= need and statement.values <= item.values for item in stated
-    )
+    return any(len(words & fact) >= need for fact in stated)
 
 
 @dataclass(frozen=True)
