@@ -422,6 +422,7 @@ def run_shards(
     queued = deque(ShardWork(spec, scope) for spec in specs)
     running: dict[PrefectFuture[RunSummary], ShardWork] = {}
     failure: BaseException | None = None
+    task = retrying(settings)
     with shard_runner(settings) as runner, interrupt.stops_threads():
         while running or (queued and failure is None):
             while (
@@ -438,7 +439,7 @@ def run_shards(
                     "progress": progress if local else None,
                 }
                 with spread(settings):
-                    running[runner.submit(retrying(settings), parameters)] = shard
+                    running[runner.submit(task, parameters)] = shard
             done = next(as_completed(list(running)))
             shard = running.pop(done)
             try:
