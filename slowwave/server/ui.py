@@ -246,7 +246,7 @@ def login(
     service: Service = request.app.state.service
     if not auth.enabled:
         return RedirectResponse(_safe_next(next), status_code=303)
-    try:  # the same check, and the same rate, as a bearer key's
+    try:  # the same check, and the same rate (too fast: PageRoute's 429), as a bearer key's
         found = auth.key(key)
         auth.pace(found)
     except Unauthorized:
@@ -254,8 +254,6 @@ def login(
             next=_safe_next(next), error="This key is not valid (unknown or revoked)."
         )
         return HTMLResponse(body, status_code=401, headers=SECURITY_HEADERS)
-    except RateLimited as exc:
-        return _slow_down(exc)
     token, _ = service.sign_in(found, SESSION_S)
     response = RedirectResponse(_safe_next(next), status_code=303)
     _set_cookie(request, response, token)
