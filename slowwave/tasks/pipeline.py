@@ -52,7 +52,7 @@ from slowwave.tasks.guard import guard, hold_reason, latest_end
 from slowwave.tasks.predict import episode_vectors, nearest_facts, related_facts
 from slowwave.tasks.second_look import second_look
 from slowwave.tasks.speaker_check import SpeakerCheck
-from slowwave.tasks.spending import SpendingPolicy, over_budget
+from slowwave.tasks.spending import over_budget
 from slowwave.tasks.surprise import score_surprise
 
 logger = logging.getLogger(__name__)
@@ -65,13 +65,9 @@ class RunPolicy:
     claim: ClaimPolicy
     budget: ChunkBudget
     grounding: Grounding
-    check_speaker: bool
-    # the gray zone, the change check, the second look and profiles read their settings here
+    # the rest of the consolidation settings (the gray zone, the change check, the second look,
+    # profiles, the related facts shown, the speaker check, the budgets) are read here
     consolidation: ConsolidationSettings
-    related_facts_limit: int
-    flashbulb_surprise: float
-    lease_s: int
-    spending: SpendingPolicy
 
     @classmethod
     def of(cls, settings: Settings, model: object) -> RunPolicy:
@@ -80,12 +76,7 @@ class RunPolicy:
             claim=ClaimPolicy.of(settings),
             budget=run_budget(model, settings),
             grounding=Grounding(settings.consolidation.grounding),
-            check_speaker=settings.consolidation.check_speaker,
             consolidation=settings.consolidation,
-            related_facts_limit=settings.consolidation.related_facts_limit,
-            flashbulb_surprise=settings.consolidation.flashbulb_surprise,
-            lease_s=settings.consolidation.claim_lease_s,
-            spending=SpendingPolicy.of(settings),
         )
 
 
@@ -122,7 +113,9 @@ def open_chunks(
             return opened
         embedded = episode_vectors(embedder, chunks)
         with db.connection() as conn:
-            nearest = nearest_facts(conn, chunks, embedded, max(policy.related_facts_limit, 1))
+            nearest = nearest_facts(
+                conn, chunks, embedded, max(policy.consolidation.related_facts_limit, 1)
+            )
             chunks = score_surprise(conn, chunks, nearest)
     with timed(summary, "gate"):
         for chunk, vectors, per_episode in zip(chunks, embedded, nearest, strict=True):
@@ -132,9 +125,13 @@ def open_chunks(
             if not kept:
                 opened.append(OpenChunk(plan, visible, [], None, None))
                 continue
-            facts = related_facts([per_episode[j] for j in kept], policy.related_facts_limit)
-            facts = fit_facts(facts, policy.budget, policy.related_facts_limit)
-            request = build_request(str(plan.chunk_id), facts, visible, policy.flashbulb_surprise)
+            facts = related_facts(
+                [per_episode[j] for j in kept], policy.consolidation.related_facts_limit
+            )
+            facts = fit_facts(facts, policy.budget, policy.consolidation.related_facts_limit)
+            request = build_request(
+                str(plan.chunk_id), facts, visible, policy.consolidation.flashbulb_surprise
+            )
             opened.append(OpenChunk(plan, visible, facts, request, vectors[kept]))
     summary.model_calls += sum(1 for o in opened if o.request is not None)
     return opened
@@ -227,7 +224,9 @@ def _guarded(
         item.facts,
         item.visible,
         policy.grounding,
-        SpeakerCheck(item.visible, item.facts, embedder) if policy.check_speaker else None,
+        SpeakerCheck(item.visible, item.facts, embedder)
+        if policy.consolidation.check_speaker
+        else None,
     )
 
 
@@ -411,7 +410,7 @@ def stages_for(
             db, prepared, policy.consolidation, summary, model.name, settle
         ),
         over_budget=lambda conversations: over_budget(
-            db, summary.run_id, policy.spending, conversations
+            db, summary.run_id, policy.consolidation, conversations
         ),
     )
 

@@ -16,60 +16,37 @@ conversations.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from uuid import UUID
 
 from slowwave import sql
-from slowwave.models.settings import Settings
+from slowwave.models.settings import ConsolidationSettings
 from slowwave.models.tenant import split_key
 from slowwave.sql.db import Database
 
 
-@dataclass(frozen=True)
-class SpendingPolicy:
-    """The budgets of a run, in billed tokens and in model calls; None: no budget."""
-
-    run_tokens: int | None = None
-    tenant_tokens: int | None = None
-    run_calls: int | None = None
-    tenant_calls: int | None = None
-
-    @classmethod
-    def of(cls, settings: Settings) -> SpendingPolicy:
-        c = settings.consolidation
-        return cls(
-            c.run_token_budget, c.tenant_token_budget, c.run_call_budget, c.tenant_call_budget
-        )
-
-    @property
-    def limited(self) -> bool:
-        return any(
-            b is not None
-            for b in (self.run_tokens, self.tenant_tokens, self.run_calls, self.tenant_calls)
-        )
-
-
 def over_budget(
-    db: Database, run_id: UUID, policy: SpendingPolicy, conversations: Sequence[str]
+    db: Database, run_id: UUID, budgets: ConsolidationSettings, conversations: Sequence[str]
 ) -> set[str]:
     """Of ``conversations`` (stored keys), those that may open no new chunk: all of them once
-    the run has spent ``run_tokens`` or made ``run_calls``, those of a tenant that has spent
-    ``tenant_tokens`` or made ``tenant_calls``."""
-    if not policy.limited or not conversations:
+    the run has spent its ``run_token_budget`` or made its ``run_call_budget``, those of a
+    tenant that has spent its ``tenant_token_budget`` or made its ``tenant_call_budget``."""
+    run_tokens, run_calls = budgets.run_token_budget, budgets.run_call_budget
+    tenant_tokens, tenant_calls = budgets.tenant_token_budget, budgets.tenant_call_budget
+    if all(b is None for b in (run_tokens, run_calls, tenant_tokens, tenant_calls)):
+        return set()
+    if not conversations:
         return set()
     with db.connection() as conn:
         rows = conn.execute(sql.statement("run_spending"), {"run": run_id}).fetchall()
     tokens = {tenant: int(t) for tenant, t, _ in rows}
     calls = {tenant: int(c) for tenant, _, c in rows}
-    if _reached(sum(tokens.values()), policy.run_tokens) or _reached(
-        sum(calls.values()), policy.run_calls
-    ):
+    if _reached(sum(tokens.values()), run_tokens) or _reached(sum(calls.values()), run_calls):
         return set(conversations)
     return {
         c
         for c in conversations
-        if _reached(tokens.get(split_key(c)[0], 0), policy.tenant_tokens)
-        or _reached(calls.get(split_key(c)[0], 0), policy.tenant_calls)
+        if _reached(tokens.get(split_key(c)[0], 0), tenant_tokens)
+        or _reached(calls.get(split_key(c)[0], 0), tenant_calls)
     }
 
 
