@@ -8,14 +8,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from uuid import uuid4
 
+import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
 from slowwave.models.embedding.base import Embedder
+from slowwave.models.keys import Scope
 from slowwave.models.settings import Settings
 from slowwave.server.app import create_app
 from slowwave.server.ui import COOKIE
 from slowwave.sql.db import Database
+from slowwave.tasks.keys import create_key
 
 pytestmark = pytest.mark.slow  # a server's lifespan each: its service, its embedder warmed
 
@@ -60,3 +63,20 @@ def test_an_error_a_page_raises_is_a_page_of_its_status(
         assert "<title>not_found · slowwave</title>" in missing.text  # the page, not JSON
         stale = client.post(f"/ui/runs/{uuid4()}/revert", data={"form_token": "x", "reason": "r"})
         assert stale.status_code == 403 and "this form is stale" in stale.text
+
+
+def test_signing_in_faster_than_the_keys_rate_shows_the_slow_down_page(
+    db: Database, conn: psycopg.Connection, settings: Settings, embedder: Embedder
+) -> None:
+    key, _ = create_key(conn, "acme", Scope.read, by="test")
+    paced = settings.evolve(
+        serve_rate_per_s=0.01, serve_rate_burst=1
+    )  # one at once, then one a 100 s
+    with browser(paced, embedder, auth=True) as client:
+        first = client.post("/ui/login", data={"key": key, "next": "/ui/runs"})
+        assert first.status_code == 303 and first.headers["location"] == "/ui/runs"
+        again = client.post("/ui/login", data={"key": key, "next": "/ui/runs"})
+        assert again.status_code == 429  # the bearer key's rate, read by the page route
+        assert again.headers["content-type"].startswith("text/html")
+        assert 1 <= int(again.headers["Retry-After"]) <= 100
+        assert "slow down" in again.text and COOKIE not in again.cookies
