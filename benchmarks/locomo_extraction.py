@@ -512,7 +512,8 @@ def end_to_end_recall(
         cited = [(h.id, h.source_episodic_ids) for h in hits]
         for k in KS:
             sums["facts"][k] += session_recall(hits[:k], sessions_of, question.sessions)
-            both = fuse(cited, said, k, policy.rrf_k)
+            # as the service fuses: a search's k facts and the memories it gives
+            both = fuse(cited[:k], said[: memories.memories], k, policy.rrf_k)
             sums["fused"][k] += session_recall(both, sessions_of, question.sessions)
     return {
         name: {k: _share(total, len(questions)) for k, total in by_k.items()}

@@ -13,7 +13,8 @@ evidence recall@k (k = 5, 10, 20):
 for hybrid, vector-only and full-text-only ranking of facts; for the episodic memories a search
 returns beside them (``episodes``: each counts for its session, and at turn level for the turns
 its text carries within the default token budget); and for one list of both (``fused``: a fact
-for its sources, an episode for its session); and by question category. Then dedupe
+for its sources, an episode for its session; made, as the service makes it, of the search's k
+facts and the ``SLOWWAVE_SEARCH_MEMORIES`` memories it gives); and by question category. Then dedupe
 quality: every session is replayed a second time with its facts lightly reworded by a fixed
 rule; the share merged into their originals and the share of distinct facts falsely merged
 are reported.
@@ -284,6 +285,9 @@ def _recall(
     from slowwave.tasks.rerank import rerank
 
     policy, memory_policy = policies
+    # the fused list is made of what the search returns: its k facts and the memories it
+    # gives (``memories``, 5 by default), as the service makes it
+    shown = memory_policy.memories
     lists = (*LISTS, *RERANKED) if reranker is not None else LISTS
     depth = max(max(KS), rerank_candidates)
     sessions_of, turns_of = dict(fact_sessions), dict(fact_turns)
@@ -340,15 +344,15 @@ def _recall(
                 found["reranked_facts"] = reranked.facts
                 found["reranked_episodes"] = reranked.memories
                 again_facts = [(h.id, h.source_episodic_ids) for h in reranked.facts]
-                for k in KS:
+                for k in KS:  # as the service fuses: its k facts and its memories
                     found[f"reranked_fused@{k}"] = fuse(
-                        again_facts, reranked.memories, k, policy.rrf_k, reranked.scores
+                        again_facts[:k], reranked.memories[:shown], k, policy.rrf_k, reranked.scores
                     )
                 found["hybrid"], memories = found["hybrid"][: max(KS)], memories[: max(KS)]
             found["episodes"] = memories
             facts = [(h.id, h.source_episodic_ids) for h in found["hybrid"]]
-            for k in KS:  # one list of both, cut at each k
-                found[f"fused@{k}"] = fuse(facts, memories, k, policy.rrf_k)
+            for k in KS:  # one list of both, cut at each k, of what a search at k returns
+                found[f"fused@{k}"] = fuse(facts[:k], memories[:shown], k, policy.rrf_k)
             for w, weighed_policy in weighed.items():  # the same at other FSRS weights, @10
                 again = search_memories(
                     conn,
@@ -362,7 +366,7 @@ def _recall(
                 for m in again:
                     sessions_of[m.id], turns_of[m.id] = _memory_evidence(conn, m)
                 by_weight[w]["episodes"] += session_recall(again, sessions_of, gold_sessions)
-                both = fuse(facts, again, 10, policy.rrf_k)
+                both = fuse(facts[:10], again[:shown], 10, policy.rrf_k)
                 by_weight[w]["fused"] += session_recall(both, sessions_of, gold_sessions)
             for name in lists:
                 for k in KS:

@@ -12,8 +12,10 @@ import pytest
 from slowwave.memory import Memory
 from slowwave.models.consolidation import ConsolidationOutput, FactAction
 from slowwave.models.embedding.base import Embedder
+from slowwave.models.episode import EpisodicHit
 from slowwave.models.fact import embedding_text
 from slowwave.models.settings import SearchSettings, Settings
+from slowwave.service.answers import fuse
 from slowwave.sql.copy import copy_rows
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
@@ -392,3 +394,39 @@ def test_a_fact_a_later_episode_reinforced_is_found_through_that_episodes_transc
 
     (hit, *_) = search(conn, embedder, "Where did Rae go, Whitby?", "rae", 2)
     assert hit.fact == biscuit and hit.episode_rank == 1
+
+
+def _memory(episode: uuid.UUID) -> EpisodicHit:
+    return EpisodicHit(
+        id=episode,
+        conversation_id="c",
+        start_at=NOW,
+        end_at=NOW,
+        pending=False,
+        messages=1,
+        text="Dana: I'm moving to Manchester in July.",
+        excerpt=False,
+        score=1.0,
+        ranks={},
+        retrievability=1.0,
+        reviews=0,
+    )
+
+
+def test_the_fused_list_puts_an_episode_before_the_fact_it_taught_at_the_same_rank() -> None:
+    moved, lab, climbing = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    move_fact, lab_fact = uuid.uuid4(), uuid.uuid4()
+    facts = [(move_fact, [moved]), (lab_fact, [lab])]
+    memories = [_memory(moved), _memory(climbing)]
+    ranked = fuse(facts, memories, 10, rrf_k=10)
+    # at each rank the memory first: the episode's excerpt carries the messages its fact was
+    # drawn from, and the fact, reaching no other episode, is left out
+    assert [(r.kind, r.id) for r in ranked] == [
+        ("memory", moved),
+        ("memory", climbing),
+        ("fact", lab_fact),
+    ]
+    assert [r.score for r in ranked] == [1 / 11, 1 / 12, 1 / 12]
+    # a better rank still comes first, whatever the kind
+    first = fuse([(lab_fact, [lab])], [_memory(climbing), _memory(moved)], 10, rrf_k=10)
+    assert [r.id for r in first] == [climbing, lab_fact, moved]
