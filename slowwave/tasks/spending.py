@@ -32,9 +32,8 @@ def over_budget(
     tenant that has spent its ``tenant_token_budget`` or made its ``tenant_call_budget``."""
     run_tokens, run_calls = budgets.run_token_budget, budgets.run_call_budget
     tenant_tokens, tenant_calls = budgets.tenant_token_budget, budgets.tenant_call_budget
-    if all(b is None for b in (run_tokens, run_calls, tenant_tokens, tenant_calls)):
-        return set()
-    if not conversations:
+    unlimited = all(b is None for b in (run_tokens, run_calls, tenant_tokens, tenant_calls))
+    if unlimited or not conversations:
         return set()
     with db.connection() as conn:
         rows = conn.execute(sql.statement("run_spending"), {"run": run_id}).fetchall()
