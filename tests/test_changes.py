@@ -157,6 +157,11 @@ def test_a_sentence_counts_a_thing_by_the_word_after_its_number_or_before_its_di
     # a time or a duration is no count of a thing; nor is a number beside function words
     assert counts("Caroline started transitioning three years ago.") == {}
     assert counts("The user ran the 5K in a time of 27:12.") == {"k": {"5"}}  # the 5K only
+    # ... unless the sentence names a best: a best beaten is a value that changed (LongMemEval)
+    best = "The user is hoping to beat their personal best time of 25:50 this time around."
+    assert counts(best) == {"best#": {"25:50"}}
+    assert count_changed(best, "The user set a personal best time in a 5K run with 27:12.")
+    assert not count_changed(best, "The user's personal best time is 25:50 in the 5K.")
     mcu = "The user has watched 12 films in the last 3 months, including 5 MCU films."
     assert count_changed(mcu, "The user wants to watch 4 MCU films and loves Spider-Man.")
     assert count_changed("James already has three dogs at home.", "James has two dogs.")

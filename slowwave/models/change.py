@@ -199,15 +199,23 @@ _NOT_UNITS = {
 # stated anew as time passes, not a count that changed
 _TIME_UNITS = {"year", "month", "week", "day", "hour", "minut", "second", "decade", "tim"}  # stems
 _COUNT_TOKEN = re.compile(r"\d+(?:[.,:]\d+)*|[A-Za-z]+(?:['’][A-Za-z]+)?")
+# a sentence that names a best or a record ("a personal best of 25:50", "her fastest time"):
+# the times it states are that best's, a value that changes when it is beaten
+_BEST = re.compile(r"\b(?:personal best|personal record|best time|fastest|record time|PR)\b", re.I)
 
 
 def counts(sentence: str) -> dict[str, frozenset[str]]:
     """Each number ``sentence`` states, by what it counts: the stem of the word after it
     ("five sessions" → session, "4 MCU films" → mcu) or, for digits, of the word before it
     ("on page 200" → page#). A number beside a function word only ("a time of 27:12") is
-    not counted."""
+    not counted, unless it is a time in a sentence that names a best or a record ("a
+    personal best time of 25:50" → best#): a best beaten is a value that changed."""
     tokens = _COUNT_TOKEN.findall(sentence)
     found: dict[str, set[str]] = {}
+    if _BEST.search(sentence):
+        for token in tokens:
+            if ":" in token and token[0].isdigit():
+                found.setdefault("best#", set()).add(token)
     for i, token in enumerate(tokens):
         digits = token[0].isdigit()
         if not digits and token.lower() not in _COUNTING:
