@@ -146,6 +146,44 @@ def test_a_change_the_answer_passed_over_is_found_by_the_second_look_and_ends_th
 
 
 @pytest.mark.slow
+def test_a_count_a_message_states_again_ends_the_known_count_without_asking_the_model(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    one = with_settings(settings, chunk_size=1, episode_threshold=1)
+    first = "I've attended three sessions of the bereavement support group so far."
+    later = make_episode(
+        "grief",
+        "g2",
+        "I've attended five sessions of the bereavement support group now, it really helps.",
+        at(2023, 6, 1),
+    )
+    add(conn, make_episode("grief", "g1", first, at(2023, 3, 4)), later)
+    three = "The user attended three sessions of the bereavement support group."
+    model = ScriptedModel(
+        {
+            "g1": lambda r: answer(fact(three, "experience")),
+            # the default model's way: something else of the message, the count passed over
+            "g2": lambda r: answer(fact("The user finds the support group helpful.", "preference")),
+        },
+        second_look=lambda text: [],  # the model's second look finds nothing either
+    )
+    summary = consolidate(db, model, embedder, one)
+
+    now = active(conn, "grief")
+    five = (
+        "The user has attended five sessions of the bereavement support group now, it really helps."
+    )
+    assert set(now) == {five, "The user finds the support group helpful."}
+    ended = next(f for f in facts(conn, "grief") if f["fact"] == three)
+    assert now[five]["supersedes_id"] == ended["id"]
+    assert ended["invalid_at"] == now[five]["valid_at"] == later.end_at
+    assert summary.changes_found == summary.facts_updated == 1
+    logged = next(d for d in decisions(conn) if d["proposed_fact"] == five)
+    assert logged["action"] == "update" and "second look" in logged["reason"]
+    assert "change check" in logged["reason"]
+
+
+@pytest.mark.slow
 def test_with_the_second_look_off_the_passed_over_message_stays_unasked(
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
 ) -> None:
