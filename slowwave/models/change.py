@@ -194,6 +194,8 @@ _NOT_UNITS = {
     "which", "who", "whose", "where", "when", "while", "includ", "last", "next", "about",
     "around", "over", "nearly", "almost", "than", "only", "just", "per", "at", "by", "to",
     "from", "for", "with", "within", "after", "before", "since", "until", "or", "more", "less",
+    # a 5K, a 10k: a race's distance, another race and not another count of one
+    "k",
 }  # fmt: skip
 # a number of years, days, ... is a time or a duration ("three years ago", "for 5 years"),
 # stated anew as time passes, not a count that changed

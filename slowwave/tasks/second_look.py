@@ -199,7 +199,7 @@ def counted_again(item: OpenChunk, actions: Sequence[PlannedAction]) -> list[Con
     restated in the third person as a ``new`` fact citing its episode, without the model: the
     change check then ends the known fact (``models.change.count_changed``). A small model
     most often passes over the sentence that says a count changed, and it needs no model to
-    say it: on LongMemEval's knowledge-update questions, 18 of 49 have such a pair in the
+    say it: on LongMemEval's knowledge-update questions, 17 of 49 have such a pair in the
     user's own messages; on LoCoMo's messages against its gold observations, 3 (James's dogs)."""
     stated = [content_words(a.fact) for a in actions if a.fact]
     known = [f for f in item.facts if f.invalid_at is None and counts(f.fact)]
