@@ -149,7 +149,8 @@ def test_a_change_the_answer_passed_over_is_found_by_the_second_look_and_ends_th
 def test_a_count_a_message_states_again_ends_the_known_count_without_asking_the_model(
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
 ) -> None:
-    one = with_settings(settings, chunk_size=1, episode_threshold=1)
+    # grounding as shipped: the restated sentence's words are the message's
+    one = with_settings(settings, chunk_size=1, episode_threshold=1, grounding="names")
     first = "I've attended three sessions of the bereavement support group so far."
     later = make_episode(
         "grief",
