@@ -109,14 +109,15 @@ def test_a_new_number_in_other_words_is_asked_about_and_ends_the_old_value_or_st
     embedder: Embedder,
     settings: Settings,
 ) -> None:
-    old = "The user ran a charity 5K in 27:12, a personal best."
-    new = "The user set a new personal best in the charity 5K: 25:50."
+    # another time for the same race: a new result, or one more beside the first
+    old = "The user ran a charity 5K in 27:12 at the park."
+    new = "The user ran the charity 5K again in 25:50 this spring."
     summary, model = _two_sessions(
         db,
         conn,
         embedder,
         settings,
-        ("My best 5K is 27:12, at the charity run.", "New personal best at the charity 5K: 25:50!"),
+        ("I ran the charity 5K at the park in 27:12.", "Ran the charity 5K again, 25:50!"),
         (old, new),
         out_of_date,
     )
@@ -130,6 +131,29 @@ def test_a_new_number_in_other_words_is_asked_about_and_ends_the_old_value_or_st
         assert ran["invalid_at"] == now[new]["valid_at"] == at(2023, 5, 20)
     else:
         assert old in now and now[new]["supersedes_id"] is None
+
+
+@pytest.mark.slow
+def test_a_best_beaten_in_other_words_ends_the_old_best_without_asking_the_model(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    old = "The user ran a charity 5K in 27:12, a personal best."
+    new = "The user set a new personal best in the charity 5K: 25:50."
+    summary, model = _two_sessions(
+        db,
+        conn,
+        embedder,
+        settings,
+        ("My best 5K is 27:12, at the charity run.", "New personal best at the charity 5K: 25:50!"),
+        (old, new),
+        out_of_date=False,  # what the model would say is not asked
+    )
+
+    now = active(conn, "u")
+    assert old not in now and new in now and summary.changes_found == 1
+    assert not [r for r in model.requests if r.purpose is Purpose.change]
+    ran = next(f for f in facts(conn, "u") if f["fact"] == old)
+    assert now[new]["supersedes_id"] == ran["id"]
 
 
 def test_two_sentences_alike_but_for_a_number_state_one_count_at_two_times() -> None:
