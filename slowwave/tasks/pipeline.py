@@ -27,7 +27,7 @@ import psycopg
 
 from slowwave.models import faultpoints
 from slowwave.models.chunk import ApplyResult, ChunkToApply, OpenChunk, PreparedChunk
-from slowwave.models.consolidation import ConsolidationOutput
+from slowwave.models.consolidation import ConsolidationOutput, FactAction
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.episode import Episode
 from slowwave.models.ids import chunk_id
@@ -195,6 +195,11 @@ def finish_chunks(
             for action in actions:
                 action.second_look = True
                 action.add_reason("stated by the second look at a message no item covered")
+                if action.proposed is FactAction.update:  # the model's second look writes new
+                    action.add_reason(
+                        "restated from the message without the model: it counts again, with "
+                        "another number, what the fact it updates counts"
+                    )
             item.plan.actions += actions
             item.plan.rejections += rejections
     for i in guarded:
