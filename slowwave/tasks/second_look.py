@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -84,24 +84,31 @@ def uncovered_messages(
     episodes: Sequence[Episode], actions: Sequence[PlannedAction], limit: int
 ) -> list[Uncovered]:
     """The ``limit`` uncovered messages of ``episodes`` that say the most, oldest first."""
-    stated = [content_words(a.fact) for a in actions if a.fact]
     found: list[tuple[int, int, Uncovered]] = []  # (words left, order, message)
-    order = 0
+    for order, (e, message, before, left) in enumerate(_uncovered(episodes, actions)):
+        answers = before is not None and before.speaker != message.speaker
+        reply_to = before if answers else None
+        shown = " ".join(text for text, _ in left)
+        words = sum(len(w) for _, w in left)
+        found.append((words, order, Uncovered(e, message, reply_to, shown)))
+    chosen = sorted(found, key=lambda f: (-f[0], f[1]))[:limit]
+    return [u for _, _, u in sorted(chosen, key=lambda f: f[1])]
+
+
+def _uncovered(
+    episodes: Sequence[Episode], actions: Sequence[PlannedAction]
+) -> Iterator[tuple[int, Message, Message | None, list[tuple[str, set[str]]]]]:
+    """Each person's message with statements no item of ``actions`` covers, in order: its
+    episode's index, the message, the one just before it, and those statements."""
+    stated = [content_words(a.fact) for a in actions if a.fact]
     for e, episode in enumerate(episodes):
         before: Message | None = None
         for message in episode.messages:
             if message.speaker.strip().lower() not in AGENT_ROLES:
                 left = [s for s in statements(message.text) if not _covered(s[1], stated)]
                 if left:
-                    answers = before is not None and before.speaker != message.speaker
-                    reply_to = before if answers else None
-                    shown = " ".join(text for text, _ in left)
-                    words = sum(len(w) for _, w in left)
-                    found.append((words, order, Uncovered(e, message, reply_to, shown)))
-            order += 1
+                    yield e, message, before, left
             before = message
-    chosen = sorted(found, key=lambda f: (-f[0], f[1]))[:limit]
-    return [u for _, _, u in sorted(chosen, key=lambda f: f[1])]
 
 
 def statements(text: str) -> list[tuple[str, set[str]]]:
@@ -203,38 +210,34 @@ def counted_again(item: OpenChunk, actions: Sequence[PlannedAction]) -> list[Con
     most often passes over the sentence that says a count changed, and it needs no model to
     say it: on LongMemEval's knowledge-update questions, 17 of 49 have such a pair in the
     user's own messages; on LoCoMo's messages against its gold observations, 3 (James's dogs)."""
-    stated = [content_words(a.fact) for a in actions if a.fact]
     known = [f for f in item.facts if f.invalid_at is None and counts(f.fact)]
     if not known:
         return []
     names = [f.fact for f in item.facts]
     items: list[ConsolidatedFact] = []
     taken: set[str] = set()
-    for e, episode in enumerate(item.visible):
-        for message in episode.messages:
-            if message.speaker.strip().lower() in AGENT_ROLES:
+    for e, message, _, left in _uncovered(item.visible, actions):
+        person = person_named(message.speaker, item.visible, names) or message.speaker
+        for sentence, _ in left:
+            restated = restate(sentence, person)
+            subject = subject_name(restated) if restated is not None else None
+            if restated is None or subject is None or restated in taken:
                 continue
-            person = person_named(message.speaker, item.visible, names) or message.speaker
-            for sentence, words in statements(message.text):
-                restated = restate(sentence, person)
-                if restated is None or restated in taken or _covered(words, stated):
-                    continue
-                subject = subject_name(restated)
-                same = [f for f in known if subject_name(f.fact) == subject]
-                again = next((f for f in same if count_changed(restated, f.fact)), None)
-                if subject is None or again is None:
-                    continue
-                taken.add(restated)
-                items.append(
-                    ConsolidatedFact(
-                        fact=restated,
-                        category=again.category.value,
-                        keywords=keywords_of(restated, person),
-                        episodes=[episode_short_id(e)],
-                        action=FactAction.update,
-                        existing_fact_id=fact_short_id(item.facts.index(again)),
-                    )
+            same = (f for f in known if subject_name(f.fact) == subject)
+            again = next((f for f in same if count_changed(restated, f.fact)), None)
+            if again is None:
+                continue
+            taken.add(restated)
+            items.append(
+                ConsolidatedFact(
+                    fact=restated,
+                    category=again.category.value,
+                    keywords=keywords_of(restated, person),
+                    episodes=[episode_short_id(e)],
+                    action=FactAction.update,
+                    existing_fact_id=fact_short_id(item.facts.index(again)),
                 )
+            )
     return items
 
 
