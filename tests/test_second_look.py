@@ -184,6 +184,49 @@ def test_a_count_a_message_states_again_ends_the_known_count_without_asking_the_
     assert "without the model" in logged["reason"]
 
 
+def test_the_old_count_written_again_beside_a_count_said_again_is_refused_not_left_active(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    """LongMemEval's way: the later chunk's answer writes the known count once more, citing the
+    message that says another one; the update that message makes stands alone."""
+    one = with_settings(settings, chunk_size=1, episode_threshold=1, grounding="names")
+    later = make_episode(
+        "grief",
+        "g2",
+        "I remember attending five sessions and finding it really helpful in processing my "
+        "emotions.",
+        at(2023, 10, 30),
+    )
+    add(
+        conn,
+        make_episode("grief", "g1", "I've attended three sessions of the group.", at(2023, 5, 11)),
+        later,
+    )
+    three = "The user attended three sessions of the bereavement support group."
+    again = (
+        "The user attended three sessions of the bereavement support group, and it really "
+        "helped them process their emotions."
+    )
+    model = ScriptedModel(
+        {
+            "g1": lambda r: answer(fact(three, "experience")),
+            "g2": lambda r: answer(fact(again, "experience")),
+        },
+        second_look=lambda text: [],
+    )
+    consolidate(db, model, embedder, one)
+
+    now = active(conn, "grief")
+    five = (
+        "The user remembers attending five sessions and finding it really helpful in processing "
+        "their emotions."
+    )
+    assert set(now) == {five}
+    (refused,) = [d for d in decisions(conn) if d["action"] == "rejected"]
+    assert refused["proposed_fact"] == again
+    assert "counts again" in refused["reason"] and five in refused["reason"]
+
+
 @pytest.mark.slow
 def test_with_the_second_look_off_the_passed_over_message_stays_unasked(
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings

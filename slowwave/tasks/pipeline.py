@@ -50,7 +50,7 @@ from slowwave.tasks.gray_zone import judge_gray_zone
 from slowwave.tasks.grounding import Grounding
 from slowwave.tasks.guard import guard, hold_reason, latest_end
 from slowwave.tasks.predict import episode_vectors, nearest_facts, related_facts
-from slowwave.tasks.second_look import second_look
+from slowwave.tasks.second_look import old_counts_dropped, second_look
 from slowwave.tasks.speaker_check import SpeakerCheck
 from slowwave.tasks.spending import over_budget
 from slowwave.tasks.surprise import score_surprise
@@ -200,8 +200,8 @@ def finish_chunks(
                         "restated from the message without the model: it counts again, with "
                         "another number, what the fact it updates counts"
                     )
-            item.plan.actions += actions
-            item.plan.rejections += rejections
+            item.plan.actions, dropped = old_counts_dropped(item.plan.actions + actions, item.facts)
+            item.plan.rejections += rejections + dropped
     for i in guarded:
         reason = hold_reason(plans[i], len(answered[i][0].facts), policy.consolidation)
         if reason is not None:

@@ -14,6 +14,9 @@ content words are shown, oldest first, each with the name the chunk's facts give
 like any item (grounding, restating, the speaker check) as a ``new`` fact citing the message's
 episode, and the change check then asks whether it ends a known fact about the same person: what
 a person says of a change in their life is the message a small model most often passes over.
+A count said again needs no model (``counted_again``): it is the ``update`` of the fact it
+counts again, and an item of the same answer that writes the old count once more is refused
+(``old_counts_dropped``).
 """
 
 from __future__ import annotations
@@ -37,8 +40,9 @@ from slowwave.models.consolidation import (
     keywords_of,
 )
 from slowwave.models.episode import Episode, Message
+from slowwave.models.fact import Fact
 from slowwave.models.llm.base import GenerationRequest, Purpose, StructuredModel, generate_watched
-from slowwave.models.plan import PlannedAction
+from slowwave.models.plan import PlannedAction, Rejection
 from slowwave.models.run import RunSummary
 from slowwave.models.second_look import (
     SECOND_LOOK_SYSTEM_PROMPT,
@@ -239,6 +243,62 @@ def counted_again(item: OpenChunk, actions: Sequence[PlannedAction]) -> list[Con
                 )
             )
     return items
+
+
+def old_counts_dropped(
+    actions: Sequence[PlannedAction], facts: Sequence[Fact]
+) -> tuple[list[PlannedAction], list[Rejection]]:
+    """The chunk's actions less the model's items that state the count a restated message
+    replaces in the same chunk, each refused with its reason. Beside a message that counts
+    again ("I remember attending five sessions"), the model can write the known fact's count
+    once more as a new fact citing that very message ("The user attended three sessions ...",
+    on LongMemEval): written, it would stay active beside the update that ended the known fact.
+    Such an item counts what the update counts with another number, the known fact's own."""
+    known = {f.id: f.fact for f in facts}
+    updates = [
+        (a.fact, known[a.target_id])
+        for a in actions
+        if a.second_look and a.proposed is FactAction.update and a.fact and a.target_id in known
+    ]
+    if not updates:
+        return list(actions), []
+    kept: list[PlannedAction] = []
+    refused: list[Rejection] = []
+    dropped: set[int] = set()
+    for i, action in enumerate(actions):
+        old = None if action.second_look else _replaced(action.fact, updates)
+        if old is None or any(a.target_ref == i for a in actions):
+            kept.append(action)
+            continue
+        dropped.add(i)
+        refused.append(
+            Rejection(
+                proposed=action.proposed,
+                fact=action.fact,
+                target_id=action.target_id,
+                reason=f"states the count that a message of the same chunk counts again: "
+                f"{old[0]!r} updates {old[1]!r}",
+            )
+        )
+    index = {i: n for n, i in enumerate(i for i in range(len(actions)) if i not in dropped)}
+    for action in kept:
+        if action.target_ref is not None:
+            action.target_ref = index[action.target_ref]
+    return kept, refused
+
+
+def _replaced(fact: str | None, updates: Sequence[tuple[str, str]]) -> tuple[str, str] | None:
+    """The (update, known fact) pair whose old count ``fact`` states for the same person."""
+    if not fact:
+        return None
+    for now, before in updates:
+        if (
+            subject_name(now) == subject_name(fact)
+            and count_changed(now, fact)
+            and not count_changed(fact, before)
+        ):
+            return now, before
+    return None
 
 
 def _shown(uncovered: Uncovered, episodes: Sequence[Episode], known: Sequence[str]) -> ShownMessage:
