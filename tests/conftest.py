@@ -35,3 +35,13 @@ pytest_plugins = [
     "tests.fix_external_postgres",
     "tests.fix_object_store",
 ]
+
+# `-n auto` (the README's whole-suite command): one test process per core, at most
+# MAX_WORKERS. Each holds its own embedded Postgres and Prefect API for the session and runs
+# whole files (`--dist loadfile`: a module's servers start once); past four, the files that
+# load a real model or start a cluster are what the run waits on.
+MAX_WORKERS = 4
+
+
+def pytest_xdist_auto_num_workers(config: object) -> int:
+    return max(1, min(len(os.sched_getaffinity(0)), MAX_WORKERS))

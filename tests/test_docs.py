@@ -48,7 +48,7 @@ def test_the_readme_is_a_front_page_with_the_two_commands_and_the_fast_loop() ->
     assert len(readme.splitlines()) <= 200
     commands = re.findall(r"```bash\n(.*?)```", readme, re.S)
     assert any("slowwave backfill" in c and "slowwave facts" in c for c in commands)
-    assert any(c.strip().endswith("python -m pytest -q") for c in commands)
+    assert any(c.strip().endswith("python -m pytest -q -n auto --dist loadfile") for c in commands)
     assert any('python -m pytest -m "not slow"' in c for c in commands)
     for link in re.findall(r"\]\((docs/[^)#]+)", readme):
         assert (ROOT / link).exists(), link
