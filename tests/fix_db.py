@@ -38,7 +38,7 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     # chunk_size pinned, and short episodes not packed beyond it: the tests describe chunking
     # by their own numbers, not the defaults'. Grounding off: a scripted answer says what its
     # test describes, not what its episodes say; tests.test_grounding turns it on
-    return Settings(  # type: ignore[call-arg]
+    return Settings(
         home=home,
         database_url=None,
         chunk_size=8,
@@ -98,4 +98,4 @@ def fresh_database_url(database: Database) -> Iterator[str]:
 
 
 def home_settings(home: Path, **overrides: object) -> Settings:
-    return Settings(home=home, database_url=None, _env_file=None, **overrides)  # type: ignore[call-arg, arg-type]
+    return Settings(home=home, database_url=None, _env_file=None, **overrides)

@@ -238,11 +238,11 @@ class PageRun:
                 listed = await client.list_tools()
                 await client.call_tool("search_memory", {"conversation_id": "x", "query": "x"})
         else:
-            import httpx
+            import httpx2
             from mcp.client.streamable_http import streamable_http_client
 
             async with (
-                httpx.AsyncClient(headers=server.get("headers", {}), timeout=60) as web,
+                httpx2.AsyncClient(headers=server.get("headers", {}), timeout=60) as web,
                 Client(streamable_http_client(server["url"], http_client=web)) as client,
             ):
                 listed = await client.list_tools()

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from uuid import UUID
 
 import psycopg
+from pydantic import BaseModel
 
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
@@ -70,7 +72,7 @@ def columns_holding(conn: psycopg.Connection, marker: str) -> list[str]:
         "AND data_type IN ('text', 'jsonb', 'json', 'ARRAY', 'tsvector', 'character varying')"
     ).fetchall():
         (hits,) = conn.execute(
-            f'SELECT count(*) FROM "{table}" WHERE "{column}"::text ILIKE %s',  # type: ignore[arg-type]
+            f'SELECT count(*) FROM "{table}" WHERE "{column}"::text ILIKE %s',
             (f"%{marker}%",),
         ).fetchone()  # type: ignore[misc]
         if hits:
@@ -104,7 +106,7 @@ def prefect_holding(flow_run_id: UUID, *needles: str) -> list[str]:
     APILogWorker.drain_all(timeout=10)  # the run's log lines are sent in batches
     runs = FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
     with get_client(sync_client=True) as client:
-        parts = {
+        parts: dict[str, Sequence[BaseModel]] = {
             "flow run": [client.read_flow_run(flow_run_id)],
             "task runs": client.read_task_runs(flow_run_filter=runs),
             "logs": client.read_logs(

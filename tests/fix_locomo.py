@@ -27,11 +27,12 @@ def locomo_subset(
     when given), read from ``source`` and written in ``folder``."""
     kept = [c for c in json.loads(source.read_text()) if c["sample_id"] in conversations]
     assert len(kept) == len(conversations), conversations
-    for conversation in kept if sessions is not None else ():
-        turns = conversation["conversation"]
-        for key in [k for k in turns if k.startswith("session_")]:
-            if int(key.split("_")[1]) > sessions:
-                del turns[key]
+    if sessions is not None:
+        for conversation in kept:
+            turns = conversation["conversation"]
+            for key in [k for k in turns if k.startswith("session_")]:
+                if int(key.split("_")[1]) > sessions:
+                    del turns[key]
     path = folder / f"locomo-{'-'.join(conversations)}-{sessions or 'all'}.json"
     path.write_text(json.dumps(kept))
     return path

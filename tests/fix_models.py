@@ -183,6 +183,10 @@ class Recorded:
     def name(self) -> str:
         return self.model.name
 
+    @name.setter
+    def name(self, name: str) -> None:  # StructuredModel's name is a settable attribute
+        self.model.name = name
+
     def generate(self, requests: Sequence[GenerationRequest]) -> list[ModelAnswer]:
         answers = self.model.generate(requests)
         self.answers += answers

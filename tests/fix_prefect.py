@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+from uuid import UUID
 
 import pytest
+from prefect.client.schemas.objects import State
 from prefect.testing.utilities import prefect_test_harness
 
 from slowwave.models.settings import Settings, get_settings
@@ -70,3 +73,18 @@ def shard_runs(flow_run_id: object) -> list[int]:
             flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
         )
     return [r.run_count for r in runs if r.name.startswith("consolidate shard")]
+
+
+def summary_of(state: State[Any], *, raise_on_failure: bool = True) -> dict[str, Any]:
+    """The summary a flow's final state holds: the flows return a state of their own (its data
+    the summary), which Prefect's types take for the result itself."""
+    summary: object = state.result(raise_on_failure=raise_on_failure)
+    assert isinstance(summary, dict), summary
+    return summary
+
+
+def flow_run_id_of(state: State[Any]) -> UUID:
+    """The id of the flow run that ended in ``state``."""
+    run_id = state.state_details.flow_run_id
+    assert run_id is not None, state
+    return run_id

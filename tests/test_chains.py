@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import psycopg
 import pytest
@@ -124,7 +125,7 @@ def test_a_conversation_waiting_on_the_model_does_not_hold_back_the_others(
 
     assert summary.chunks == 5 and summary.chunks_failed == 0, summary.failures
     assert all(e["consolidated_at"] is not None for e in episodes_state(conn).values())
-    recorded = {d["conversation_id"]: [] for d in decisions(conn)}
+    recorded: dict[str, list[datetime]] = {d["conversation_id"]: [] for d in decisions(conn)}
     for d in decisions(conn):
         recorded[d["conversation_id"]].append(d["recorded_at"])
     assert max(recorded["fast"]) < min(recorded["slow"])  # fast finished while slow waited
@@ -163,7 +164,7 @@ def test_a_schedule_stopped_by_a_dropped_connection_goes_on_where_it_stopped(
     settings = single_episode_chunks
     applies = 0
 
-    def flaky_apply(prepared: Sequence[PreparedChunk], settle: Settle) -> list:  # type: ignore[type-arg]
+    def flaky_apply(prepared: Sequence[PreparedChunk], settle: Settle) -> list:
         nonlocal applies
         applies += 1
         if applies == 2:  # the second step (f2, s2): the first commits, then the line drops

@@ -19,7 +19,7 @@ from slowwave.sql.db import Database
 
 NOW = datetime(2026, 3, 4, 18, 0, tzinfo=UTC)
 
-CHAT = [
+CHAT: list[dict[str, Any]] = [
     {"role": "system", "content": "You are a helpful assistant."},
     {"role": "user", "name": "Dana", "content": "I'm moving to Manchester."},
     {

@@ -41,15 +41,13 @@ def words(n: int, start: int = 0) -> str:
 
 def chunk_tokens(chunk: list[EpisodePart], budget: ChunkBudget) -> int:
     """Recount a chunk as the prompt shows it (E1, E2, ...), not from the parts' own counts."""
-    return sum(
-        episode_tokens(
-            p.episode,
-            budget.count,
-            index=i,
-            deep=p.episode.surprise >= budget.flashbulb_surprise,
-        )
-        for i, p in enumerate(chunk)
-    )
+    total = 0
+    for i, p in enumerate(chunk):
+        surprise = p.episode.surprise
+        assert surprise is not None
+        deep = surprise >= budget.flashbulb_surprise
+        total += episode_tokens(p.episode, budget.count, index=i, deep=deep)
+    return total
 
 
 def rebuilt_messages(parts: list[EpisodePart]) -> list[Message]:

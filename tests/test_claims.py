@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, TypeVar
+from uuid import UUID
 
 import psycopg
 import pytest
@@ -136,7 +137,7 @@ def test_two_concurrent_runs_consolidate_every_episode_exactly_once(
     assert all(s["consolidated_at"] is not None for s in state.values())
     # each episode consolidated by exactly one of the two runs, as that run counted it
     with conn.cursor() as cur:
-        per_run = dict(
+        per_run: dict[UUID, int] = dict(
             cur.execute(
                 "SELECT consolidation_run_id, count(*) FROM episodic_memory "
                 "GROUP BY consolidation_run_id"
@@ -330,7 +331,9 @@ def test_a_run_whose_lease_another_run_took_over_is_not_charged_and_counts_a_con
     assert all(s["claimed_by"] == taker for s in state.values()), "still the taker's"
     assert facts(conn) == []
     with conn.cursor() as cur:
-        (status,) = cur.execute("SELECT status FROM consolidation_chunks").fetchone()
+        chunk = cur.execute("SELECT status FROM consolidation_chunks").fetchone()
+    assert chunk is not None
+    (status,) = chunk
     assert status == "conflict"
 
 
@@ -350,7 +353,7 @@ def test_three_overlapping_runs_never_quarantine_healthy_episodes(
 
         broken.script["k0-0"] = takeover
         consolidate(db, broken, embedder, settings)
-        release(conn, taker)  # type: ignore[arg-type]
+        release(conn, taker)
     state = episodes_state(conn)
     assert all(s["attempts"] == 0 and s["quarantined_at"] is None for s in state.values())
 
@@ -509,7 +512,7 @@ def test_a_conversation_claimed_in_part_while_another_claimer_committed_is_given
     with conn.transaction():
         given_back = give_back_split(conn, mine, 1, ["conv000", "conv001"])
     assert given_back == {"conv000"}
-    held = dict(
+    held: dict[str, UUID | None] = dict(
         conn.execute(
             "SELECT external_key, claimed_by FROM episodic_memory ORDER BY external_key"
         ).fetchall()

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TYPESCRIPT = ROOT / "clients" / "typescript"
 T = TypeVar("T")
 
-SAID = [
+SAID: list[dict[str, Any]] = [
     {"role": "user", "content": "Big news: I'm moving to Manchester in March for a lab job."},
     {"role": "assistant", "content": [{"type": "text", "text": "Congratulations! Which lab?"}]},
 ]
@@ -114,6 +114,7 @@ def test_the_async_client_has_the_same_methods_and_answers(served: Served) -> No
     answer, status = anyio.run(session)
     with Client(served.keys["write"], served.url) as memory:
         same = memory.search("where is she moving?", "py-async", memories=3)
+    assert same.memories is not None
     assert [m.id for m in answer.memories] == [m.id for m in same.memories]
     assert mentions(answer, "Manchester") and status.episodes_pending >= 1
 
@@ -210,7 +211,7 @@ def test_an_mcp_client_that_sends_only_role_and_content_records_and_finds_its_me
                 out.append((result.is_error, result.structured_content, text))
         return out
 
-    add = ("add_memory", {"messages": SAID})
+    add: tuple[str, dict[str, Any]] = ("add_memory", {"messages": SAID})
     first, second, found = anyio.run(
         session,
         served.keys["desk"],  # the key names its conversation: the client names none
@@ -259,7 +260,7 @@ def test_the_clients_types_are_regenerated_whenever_the_servers_document_changes
     assert checked.returncode == 0, checked.stderr
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
-        import generate_clients as generator  # type: ignore[import-not-found]
+        import generate_clients as generator
     finally:
         sys.path.remove(str(ROOT / "scripts"))
     document = json.loads(generator.document())

@@ -24,7 +24,7 @@ from slowwave.tasks.ingest.transcripts import ingest
 from tests.fix_db import TABLES
 from tests.fix_episodes import consolidated_once
 from tests.fix_locomo import locomo_subset
-from tests.fix_prefect import shard_runs
+from tests.fix_prefect import shard_runs, summary_of
 from tests.reliability.fix_outcome import broken_invariants, outcome
 
 # conversations the shards have started on (claimed, or already done) when the node is lost:
@@ -109,7 +109,7 @@ def test_a_worker_node_lost_mid_night_and_back_leaves_a_clean_runs_memory_on_bot
     state = nightly(return_state=True)
 
     assert state.is_completed(), state.message
-    summary = state.result()
+    summary = summary_of(state)
     shards, embedding = summary["placement"]["shards"], summary["placement"]["embedding"]
     assert set(embedding) == nodes, embedding  # an embedding actor on the node that came back
     if summary["conversations"] > 1:

@@ -42,7 +42,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             "read": make_key(home, "default", "read"),
             "acme-write": make_key(home, "acme", "write"),
         }
-        server = start_server(home, **model.env())
+        server = start_server(home, port=None, **model.env())
         server.keys = keys
         try:
             with server.client(keys["write"]) as http:

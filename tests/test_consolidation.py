@@ -37,12 +37,12 @@ from tests.fix_episodes import (
     make_episode,
     with_settings,
 )
-from tests.fix_models import ScriptedModel, episode_keys, fact, shown_facts
+from tests.fix_models import Script, ScriptedModel, episode_keys, fact, shown_facts
 from tests.fix_processes import gone_pid
 
 
 def answer(*items: object) -> ConsolidationOutput:
-    return ConsolidationOutput(facts=list(items))  # type: ignore[arg-type]
+    return ConsolidationOutput(facts=list(items))
 
 
 @pytest.fixture
@@ -574,7 +574,9 @@ def test_the_gate_consolidates_short_unsurprising_episodes_without_the_model(
     assert {k for k, s in state.items() if s["gated"]} == {"s1", "s2", "s3", "t1"}
     assert summary.episodes_skipped == 4
     with conn.cursor() as cur:
-        chunks = dict(cur.execute("SELECT conversation_id, model FROM consolidation_chunks"))
+        chunks: dict[str, str | None] = dict(
+            cur.execute("SELECT conversation_id, model FROM consolidation_chunks")
+        )
     assert chunks == {"c": None, "d": "scripted"}
     assert set(active(conn, "d")) == {"User plans to move to Canada"}
 
@@ -987,7 +989,9 @@ def test_a_programming_error_in_apply_fails_the_run_and_charges_no_attempt(
     assert all(s["attempts"] == 0 and s["quarantined_at"] is None for s in state.values())
     assert all(s["claimed_by"] is None for s in state.values())
     with conn.cursor() as cur:
-        (status, error) = cur.execute("SELECT status, error FROM consolidation_runs").fetchone()
+        run = cur.execute("SELECT status, error FROM consolidation_runs").fetchone()
+    assert run is not None
+    (status, error) = run
     assert status == "failed" and "a bug in slowwave" in error
 
 
@@ -1050,12 +1054,13 @@ def test_long_episodes_are_cut_by_tokens_and_split_by_messages_never_over_the_co
     episodes = [_long(f"L{i}", at(2025, 1, i + 1), messages=3) for i in range(8)]
     huge = _long("H", at(2025, 2, 1), messages=24)
     add(conn, *episodes, huge)
+
+    def note(i: int) -> Script:
+        return lambda r: answer(fact(f"User wrote note number {i}", "experience"))
+
     model = SmallContextModel(
         {
-            **{
-                f"L{i}": (lambda r, i=i: answer(fact(f"User wrote note number {i}", "experience")))
-                for i in range(8)
-            },
+            **{f"L{i}": note(i) for i in range(8)},
             "H": lambda r: answer(fact("User wrote a very long essay", "experience")),
         }
     )
@@ -1070,9 +1075,11 @@ def test_long_episodes_are_cut_by_tokens_and_split_by_messages_never_over_the_co
     shown = "".join(r.user for r in huge_parts)
     assert all(shown.count(f"user: {j}: H word0 ") == 1 for j in range(24)), "every message, once"
     with conn.cursor() as cur:
-        (done,) = cur.execute(
+        row = cur.execute(
             "SELECT consolidated_messages FROM episodic_memory WHERE external_key = 'H'"
         ).fetchone()
+    assert row is not None
+    (done,) = row
     assert done == 24
     (essay,) = [f for f in facts(conn, "c") if "essay" in f["fact"]]
     assert essay["source_episodic_ids"] == [huge.id] and essay["valid_at"] == huge.end_at
@@ -1096,9 +1103,11 @@ def test_a_long_episode_interrupted_between_parts_resumes_at_its_first_pending_m
     with pytest.raises(KeyboardInterrupt):
         consolidate(db, SmallContextModel({"H": part}), embedder, small, kind="backfill")
     with conn.cursor() as cur:
-        (done, finished) = cur.execute(
+        row = cur.execute(
             "SELECT consolidated_messages, consolidated_at FROM episodic_memory"
         ).fetchone()
+    assert row is not None
+    (done, finished) = row
     assert 0 < done < 24 and finished is None
 
     resumed = SmallContextModel({"H": part})
@@ -1192,7 +1201,9 @@ def test_a_context_too_small_for_any_episode_fails_the_run_with_the_reason_recor
     with pytest.raises(ValueError, match="no room for episodes"):
         consolidate(db, model, embedder, with_settings(settings, llm_max_tokens=1024))
     with conn.cursor() as cur:
-        (status, error) = cur.execute("SELECT status, error FROM consolidation_runs").fetchone()
+        run = cur.execute("SELECT status, error FROM consolidation_runs").fetchone()
+    assert run is not None
+    (status, error) = run
     assert status == "failed" and "no room for episodes" in error
     assert episodes_state(conn)["tiny"]["attempts"] == 0
 

@@ -164,7 +164,7 @@ def guard(
     return guard_plan(output, shown, episodes, Grounding.off)
 
 
-def _episodes() -> list:  # type: ignore[type-arg]
+def _episodes() -> list:
     return [
         make_episode("c", f"g{i}", f"Episode number {i} of the chunk.", at(2025, i, 1))
         for i in (1, 2, 3)

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import psycopg
 import pytest
 
@@ -278,12 +277,13 @@ def test_a_message_recorded_over_mcp_is_found_within_a_second_by_search_memory(
     conversation = f"mcp-{uuid.uuid4().hex[:8]}"
 
     async def session() -> float:
+        import httpx2
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
 
         headers = {"Authorization": f"Bearer {served.keys['acme-write']}"}
         async with (
-            httpx.AsyncClient(headers=headers, timeout=60) as web,
+            httpx2.AsyncClient(headers=headers, timeout=60) as web,
             Client(streamable_http_client(f"{served.url}/mcp", http_client=web)) as client,
         ):
             recorded = await client.call_tool(

@@ -53,7 +53,7 @@ def test_the_scan_finds_a_code_written_each_way() -> None:
 
 def test_every_code_raised_or_answered_anywhere_is_in_the_one_list() -> None:
     listed = set(errors.by_code())
-    unlisted = {}
+    unlisted: dict[str, str] = {}
     for package in PACKAGES:
         for path in sorted(package.rglob("*.py")):
             for code in codes_written(path.read_text(encoding="utf-8")) - listed:

@@ -44,8 +44,7 @@ def _consolidated(db: Database, conn: psycopg.Connection, settings: Settings) ->
 def _default_tenant_wrote_at(conn: psycopg.Connection, when: str) -> None:
     """Move the system time at which the default tenant's facts were written."""
     conn.execute(
-        f"UPDATE semantic_memory SET created_at = {when} "  # type: ignore[arg-type]
-        "WHERE strpos(conversation_id, chr(31)) = 0"
+        f"UPDATE semantic_memory SET created_at = {when} WHERE strpos(conversation_id, chr(31)) = 0"
     )
     conn.commit()
 

@@ -20,7 +20,7 @@ from slowwave.tasks.ingest.transcripts import ingest
 from tests.fix_episodes import consolidated_once
 from tests.fix_locomo import locomo_subset
 from tests.fix_model_server import fake_model
-from tests.fix_prefect import completed_tasks
+from tests.fix_prefect import completed_tasks, flow_run_id_of, summary_of
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "transcripts"
 
@@ -57,9 +57,9 @@ def test_the_nightly_flow_consolidates_locomo_in_shards_and_publishes_its_summar
     state = nightly(conversations=["conv-26", "conv-30", "conv-41"], return_state=True)
     assert state.is_completed(), state.message
     with get_client(sync_client=True) as client:
-        named = client.read_flow_run(state.state_details.flow_run_id).name
+        named = client.read_flow_run(flow_run_id_of(state)).name
     assert re.fullmatch(r"nightly \d{4}-\d{2}-\d{2} \(3 conversations\)", named), named
-    summary = state.result()
+    summary = summary_of(state)
     assert summary["conversations"] == 3 and summary["chunks_failed"] == 0
     (consolidated,) = conn.execute(
         "SELECT count(*) FROM episodic_memory WHERE consolidated_at IS NOT NULL"
@@ -83,9 +83,9 @@ def test_the_backfill_flow_ingests_then_consolidates_and_fails_only_when_nothing
     state = backfill(source=str(EXAMPLES / "sample-chats.jsonl"), return_state=True)
     assert state.is_completed(), state.message
     with get_client(sync_client=True) as client:
-        named = client.read_flow_run(state.state_details.flow_run_id).name
+        named = client.read_flow_run(flow_run_id_of(state)).name
     assert named == "backfill sample-chats.jsonl"
-    summary = state.result()
+    summary = summary_of(state)
     assert summary["conversations"] == 3 and summary["episodes_consolidated"] == 10
     ingest_table = _artifact("slowwave-ingest")
     assert ingest_table[0]["ingested"] == 26  # type: ignore[index]
@@ -118,13 +118,13 @@ def test_a_run_with_a_quarantined_conversation_is_red_in_prefect_and_warns_namin
         state = backfill(source=str(EXAMPLES / "sample-chats.jsonl"), return_state=True)
     assert state.type == StateType.FAILED and state.name == "CompletedWithFailures"
     assert "quarantined" in (state.message or "")
-    summary = state.result(raise_on_failure=False)
+    summary = summary_of(state, raise_on_failure=False)
     assert summary["facts_inserted"] > 0 and summary["episodes_quarantined"] > 0
     assert {f["conversation_id"] for f in summary["failures"]} == {"kenji"}
     reason = summary["failures"][0]["reason"]
     assert len(reason) > 40
 
-    run_id = state.state_details.flow_run_id
+    run_id = flow_run_id_of(state)
     drain_to_api()  # the log lines still on their way
     with get_client(sync_client=True) as client:
         run = client.read_flow_run(run_id)
@@ -171,7 +171,7 @@ def test_a_shard_hit_by_a_dropped_connection_is_retried_and_goes_on_where_it_sto
     ingest(db, locomo_one_path, IngestPolicy.of(flow_settings))
     state = nightly_module.nightly(conversations=["conv-30"], return_state=True)
     assert state.is_completed(), state.message
-    summary = state.result()
+    summary = summary_of(state)
     assert summary["chunks_failed"] == 0 and summary["episodes_consolidated"] == 19
     (pending, applied) = conn.execute(
         "SELECT count(*) FILTER (WHERE consolidated_at IS NULL), "
@@ -188,7 +188,8 @@ def test_a_shard_hit_by_a_dropped_connection_is_retried_and_goes_on_where_it_sto
         states = client.read_task_run_states(shard[0].id)
     # it waited what the settings say (1 s here, flow_settings), not the shipped 15 s
     waits = [
-        (s.state_details.scheduled_time - s.timestamp).total_seconds()
+        # pendulum's DateTime subtracts a datetime, though its stub's overloads leave it out
+        (s.state_details.scheduled_time - s.timestamp).total_seconds()  # type: ignore[operator]
         for s in states
         if s.name == "AwaitingRetry" and s.state_details.scheduled_time is not None
     ]
@@ -209,10 +210,10 @@ def test_the_revert_and_forget_flows_run_like_the_rest_with_their_summaries(
     from slowwave.models.ids import conversation_ref
 
     ingest(db, locomo_one_path, IngestPolicy.of(flow_settings))
-    run = nightly(conversations=["conv-30"], return_state=True).result()
+    run = summary_of(nightly(conversations=["conv-30"], return_state=True))
     state = revert(run_id=run["run_id"], reason="prompt bug", by="ops", return_state=True)
     assert state.is_completed(), state.message
-    assert state.result()["runs"] == [run["run_id"]]
+    assert summary_of(state)["runs"] == [run["run_id"]]
     table = _artifact("slowwave-revert")
     assert {"measure": "facts_removed", "value": str(run["facts_inserted"])} in table  # type: ignore[operator]
     (facts,) = conn.execute("SELECT count(*) FROM semantic_memory").fetchone()  # type: ignore[misc]
@@ -226,7 +227,7 @@ def test_the_revert_and_forget_flows_run_like_the_rest_with_their_summaries(
     state = forget(conversation=ref, reason="erasure request", by="dpo", return_state=True)
     assert state.is_completed(), state.message
     with get_client(sync_client=True) as client:
-        named = client.read_flow_run(state.state_details.flow_run_id).name
+        named = client.read_flow_run(flow_run_id_of(state)).name
     assert named == f"forget conversation {ref}"
     (left,) = conn.execute(
         "SELECT count(*) FROM episodic_memory WHERE conversation_id = 'conv-30'"
@@ -255,7 +256,7 @@ def test_the_nightly_flow_runs_its_shards_at_once_each_claiming_its_own_conversa
     ingest(db, four, IngestPolicy.of(flow_settings))
     state = nightly(return_state=True)  # every conversation, in shards of 1
     assert state.is_completed(), state.message
-    summary = state.result()
+    summary = summary_of(state)
     assert summary["conversations"] == 4 and summary["shards"] == 4
     assert sum(summary["placement"]["shards"].values()) == 4
     assert consolidated_once(conn) == (0, 0)
@@ -283,7 +284,7 @@ def test_the_nightly_flow_writes_profiles_as_a_task_of_its_own_after_the_shards(
     ingest(db, locomo_one_path, IngestPolicy.of(flow_settings))
     state = nightly(conversations=["conv-30"], return_state=True)
     assert state.is_completed(), state.message
-    summary = state.result()
+    summary = summary_of(state)
     assert summary["profiles_written"] == 0 and summary["profiles_failed"] == 1
     assert "profile" in completed_tasks(state.state_details.flow_run_id)
     rows = conn.execute("SELECT conversation_id, stale FROM conversation_profiles").fetchall()
@@ -318,8 +319,8 @@ def test_the_soon_flow_consolidates_a_quiet_conversation_and_leaves_a_talking_on
     state = soon(return_state=True)
 
     assert state.is_completed(), state.message
-    pending = dict(
-        conn.execute(  # type: ignore[arg-type]
+    pending: dict[str, int] = dict(
+        conn.execute(
             "SELECT conversation_id, count(*) FILTER (WHERE consolidated_at IS NULL) "
             "FROM episodic_memory WHERE conversation_id IN ('conv-30', 'talking') "
             "GROUP BY conversation_id"

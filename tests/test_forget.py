@@ -118,6 +118,7 @@ def test_a_reject_line_is_the_conversations_by_its_record_not_by_a_substring() -
 
     record = {"conversation_id": "c10", "message_id": "1", "timestamp": "bad", "text": "hi"}
     _, reject = validate(record, 3, "/data/chat.jsonl", 100)
+    assert reject is not None
     line = json.dumps(asdict(reject))
     assert _names(line, "c10")
     assert not _names(line, "c1") and not _names(line, "chat")

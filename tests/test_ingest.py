@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -345,7 +346,7 @@ def test_episodes_without_a_summary_get_one_from_the_model_in_batches(
     class Summarizer:
         name = "summarizer"
 
-        def generate(self, requests: list[GenerationRequest]) -> list[ModelAnswer]:
+        def generate(self, requests: Sequence[GenerationRequest]) -> list[ModelAnswer]:
             answers = []
             for r in requests:
                 if "Lisbon" in r.user:  # one answer the model gets wrong
@@ -368,13 +369,14 @@ def test_episodes_without_a_summary_get_one_from_the_model_in_batches(
     report = summarize_missing(conn, Summarizer(), batch=2, min_chars=0)
     assert (report.summarized, report.failed) == (2, 1)
     assert (report.prompt_tokens, report.completion_tokens) == (100, 24)
-    summaries = dict(
+    summaries: dict[str, str | None] = dict(
         conn.execute(
             "SELECT external_key, summary FROM episodic_memory WHERE conversation_id = 's'"
         ).fetchall()
     )
     assert summaries["s:1"] == "The user said: user: I adopted a cat called Miso."
     assert summaries["s:2"] is None, "a failed answer leaves no summary, and stops nothing"
+    assert summaries["s:3"] is not None
     assert summaries["s:3"].startswith("The user said: user: Miso knocked")
 
 
@@ -389,7 +391,7 @@ def test_an_episode_no_longer_than_a_summary_is_not_summarised_and_costs_no_call
     class Summarizer:
         name = "summarizer"
 
-        def generate(self, requests: list[GenerationRequest]) -> list[ModelAnswer]:
+        def generate(self, requests: Sequence[GenerationRequest]) -> list[ModelAnswer]:
             asked.extend(r.user for r in requests)
             text = json.dumps({"summary": "Dana told the story of her long move to Leeds."})
             return [ModelAnswer(r.chunk_id, text, None, 50, 12) for r in requests]
@@ -407,7 +409,7 @@ def test_an_episode_no_longer_than_a_summary_is_not_summarised_and_costs_no_call
     report = summarize_missing(conn, Summarizer(), min_chars=settings.ingest.summary_min_chars)
     assert (report.summarized, report.failed, report.short) == (1, 0, 1)
     assert len(asked) == 1 and "Leeds" in asked[0], "the short episode cost no model call"
-    summaries = dict(
+    summaries: dict[str, str | None] = dict(
         conn.execute("SELECT conversation_id, summary FROM episodic_memory").fetchall()
     )
     assert summaries == {

@@ -108,7 +108,9 @@ def test_a_langgraph_store_puts_messages_and_its_search_is_slowwaves(served: Ser
         return {}
 
     def recall(state: State, *, store: BaseStore) -> dict[str, Any]:
-        found = store.search(("memories", "lg-store"), query=state["messages"][-1].content)
+        query = state["messages"][-1].content
+        assert isinstance(query, str), query
+        found = store.search(("memories", "lg-store"), query=query)
         return {"recalled": [item.value["content"] for item in found]}
 
     with Client(base_url=served.url) as memory:
@@ -117,7 +119,11 @@ def test_a_langgraph_store_puts_messages_and_its_search_is_slowwaves(served: Ser
             graph = StateGraph(State).add_node(node).add_edge(START, node.__name__)
             app = graph.add_edge(node.__name__, END).compile(store=store)
             asked = {"remember": ALLERGY, "recall": "which nuts are a problem?"}[node.__name__]
-            out = app.invoke({"messages": [{"role": "user", "content": asked}], "recalled": []})
+            # LangGraph types the input as the state itself, though it runs it through the
+            # state's reducers (add_messages takes a message as a dict)
+            out = app.invoke(  # type: ignore[call-overload]
+                {"messages": [{"role": "user", "content": asked}], "recalled": []}
+            )
         with pytest.raises(NotImplementedError, match="search the namespace"):
             store.get(("memories", "lg-store"), "m1")
         assert store.search(("memories", "nobody"), query="x") == []

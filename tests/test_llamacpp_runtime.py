@@ -118,9 +118,9 @@ def test_a_conversation_consolidates_end_to_end_on_llamacpp_and_its_server_is_st
     _require_llamacpp(native=server == "native")
     add(conn, *_episodes())
     model = load_model(with_settings(llamacpp_settings, llamacpp_server=server))
-    server = getattr(model, "server", None)
-    assert isinstance(server, LocalServer) and server.process is not None
-    pid = server.process.pid
+    local = getattr(model, "server", None)
+    assert isinstance(local, LocalServer) and local.process is not None
+    pid = local.process.pid
     try:
         recorded = Recorded(model)
         summary = consolidate(db, recorded, embedder, llamacpp_settings)

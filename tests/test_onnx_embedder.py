@@ -28,7 +28,7 @@ PREPARED = ROOT / ".slowwave" / "models" / BGE_SMALL.name
 
 
 def _onnx_settings(home: Path) -> Settings:
-    return Settings(  # type: ignore[call-arg]
+    return Settings(
         home=home,
         database_url=None,
         embedding_runtime="onnx",

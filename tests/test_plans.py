@@ -41,7 +41,7 @@ def big(database: Database, settings: Settings) -> Iterator[psycopg.Connection]:
     with database.raw_connection(autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     values = {**settings.model_dump(), "database_url": url_for_database(database.url, name)}
-    db = Database(Settings(**values, _env_file=None)).open()  # type: ignore[call-arg]
+    db = Database(Settings(**values, _env_file=None)).open()
     try:
         migrate(db)
         with db.raw_connection() as conn:

@@ -28,7 +28,7 @@ from slowwave.tasks.forget import forget_fact
 from slowwave.tasks.profile import read_profile, refresh_profiles
 from slowwave.tasks.revert import revert_run
 from tests.fix_episodes import active, add, at, make_episode, with_settings
-from tests.fix_models import ScriptedModel, fact
+from tests.fix_models import Script, ScriptedModel, fact
 from tests.fix_processes import run_cli
 
 _FACT_LINE = re.compile(r"^- \[\w+\] (.*)$", re.M)
@@ -68,7 +68,7 @@ def _says(*texts: str) -> Callable[[object], ConsolidationOutput]:
     return lambda request: ConsolidationOutput(facts=[fact(t, "identity") for t in texts])
 
 
-SCRIPT = {
+SCRIPT: dict[str, Script] = {
     "p-1": _says("User is a nurse in Leeds", "User has two daughters"),
     "p-2": _says("User is a nurse in Leeds"),  # a reinforcement: no sentence changes
     "p-3": _says("User started learning the harp"),
@@ -198,7 +198,7 @@ def test_a_profile_refreshed_on_demand_is_written_from_the_active_facts_or_refus
 def test_the_command_line_prints_the_stored_profile_or_says_how_to_get_one(
     tmp_path: Path, embedder: Embedder
 ) -> None:
-    settings = Settings(home=tmp_path, database_url=None, _env_file=None)  # type: ignore[call-arg]
+    settings = Settings(home=tmp_path, database_url=None, _env_file=None)
     with Database(settings) as db:
         migrate(db)
         with db.connection() as conn:

@@ -48,7 +48,7 @@ class SmallHash(HashEmbedder):
 
 def _settings(settings: Settings, url: str, **overrides: Any) -> Settings:
     values = {**settings.model_dump(), "database_url": url, **overrides}
-    return Settings(**values, _env_file=None)  # type: ignore[call-arg]
+    return Settings(**values, _env_file=None)
 
 
 @contextmanager

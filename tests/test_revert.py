@@ -34,7 +34,7 @@ TABLES = {
 def tables(conn: psycopg.Connection) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every table slowwave writes, whole."""
     return {
-        name: conn.execute(f"SELECT * FROM {name} ORDER BY {key}").fetchall()  # type: ignore[arg-type]
+        name: conn.execute(f"SELECT * FROM {name} ORDER BY {key}").fetchall()
         for name, key in TABLES.items()
     }
 

@@ -107,7 +107,7 @@ def committed(conn: psycopg.Connection, run_id: uuid.UUID) -> dict[str, int]:
         "completion_tokens, cached_tokens FROM consolidation_chunks WHERE run_id = %s",
         (run_id,),
     ).fetchall()
-    actions = dict(
+    actions: dict[str, int] = dict(
         conn.execute(
             "SELECT action, count(*) FROM decision_log "
             "WHERE run_id = %s AND proposed_action <> 'evict' GROUP BY action",
@@ -385,6 +385,7 @@ def test_a_finished_run_reports_what_it_committed_and_its_artifact_agrees(night:
             )
         )
     rows = json.loads(artifact.data) if isinstance(artifact.data, str) else artifact.data
+    assert isinstance(rows, list), rows
     table = {r["measure"]: r["value"] for r in rows}
     assert table["conversations"] == now["conversations"]
     assert table["chunks (model calls)"].split()[0] == str(now["chunks"])
@@ -428,7 +429,7 @@ def test_the_migration_gives_runs_recorded_before_it_what_they_committed(
     (counts,) = (m.version for m in sql.migrations() if m.name == "run_counts")
     before = tuple(m for m in sql.migrations() if m.version < counts)  # as a database was then
     crashed, interrupted, finished = (uuid.uuid4() for _ in range(3))
-    with Database(Settings(**values, _env_file=None)) as db:  # type: ignore[call-arg]
+    with Database(Settings(**values, _env_file=None)) as db:
         with monkeypatch.context() as patched:
             patched.setattr(sql, "migrations", lambda: before)
             migrate(db)

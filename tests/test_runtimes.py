@@ -73,7 +73,7 @@ def vllm_model(vllm_settings: Settings) -> Iterator[StructuredModel]:
     model.close()
 
 
-def _episodes() -> list:  # type: ignore[type-arg]
+def _episodes() -> list:
     return [
         make_episode(
             "v", "v1", "Hi! I'm Dana, I teach chemistry at a high school in Leeds.", at(2024, 3, 1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -23,7 +24,7 @@ NOW = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
 def _fresh(settings: Settings, url: str, **overrides: object) -> Database:
     values = {**settings.model_dump(), "database_url": url, **overrides}
-    return Database(Settings(**values, _env_file=None))  # type: ignore[call-arg]
+    return Database(Settings(**values, _env_file=None))
 
 
 def test_migrations_apply_on_a_new_database_and_reapply_as_a_no_op(
@@ -129,7 +130,7 @@ def _insert_fact(conn: psycopg.Connection, dim: int = 384, **overrides: object) 
     ids=["bad-category", "empty-fact", "wrong-dimension", "invalid-before-valid"],
 )
 def test_constraints_reject_bad_facts_with_a_clear_error(
-    conn: psycopg.Connection, overrides: dict[str, object], message: str
+    conn: psycopg.Connection, overrides: dict[str, Any], message: str
 ) -> None:
     with pytest.raises(
         psycopg.errors.DataError if "dimensions" in message else psycopg.IntegrityError

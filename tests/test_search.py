@@ -101,7 +101,7 @@ def test_hybrid_ranking_beats_or_equals_each_single_ranker(
     results = {}
     for ranker in ("hybrid", "vector", "fulltext"):
         ranked = [
-            [h.id for h in search(conn, embedder, q, "priya", 5, ranker=ranker)]  # type: ignore[arg-type]
+            [h.id for h in search(conn, embedder, q, "priya", 5, ranker=ranker)]
             for q, _ in QUESTIONS
         ]
         results[ranker] = {k: _recall(ranked, priya, k) for k in (1, 3, 5)}

@@ -56,6 +56,7 @@ def served(
     assert revoked.returncode == 0, revoked.stderr
     server = start_server(  # the replay model: a run a key asks for is quick
         home,
+        port=None,
         SLOWWAVE_SERVE_RATE_PER_S="10000",
         SLOWWAVE_SERVE_RATE_BURST="10000",
         # episodic memories by full text only, unweighed by reviews: what two conversations'
@@ -132,7 +133,7 @@ def _fill(path: str, conversation: str, fact: str) -> str:
     )
 
 
-QUERY = {"query": "What does she do for work?", "reason": "a test", "k": 3}
+QUERY: dict[str, str | int] = {"query": "What does she do for work?", "reason": "a test", "k": 3}
 
 
 def _ask(http: httpx.Client, method: str, path: str) -> httpx.Response:

@@ -3,6 +3,7 @@ errors by code and status, what a ``Memory`` owns, and a database that does not 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 import slowwave
 import slowwave.errors
 from slowwave import Memory
-from slowwave.models.embedding.base import Embedder
+from slowwave.models.embedding.base import Embedder, Vectors
 from slowwave.models.settings import Settings
 from slowwave.service import Caller, Service
 from slowwave.sql.db import Database
@@ -43,7 +44,7 @@ class Counted:
     def __init__(self) -> None:
         self.closed = False
 
-    def embed(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: Sequence[str]) -> Vectors:
         return np.ones((len(texts), self.dim), dtype=np.float32) / np.sqrt(self.dim)
 
     def close(self) -> None:

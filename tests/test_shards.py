@@ -69,10 +69,10 @@ def test_a_runtime_that_cannot_travel_to_ray_is_refused_before_ray_is_started() 
     from slowwave.models.errors import RuntimeNotAvailable
     from slowwave.models.settings import Settings
 
-    settings = Settings(ray_address="127.0.0.1:1", _env_file=None)  # type: ignore[call-arg]
+    settings = Settings(ray_address="127.0.0.1:1", _env_file=None)
     check_shareable(settings, {"a": "runtime"})
     with pytest.raises(RuntimeNotAvailable, match="cannot run shards on Ray"):
         check_shareable(settings, {"a": "runtime"}, threading.Lock())
     ray = sys.modules.get("ray")
     assert ray is None or not ray.is_initialized()  # nothing reached for 127.0.0.1:1
-    check_shareable(Settings(_env_file=None), threading.Lock())  # type: ignore[call-arg]
+    check_shareable(Settings(_env_file=None), threading.Lock())

@@ -52,7 +52,11 @@ def served(
     assert done.returncode == 0, done.stderr[-2000:]
     admin = make_key(home, "default", "admin")
     server = start_server(
-        home, SLOWWAVE_SERVE_RATE_PER_S="10000", SLOWWAVE_SERVE_RATE_BURST="10000", **ALIKE
+        home,
+        port=None,
+        SLOWWAVE_SERVE_RATE_PER_S="10000",
+        SLOWWAVE_SERVE_RATE_BURST="10000",
+        **ALIKE,
     )
     server.keys = {"admin": admin}
     try:

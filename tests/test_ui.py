@@ -47,7 +47,7 @@ def served(
         "acme": make_key(home, "acme", "admin"),
         "read": make_key(home, "default", "read"),
     }
-    server = start_server(home, **replay)
+    server = start_server(home, port=None, **replay)
     server.keys = keys
     try:
         with server.client(keys["acme"]) as http:

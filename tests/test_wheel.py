@@ -126,7 +126,7 @@ def test_the_wheel_installs_beside_a_models_package_and_runs_and_deploys_from_an
         facts = json.loads(run(bin_dir, work, env, "facts", "-c", CONVERSATION, "--json"))
         assert (work / ".slowwave").is_dir()  # the working folder's home, not the checkout's
         replay = {"llm_runtime": "replay", "replay_data": str(locomo_path)}
-        checkout = slowwave.Settings(**{**settings.model_dump(), **replay}, _env_file=None)  # type: ignore[call-arg]
+        checkout = slowwave.Settings(**{**settings.model_dump(), **replay}, _env_file=None)
         slowwave.backfill(locomo_path, conversations=[CONVERSATION], settings=checkout)
         with slowwave.Memory(checkout) as memory:
             assert len(facts) == len(memory.facts(CONVERSATION)) > 0

@@ -34,7 +34,7 @@ CHUNK_SIZE = 2
 
 
 def settings_for(url: str, home: Path, max_conversations: int = 10_000) -> Settings:
-    return Settings(  # type: ignore[call-arg]
+    return Settings(
         database_url=url,
         home=home,
         chunk_size=CHUNK_SIZE,

@@ -73,6 +73,7 @@ def _kill(db: Database, home: Path, point: str, hit: int, *, helpers: bool) -> t
     )
     started: list[psutil.Process] = []
     try:
+        assert child.stdout is not None  # stdout=PIPE
         ready, _, _ = select.select([child.stdout], [], [], 180 if helpers else 120)
         line = child.stdout.readline().strip() if ready and child.stdout else "(no answer)"
         started = psutil.Process(child.pid).children(recursive=True)

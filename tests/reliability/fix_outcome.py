@@ -35,8 +35,7 @@ OUTCOME = {
 def outcome(conn: psycopg.Connection) -> dict[str, list[tuple[Any, ...]]]:
     """Every table's content that a correct run determines, as sorted rows."""
     return {
-        name: sorted(conn.execute(query).fetchall(), key=repr)  # type: ignore[arg-type]
-        for name, query in OUTCOME.items()
+        name: sorted(conn.execute(query).fetchall(), key=repr) for name, query in OUTCOME.items()
     }
 
 
@@ -85,7 +84,7 @@ INVARIANTS = {
 
 
 def broken_invariants(conn: psycopg.Connection) -> dict[str, list[tuple[Any, ...]]]:
-    found = {name: conn.execute(query).fetchall() for name, query in INVARIANTS.items()}  # type: ignore[arg-type]
+    found = {name: conn.execute(query).fetchall() for name, query in INVARIANTS.items()}
     return {name: rows for name, rows in found.items() if rows}
 
 

@@ -21,7 +21,7 @@ from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.ingest.policy import IngestPolicy
 from slowwave.tasks.ingest.transcripts import ingest
 from tests.fix_db import TABLES
-from tests.fix_prefect import shard_runs
+from tests.fix_prefect import shard_runs, summary_of
 from tests.reliability.fix_outcome import broken_invariants, outcome
 
 CONVERSATION = "conv-30"  # 19 sessions: 3 chunks
@@ -125,7 +125,7 @@ def test_a_connection_lost_while_applying_ends_as_a_clean_run(
     finally:
         faultpoints.disarm()
     assert state.is_completed(), state.message
-    summary = state.result()
+    summary = summary_of(state)
     assert summary["chunks_failed"] == 0 and summary["episodes_consolidated"] == 19
 
     with db.connection() as conn:  # one the pool tried: a restart ended those made before

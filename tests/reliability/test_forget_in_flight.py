@@ -38,6 +38,7 @@ from tests.fix_forget import (
     prefect_holding,
     transcript,
 )
+from tests.fix_prefect import flow_run_id_of
 from tests.reliability.crash_child import settings_for
 from tests.reliability.fix_commands import CommandModel, HashEmbedder, said, story_episodes
 from tests.reliability.fix_faults import FaultyModel
@@ -121,7 +122,7 @@ def test_a_forget_during_a_run_leaves_nothing_of_the_conversation_and_the_run_wr
     assert summary.failures == [] and summary.episodes_conflicted == 0
     assert nothing_left(conn, settings.home, marker, secret) == []
     assert nothing_left(conn, tmp_path, marker, secret) == []
-    assert prefect_holding(state.state_details.flow_run_id, marker, secret) == []
+    assert prefect_holding(flow_run_id_of(state), marker, secret) == []
     assert all(marker not in h.fact for h in search(conn, HashEmbedder(), marker, secret))
     assert broken_invariants(conn) == {}  # the other conversation: consolidated, exactly once
     (kept,) = conn.execute(
@@ -215,8 +216,8 @@ def test_a_failed_conversation_reaches_prefect_by_reference_never_by_id(
     state = failing(return_state=True)
     (failure,) = state.result().failures
     assert failure.conversation_id == conversation  # slowwave's own record names it
-    assert prefect_holding(state.state_details.flow_run_id, conversation) == []
-    assert prefect_holding(state.state_details.flow_run_id, conversation_ref(conversation))
+    assert prefect_holding(flow_run_id_of(state), conversation) == []
+    assert prefect_holding(flow_run_id_of(state), conversation_ref(conversation))
 
 
 @pytest.mark.slow
