@@ -6,6 +6,7 @@ guard turns it into this, so nothing the model invented can reach the database.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from enum import StrEnum
 from uuid import UUID
@@ -101,6 +102,23 @@ class Rejection(BaseModel):
     ungrounded: str | None = Field(
         default=None, description="The span of the fact its sources do not give, if that is why."
     )
+
+    @classmethod
+    def of(cls, action: PlannedAction, reason: str) -> Rejection:
+        """A planned action refused after all (another action of the chunk wins over it)."""
+        return cls(
+            proposed=action.proposed, fact=action.fact, target_id=action.target_id, reason=reason
+        )
+
+
+def renumber_references(before: Sequence[PlannedAction], kept: Sequence[PlannedAction]) -> None:
+    """Point the references to earlier actions (``target_ref``) of ``kept``, the actions of
+    ``before`` left in their order, at the same actions' new places. None of ``kept`` may name
+    an action that was left out."""
+    place = {id(a): i for i, a in enumerate(kept)}
+    for action in kept:
+        if action.target_ref is not None:
+            action.target_ref = place[id(before[action.target_ref])]
 
 
 class Plan(BaseModel):

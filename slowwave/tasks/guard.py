@@ -55,7 +55,7 @@ from slowwave.models.consolidation import (
 from slowwave.models.episode import Episode
 from slowwave.models.fact import Fact
 from slowwave.models.locomo import IMAGE_CAPTION
-from slowwave.models.plan import WRITING, Plan, PlannedAction, Rejection
+from slowwave.models.plan import WRITING, Plan, PlannedAction, Rejection, renumber_references
 from slowwave.models.second_look import CUT_MARK
 from slowwave.models.settings import ConsolidationSettings
 from slowwave.tasks.grounding import (
@@ -462,19 +462,9 @@ def _resolve_conflicts(
         elif planned.action is FactAction.reinforce and chosen.action is FactAction.reinforce:
             _merge_evidence(chosen, planned)
         else:
-            rejections.append(
-                Rejection(
-                    proposed=planned.proposed,
-                    fact=planned.fact,
-                    target_id=planned.target_id,
-                    reason=f"{planned.action.value} overridden by {chosen.action.value} "
-                    "of the same fact",
-                )
-            )
-    new_index = {id(a): i for i, a in enumerate(resolved)}
-    for planned in resolved:
-        if planned.target_ref is not None:
-            planned.target_ref = new_index[id(actions[planned.target_ref])]
+            reason = f"{planned.action.value} overridden by {chosen.action.value} of the same fact"
+            rejections.append(Rejection.of(planned, reason))
+    renumber_references(actions, resolved)
     return resolved, rejections
 
 

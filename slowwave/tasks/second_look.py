@@ -42,7 +42,7 @@ from slowwave.models.consolidation import (
 from slowwave.models.episode import Episode, Message
 from slowwave.models.fact import Fact
 from slowwave.models.llm.base import GenerationRequest, Purpose, StructuredModel, generate_watched
-from slowwave.models.plan import PlannedAction, Rejection
+from slowwave.models.plan import PlannedAction, Rejection, renumber_references
 from slowwave.models.run import RunSummary
 from slowwave.models.second_look import (
     SECOND_LOOK_SYSTEM_PROMPT,
@@ -264,26 +264,14 @@ def old_counts_dropped(
         return list(actions), []
     kept: list[PlannedAction] = []
     refused: list[Rejection] = []
-    dropped: set[int] = set()
     for i, action in enumerate(actions):
         old = None if action.second_look else _replaced(action.fact, updates)
         if old is None or any(a.target_ref == i for a in actions):
             kept.append(action)
             continue
-        dropped.add(i)
-        refused.append(
-            Rejection(
-                proposed=action.proposed,
-                fact=action.fact,
-                target_id=action.target_id,
-                reason=f"states the count that a message of the same chunk counts again: "
-                f"{old[0]!r} updates {old[1]!r}",
-            )
-        )
-    index = {i: n for n, i in enumerate(i for i in range(len(actions)) if i not in dropped)}
-    for action in kept:
-        if action.target_ref is not None:
-            action.target_ref = index[action.target_ref]
+        reason = f"states the count that a message of the same chunk counts again: {old[0]!r} "
+        refused.append(Rejection.of(action, reason + f"updates {old[1]!r}"))
+    renumber_references(actions, kept)
     return kept, refused
 
 
