@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import ExitStack
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -175,24 +176,35 @@ def models_serve(
     Example: slowwave models serve --engine llamacpp --port 8000"""
 
     settings = get_settings()
-    if engine is Engine.llamacpp:
-        from slowwave.models.llm.llamacpp_runtime import llamacpp_server
+    # the sockets' short folder, where one is needed, outlives the server and no more
+    with ExitStack() as stack:
+        if engine is Engine.llamacpp:
+            from slowwave.models.llm.llamacpp_runtime import llamacpp_server
 
-        server, base_url = llamacpp_server(settings, port)
-        command, env = server.command, server.env
-    else:
-        from slowwave.models.llm import vllm_options
-        from slowwave.models.llm.vllm_server import server_command, server_env
+            server, base_url = llamacpp_server(settings, port)
+            command, env = server.command, server.env
+        else:
+            from slowwave.models.llm import vllm_options
+            from slowwave.models.llm.vllm_server import (
+                SOCKET_NAME_LEN,
+                server_command,
+                server_env,
+            )
+            from slowwave.models.processes import socket_folder
 
-        options = vllm_options(settings)
-        command = server_command(options, port)
-        env = server_env(options, settings.home / "run" / "vllm-server")
-        base_url = f"http://127.0.0.1:{port}/v1"
-    console.print(f"serving {settings.llm.model} with {engine.value} as 'slowwave' on {base_url}")
-    dialect = "json_object" if engine is Engine.llamacpp else "json_schema"
-    console.print(
-        f"use it with SLOWWAVE_LLM_RUNTIME=openai SLOWWAVE_OPENAI_BASE_URL={base_url} "
-        f"SLOWWAVE_OPENAI_MODEL=slowwave SLOWWAVE_OPENAI_SCHEMA_DIALECT={dialect} "
-        "SLOWWAVE_OPENAI_STRICT_SCHEMA=false"
-    )
-    foreground(list(command), env)
+            options = vllm_options(settings)
+            command = server_command(options, port)
+            workdir = settings.home / "run" / "vllm-server"
+            sockets = stack.enter_context(socket_folder(workdir, SOCKET_NAME_LEN))
+            env = server_env(options, workdir, sockets)
+            base_url = f"http://127.0.0.1:{port}/v1"
+        console.print(
+            f"serving {settings.llm.model} with {engine.value} as 'slowwave' on {base_url}"
+        )
+        dialect = "json_object" if engine is Engine.llamacpp else "json_schema"
+        console.print(
+            f"use it with SLOWWAVE_LLM_RUNTIME=openai SLOWWAVE_OPENAI_BASE_URL={base_url} "
+            f"SLOWWAVE_OPENAI_MODEL=slowwave SLOWWAVE_OPENAI_SCHEMA_DIALECT={dialect} "
+            "SLOWWAVE_OPENAI_STRICT_SCHEMA=false"
+        )
+        foreground(list(command), env)

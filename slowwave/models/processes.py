@@ -10,13 +10,15 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import httpx
@@ -74,6 +76,32 @@ def answers(url: str) -> bool:
         return httpx.get(url, timeout=2).status_code == 200
     except httpx.TransportError:
         return False
+
+
+# The longest path an AF_UNIX socket may have (``sockaddr_un.sun_path`` less its closing NUL)
+SOCKET_PATH_MAX = 107
+
+
+@contextlib.contextmanager
+def socket_folder(preferred: Path, name_len: int) -> Iterator[Path]:
+    """A folder for a server's unix sockets, each named ``name_len`` bytes: ``preferred`` where
+    such a path fits, else a private short folder (``tempfile.mkdtemp``, under ``/tmp`` where
+    the temporary folder's own path is too deep) removed afterwards. A home deep in the file
+    system must not stop a server from binding its sockets."""
+    if len(os.fsencode(preferred)) + 1 + name_len <= SOCKET_PATH_MAX:
+        preferred.mkdir(parents=True, exist_ok=True)
+        yield preferred
+        return
+    prefix = "slowwave-sockets-"
+    base = tempfile.gettempdir()
+    # mkdtemp adds eight characters to the prefix
+    if len(os.fsencode(base)) + len(prefix) + 10 + name_len > SOCKET_PATH_MAX:
+        base = "/tmp"
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def free_port() -> int:

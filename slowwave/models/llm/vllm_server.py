@@ -17,9 +17,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from slowwave.models.llm.vllm_engine import VLLMOptions, engine_kwargs
-from slowwave.models.processes import LocalServer, free_port
+from slowwave.models.processes import LocalServer, free_port, socket_folder
 
 SERVED_NAME = "slowwave"
+# vLLM names each socket of its engine by a uuid4 under ``VLLM_RPC_BASE_PATH``
+SOCKET_NAME_LEN = 36
 
 
 def server_command(
@@ -40,8 +42,9 @@ def server_command(
     return command + list(extra_args)
 
 
-def server_env(options: VLLMOptions, workdir: Path) -> dict[str, str]:
-    """Offline, no usage stats, its sockets and caches under ``workdir``."""
+def server_env(options: VLLMOptions, workdir: Path, sockets: Path) -> dict[str, str]:
+    """Offline, no usage stats, its caches under ``workdir``, its sockets in ``sockets``
+    (``socket_folder``: ``workdir`` where their paths fit)."""
     (workdir / "cache").mkdir(parents=True, exist_ok=True)
     return {
         **os.environ,
@@ -49,7 +52,7 @@ def server_env(options: VLLMOptions, workdir: Path) -> dict[str, str]:
         "VLLM_NO_USAGE_STATS": "1",
         "VLLM_HOST_IP": "127.0.0.1",
         "VLLM_CPU_KVCACHE_SPACE": str(options.kv_cache_gb),
-        "VLLM_RPC_BASE_PATH": str(workdir),
+        "VLLM_RPC_BASE_PATH": str(sockets),
         "VLLM_CACHE_ROOT": str(workdir / "cache"),
         "TMPDIR": str(workdir),
     }
@@ -68,13 +71,14 @@ def running_vllm_server(
     ``/v1`` base URL; stop it by pid."""
     port = port or free_port()
     base = f"http://127.0.0.1:{port}"
-    server = LocalServer(
-        "vLLM server",
-        server_command(options, port, extra_args),
-        server_env(options, workdir),
-        workdir / "vllm-server.log",
-        f"{base}/health",
-        startup_timeout_s,
-    )
-    with server:
-        yield f"{base}/v1"
+    with socket_folder(workdir, SOCKET_NAME_LEN) as sockets:
+        server = LocalServer(
+            "vLLM server",
+            server_command(options, port, extra_args),
+            server_env(options, workdir, sockets),
+            workdir / "vllm-server.log",
+            f"{base}/health",
+            startup_timeout_s,
+        )
+        with server:
+            yield f"{base}/v1"
