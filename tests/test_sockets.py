@@ -11,9 +11,13 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from slowwave.models.llm.vllm_engine import VLLMOptions
-from slowwave.models.llm.vllm_server import SOCKET_NAME_LEN, server_env
+import pytest
+
+from slowwave.models.llm.vllm_engine import SOCKET_NAME_LEN, VLLMOptions
+from slowwave.models.llm.vllm_server import server_env
 from slowwave.models.processes import SOCKET_PATH_MAX, socket_folder
+from slowwave.models.settings import Settings
+from slowwave.models.workers.cluster import acquire_ray, ray_module, release_ray
 
 
 def _binds(path: Path) -> None:
@@ -45,3 +49,33 @@ def test_a_home_whose_socket_paths_fit_keeps_its_sockets(tmp_path: Path) -> None
         assert short.is_dir()  # the home's own folder is not removed
     finally:
         short.rmdir()
+
+
+@pytest.mark.slow
+def test_a_local_ray_under_a_deep_home_gives_its_workers_short_socket_folders_removed_at_shutdown(
+    tmp_path: Path,
+) -> None:
+    """Ray's own sockets and a Ray worker's vLLM engine sockets under a home of 80-odd
+    characters: each folder is short enough to bind in, on the worker, and gone after."""
+    home = tmp_path / ("deep" * 20)
+    settings = Settings(home=home, database_url=None, _env_file=None)
+    ray = ray_module(settings)
+    if ray.is_initialized():
+        pytest.skip("this process already has a Ray of another test")
+
+    @ray.remote(num_cpus=0)
+    def bind_a_vllm_socket() -> str:
+        folder = Path(os.environ["VLLM_RPC_BASE_PATH"])
+        _binds(folder / str(uuid.uuid4()))
+        return str(folder)
+
+    acquire_ray(settings)
+    try:
+        sockets = Path(ray.get(bind_a_vllm_socket.remote(), timeout=120))
+        temp = Path(ray.get_runtime_context().get_temp_dir())
+    finally:
+        release_ray()
+    assert len(os.fsencode(sockets)) + 1 + SOCKET_NAME_LEN <= SOCKET_PATH_MAX
+    assert not str(sockets).startswith(str(home))
+    assert not sockets.exists() and not temp.exists()
+    assert not (home / "run" / "vllm").exists() and not (home / "ray").exists()

@@ -185,11 +185,8 @@ def models_serve(
             command, env = server.command, server.env
         else:
             from slowwave.models.llm import vllm_options
-            from slowwave.models.llm.vllm_server import (
-                SOCKET_NAME_LEN,
-                server_command,
-                server_env,
-            )
+            from slowwave.models.llm.vllm_engine import SOCKET_NAME_LEN
+            from slowwave.models.llm.vllm_server import server_command, server_env
             from slowwave.models.processes import socket_folder
 
             options = vllm_options(settings)

@@ -20,6 +20,9 @@ from slowwave.models.errors import RuntimeUnreachable
 from slowwave.models.llm.background_loop import BackgroundLoop
 from slowwave.models.llm.base import GenerationRequest, ModelAnswer
 
+# vLLM names each socket of its engine by a uuid4 under ``VLLM_RPC_BASE_PATH``
+SOCKET_NAME_LEN = 36
+
 
 @dataclass(frozen=True)
 class VLLMOptions:

@@ -16,12 +16,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from slowwave.models.llm.vllm_engine import VLLMOptions, engine_kwargs
+from slowwave.models.llm.vllm_engine import SOCKET_NAME_LEN, VLLMOptions, engine_kwargs
 from slowwave.models.processes import LocalServer, free_port, socket_folder
 
 SERVED_NAME = "slowwave"
-# vLLM names each socket of its engine by a uuid4 under ``VLLM_RPC_BASE_PATH``
-SOCKET_NAME_LEN = 36
 
 
 def server_command(

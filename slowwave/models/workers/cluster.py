@@ -9,16 +9,17 @@ machine, so nothing here calls it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
-import shutil
 import socket
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
+from slowwave.models.llm.vllm_engine import SOCKET_NAME_LEN
+from slowwave.models.processes import socket_folder
 from slowwave.models.settings import Settings
 
 
@@ -38,8 +39,9 @@ def ray_module(settings: Settings | None = None) -> Any:
     return ray
 
 
-def worker_env(settings: Settings) -> dict[str, str]:
-    """Environment every Ray worker needs: offline models, files kept under the home."""
+def worker_env(settings: Settings, sockets: Path) -> dict[str, str]:
+    """Environment every Ray worker needs: offline models, files kept under the home, a vLLM
+    engine's sockets in ``sockets`` (``socket_folder``: under the home where they fit)."""
     home = settings.home
     env = {
         "HF_HUB_OFFLINE": "1",
@@ -47,7 +49,7 @@ def worker_env(settings: Settings) -> dict[str, str]:
         "HF_HUB_DISABLE_PROGRESS_BARS": "1",
         "SLOWWAVE_HOME": str(home),
         "VLLM_CACHE_ROOT": str(home / "cache" / "vllm"),
-        "VLLM_RPC_BASE_PATH": str(home / "run" / "vllm"),
+        "VLLM_RPC_BASE_PATH": str(sockets),
         "VLLM_NO_USAGE_STATS": "1",
         "VLLM_CPU_KVCACHE_SPACE": str(settings.llm.kv_cache_gb),
         "TMPDIR": str(home / "tmp"),
@@ -58,28 +60,17 @@ def worker_env(settings: Settings) -> dict[str, str]:
     for key in ("PREFECT_API_URL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "CUDA_VISIBLE_DEVICES"):
         if key in os.environ:
             env[key] = os.environ[key]
-    for key in ("VLLM_CACHE_ROOT", "VLLM_RPC_BASE_PATH", "TMPDIR"):
+    for key in ("VLLM_CACHE_ROOT", "TMPDIR"):
         Path(env[key]).mkdir(parents=True, exist_ok=True)
     return env
 
 
 _users = 0
 _started_here = False
-_private_temp: Path | None = None
-# Ray puts unix sockets ~65 characters deep in its temp dir; AF_UNIX paths end at 107
-_MAX_TEMP_LEN = 40
-
-
-def _temp_dir(settings: Settings) -> Path:
-    """``home/ray``, or a private short folder (removed at shutdown) when that is too long."""
-    global _private_temp
-    preferred = settings.home / "ray"
-    if len(str(preferred)) <= _MAX_TEMP_LEN:
-        preferred.mkdir(parents=True, exist_ok=True)
-        return preferred
-    _private_temp = Path(tempfile.mkdtemp(prefix="slowwave-ray-"))
-    return _private_temp
-
+# the short folders a Ray started here holds (``socket_folder``), removed when it shuts down
+_folders = contextlib.ExitStack()
+# Ray puts unix sockets some 66 bytes deep in its temp dir
+RAY_SOCKET_DEPTH = 66
 
 _lock = threading.Lock()
 
@@ -101,30 +92,34 @@ def release_ray() -> None:
         if _users == 0 and _started_here:
             ray_module().shutdown()
             _started_here = False
-            global _private_temp
-            if _private_temp is not None:
-                shutil.rmtree(_private_temp, ignore_errors=True)
-                _private_temp = None
+            _folders.close()
 
 
 def _start(settings: Settings) -> bool:
-    """Initialise Ray; True when a local instance was started (and must be shut down)."""
+    """Initialise Ray; True when a local instance was started (and must be shut down). Its
+    temp dir (``home/ray``) and its workers' vLLM sockets (``home/run/vllm``) move to short
+    private folders where a deep home would put a unix socket past 107 bytes."""
     ray = ray_module()
+    sockets = _folders.enter_context(socket_folder(settings.home / "run" / "vllm", SOCKET_NAME_LEN))
     options: dict[str, Any] = {
-        "runtime_env": {"env_vars": worker_env(settings)},
+        "runtime_env": {"env_vars": worker_env(settings, sockets)},
         "log_to_driver": False,
         "logging_level": "WARNING",
     }
-    if settings.ray.address:
-        ray.init(address=settings.ray.address, **options)
-        return True  # disconnect when done; the cluster itself keeps running
-    temp = _temp_dir(settings)
-    ray.init(
-        include_dashboard=False,
-        _temp_dir=str(temp),
-        num_cpus=settings.ray.num_cpus,
-        **options,
-    )
+    try:
+        if settings.ray.address:
+            ray.init(address=settings.ray.address, **options)
+            return True  # disconnect when done; the cluster itself keeps running
+        temp = _folders.enter_context(socket_folder(settings.home / "ray", RAY_SOCKET_DEPTH))
+        ray.init(
+            include_dashboard=False,
+            _temp_dir=str(temp),
+            num_cpus=settings.ray.num_cpus,
+            **options,
+        )
+    except BaseException:
+        _folders.close()
+        raise
     return True
 
 
