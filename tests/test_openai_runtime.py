@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from slowwave.models.consolidation import ConsolidationOutput
-from slowwave.models.errors import RuntimeUnreachable
+from slowwave.models.errors import MalformedAnswer, RuntimeUnreachable
 from slowwave.models.llm.base import GenerationRequest, Purpose
 from slowwave.models.llm.llamacpp_runtime import schema_grammar
 from slowwave.models.llm.openai import OpenAICompatibleModel, cached_prompt_tokens
@@ -221,3 +222,30 @@ def test_the_grammar_dialect_sends_the_schemas_grammar_instead_of_a_response_for
     assert "root ::=" in body["grammar"]
     with pytest.raises(ValueError, match="grammar_of"):
         OpenAICompatibleModel(endpoint, "m", schema_dialect="grammar")
+
+
+def test_every_character_a_string_may_hold_in_the_llamacpp_grammar_is_one_json_allows() -> None:
+    """The grammar both llama.cpp servers sample with: a string's plain characters (the
+    ``char`` rule's first alternative, a character class GBNF and Python's ``re`` read alike)
+    are exactly those a JSON string holds unescaped, so that no answer the grammar lets through
+    is refused by the parser (a raw newline inside a fact made a chunk fail)."""
+    pytest.importorskip("llama_cpp")  # the grammar is llama-cpp-python's conversion
+    grammar = schema_grammar(ConsolidationOutput.response_schema())
+    (rule,) = [line for line in grammar.splitlines() if line.startswith("char ::= ")]
+    plain = re.compile(rule.removeprefix("char ::= ").split(" | ")[0])
+
+    def json_holds(character: str) -> bool:
+        try:
+            return json.loads(f'"{character}"') == character
+        except json.JSONDecodeError:
+            return False
+
+    for code in range(0x80):
+        character = chr(code)
+        if character in '"\\':
+            assert not plain.fullmatch(character)  # escaped, by the rule's second alternative
+            continue
+        assert bool(plain.fullmatch(character)) == json_holds(character), repr(character)
+    answer = '{"facts":[{"fact":"Dana moved\nto Manchester."}]}'
+    with pytest.raises(MalformedAnswer, match="control character"):
+        parse_answer(answer)

@@ -17,8 +17,8 @@ installed):
 Both compute without flash attention unless ``SLOWWAVE_LLAMACPP_FLASH_ATTN`` says otherwise,
 so that at a repetition penalty of 1.0 they answer token for token alike.
 
-Structured output comes from the server's JSON-schema grammar with the full schema (its length
-bounds keep a small model's answer short). Tokens are counted with the GGUF's own vocabulary,
+Structured output comes from the answer schema's grammar (``schema_grammar``), the same for
+both servers, with the full schema (its length bounds keep a small model's answer short). Tokens are counted with the GGUF's own vocabulary,
 loaded alone (no weights) in this process.
 """
 
@@ -229,17 +229,32 @@ def llamacpp_server(
     return server, f"{base}/v1"
 
 
+# llama-cpp-python's converter lets a string hold any character but a quote or a backslash,
+# a raw newline too, which JSON does not allow and the answer's parser refuses (a chunk failed
+# so on LongMemEval: "control character (\u0000-\u001F) found while parsing a string"); as
+# JSON and llama.cpp's own converter, a string's characters here exclude U+0000 to U+001F
+_ANY_CHAR = 'char ::= [^"\\\\] |'
+_JSON_CHAR = 'char ::= [^"\\\\\\x00-\\x1F] |'
+
+
 @lru_cache(maxsize=32)
 def _gbnf(schema: str) -> str:
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
-    return str(json_schema_to_gbnf(schema))
+    grammar = str(json_schema_to_gbnf(schema))
+    if _ANY_CHAR not in grammar:
+        raise RuntimeNotAvailable(
+            "llama-cpp-python's JSON-schema grammar has changed: its string characters are no "
+            f"longer {_ANY_CHAR!r}"
+        )
+    return grammar.replace(_ANY_CHAR, _JSON_CHAR)
 
 
 def schema_grammar(schema: dict[str, Any]) -> str:
-    """The GBNF grammar llama-cpp-python's server makes of an answer schema (its whitespace is
-    compact), sent to llama.cpp's own server, whose converter lets a small model pad its answer
-    with newlines and indents: the same grammar, the same answers."""
+    """The GBNF grammar of an answer schema: llama-cpp-python's conversion (its whitespace is
+    compact; llama.cpp's own converter lets a small model pad its answer with newlines and
+    indents), with a string's characters those JSON allows. Both servers are given it: the
+    same grammar, the same answers."""
     return _gbnf(json.dumps(schema))
 
 
@@ -289,8 +304,8 @@ class LlamaCppModel:
             extra_body=self.sampling(settings),
             strict=False,
             context_tokens=settings.llm.max_model_len,
-            # llama-cpp-python's server takes the schema; llama.cpp's the grammar it would make
-            schema_dialect="grammar" if served_natively(self.server) else "json_object",
+            # either server takes the grammar (``schema_grammar``)
+            schema_dialect="grammar",
             grammar_of=schema_grammar,
         )
 
