@@ -198,6 +198,75 @@ def test_a_sentence_counts_a_thing_by_the_word_after_its_number_or_before_its_di
     )
 
 
+@pytest.mark.parametrize(
+    ("later", "known", "changed"),
+    [
+        # how long something has gone on until now: the later value holds (LongMemEval)
+        (
+            "The user has been sticking to their daily tidying routine for 4 weeks now.",
+            "The user is proud of sticking to their daily tidying routine - it's already been "
+            "3 weeks!",
+            True,
+        ),
+        (
+            "The user has had their cat, Luna, for about 9 months now.",
+            "The user has had Luna for about 6 months now and wants to microchip her.",
+            True,
+        ),
+        (
+            "Kai has been living in Harajuku for 3 months.",
+            "Kai has been living in Harajuku for 2 months.",
+            True,
+        ),
+        # another thing's duration, a point in time, a trip's length: no value that ran on
+        (
+            "The user has been playing piano for 5 years now.",
+            "The user has been learning guitar for 3 years now.",
+            False,
+        ),
+        (
+            "Dana has been teaching for 5 years now.",
+            "Dana has been climbing for 3 years now.",
+            False,
+        ),
+        (
+            "The user moved to Paris three years ago.",
+            "The user moved to Paris two years ago.",
+            False,
+        ),
+        ("The user went to Japan for two weeks.", "The user went to Japan for three weeks.", False),
+    ],
+)
+def test_a_duration_that_runs_on_to_now_is_a_value_that_changes_for_the_same_thing_only(
+    later: str, known: str, changed: bool
+) -> None:
+    assert count_changed(later, known) is changed
+
+
+@pytest.mark.slow
+def test_a_longer_time_at_the_same_thing_ends_the_shorter_one_in_event_time(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    old = "The user has had their cat Luna for about 6 months now."
+    new = "The user has had their cat Luna for about 9 months now and keeps her busy."
+    summary, model = _two_sessions(
+        db,
+        conn,
+        embedder,
+        settings,
+        ("I've had Luna for about 6 months now.", "It's been about 9 months with Luna now!"),
+        (old, new),
+        out_of_date=False,  # asked, the model would copy the known fact
+    )
+
+    now = active(conn, "u")
+    assert summary.changes_found == 1
+    assert not [r for r in model.requests if r.purpose is Purpose.change]
+    six = next(f for f in facts(conn, "u") if f["fact"] == old)
+    assert old not in now and now[new]["supersedes_id"] == six["id"]
+    assert six["invalid_at"] == now[new]["valid_at"] == at(2023, 5, 20)
+
+
 @pytest.mark.slow
 def test_a_new_fact_counting_again_what_a_known_fact_counts_ends_it_without_asking(
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings

@@ -198,8 +198,14 @@ _NOT_UNITS = {
     "k",
 }  # fmt: skip
 # a number of years, days, ... is a time or a duration ("three years ago", "for 5 years"),
-# stated anew as time passes, not a count that changed
+# stated anew as time passes, not a count that changed ...
 _TIME_UNITS = {"year", "month", "week", "day", "hour", "minut", "second", "decade", "tim"}  # stems
+# ... unless it is how long something has gone on until now ("for 4 weeks now", "it's already
+# been 3 weeks", "has been living there for 3 months"): that value grows, and the later one is
+# what holds (LongMemEval: "How long have I had my cat?", 6 months, then 9)
+_ONGOING_AFTER = {"now", "already", "so"}  # "so far"
+_ONGOING_BEFORE = {"been", "already"}
+_APPROXIMATELY = {"about", "around", "nearly", "almost", "over", "roughly", "only", "just"}
 _COUNT_TOKEN = re.compile(r"\d+(?:[.,:]\d+)*|[A-Za-z]+(?:['’][A-Za-z]+)?")
 # a sentence that names a best or a record ("a personal best of 25:50", "her fastest time"):
 # the times it states are that best's, a value that changes when it is beaten
@@ -218,9 +224,10 @@ def counts(sentence: str) -> dict[str, frozenset[str]]:
         for token in tokens:
             if ":" in token and token[0].isdigit():
                 found.setdefault("best#", set()).add(token)
+    lowered = [token.lower() for token in tokens]
     for i, token in enumerate(tokens):
         digits = token[0].isdigit()
-        if not digits and token.lower() not in _COUNTING:
+        if not digits and lowered[i] not in _COUNTING:
             continue
         value = next(iter(numbers_in(token)), None)
         if value is None:
@@ -228,9 +235,42 @@ def counts(sentence: str) -> dict[str, frozenset[str]]:
         after = _stems(tokens[i + 1]) - _NOT_UNITS if i + 1 < len(tokens) else set()
         before = _stems(tokens[i - 1]) - _NOT_UNITS if digits and i > 0 else set()
         units = (after or {f"{unit}#" for unit in before}) - _TIME_UNITS
+        if after & _TIME_UNITS and _ongoing(lowered, i):
+            units = {f"{unit}~" for unit in after & _TIME_UNITS}
         for unit in units:
             found.setdefault(unit, set()).add(value)
     return {unit: frozenset(values) for unit, values in found.items()}
+
+
+def _ongoing(tokens: Sequence[str], at: int) -> bool:
+    """Whether the number of time units at ``at`` (lowercase tokens) is how long something has
+    gone on until now: "now", "already" or "so far" after the unit, "been" or "already" just
+    before the number, or "for" before it in a sentence that says "been"; never "... ago"."""
+    following = tokens[at + 2] if at + 2 < len(tokens) else ""
+    if following == "ago":
+        return False
+    if following in _ONGOING_AFTER or _ONGOING_BEFORE & set(tokens[max(at - 3, 0) : at]):
+        return True
+    start = at - 1
+    while start >= 0 and tokens[start] in _APPROXIMATELY:
+        start -= 1
+    return start >= 0 and tokens[start] == "for" and "been" in tokens
+
+
+def _thing_words(sentence: str) -> set[str]:
+    """The stems that say what ``sentence`` is about: not its subject (its first word, a name or
+    "the user"), its numbers, its units of time nor the words that say a duration runs on."""
+    first = re.findall(r"[A-Za-z]+", sentence)[:1]
+    return (
+        _stems(sentence)
+        - _stems(" ".join(first))
+        - _TIME_UNITS
+        - _NOT_UNITS
+        - _ONGOING_AFTER
+        - _ONGOING_BEFORE
+        - _APPROXIMATELY
+        - {"user", "far"}
+    )
 
 
 def count_changed(later: str, known: str) -> bool:
@@ -238,7 +278,15 @@ def count_changed(later: str, known: str) -> bool:
     five sessions of the bereavement support group last year." after "... three sessions
     ...", "... now on page 220" after "... on page 200", "5 MCU films" after "4 MCU films"."""
     mine, theirs = counts(later), counts(known)
-    return any(unit in theirs and values.isdisjoint(theirs[unit]) for unit, values in mine.items())
+    changed = {
+        unit for unit, values in mine.items() if unit in theirs and values.isdisjoint(theirs[unit])
+    }
+    if changed and all(unit.endswith("~") for unit in changed):
+        # a duration: of the same thing ("sticking to the tidying routine for 4 weeks now"
+        # after "... 3 weeks"), not of another one ("playing piano for 5 years" beside "learning
+        # guitar for 3 years")
+        return bool(_thing_words(later) & _thing_words(known))
+    return bool(changed)
 
 
 EXAMPLE = json.dumps(
