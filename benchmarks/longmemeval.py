@@ -96,6 +96,13 @@ class Question:
         return f"longmemeval-{self.id}"
 
     @property
+    def scored_at(self) -> datetime:
+        """When the question is asked, or after its last session where the file dates the
+        question before it: three of its knowledge-update questions are asked on the day of
+        their last session, hours before its time, and that session holds the answer."""
+        return max([self.asked_at, *(at for at, _ in self.sessions[-1:])])
+
+    @property
     def about_an_earlier_value(self) -> bool:
         """Asks for the value before the change ("What was my previous personal best?")."""
         return EARLIER.search(self.question) is not None
@@ -575,7 +582,7 @@ def score(
     """What the question's facts state: the answer (by a fact active at the question's date,
     or by any version for a question about an earlier value) and, for a knowledge update, a
     superseded value still active."""
-    at = question.asked_at
+    at = question.scored_at
     active = [f for f, valid, invalid in facts if valid <= at and (invalid is None or invalid > at)]
     searched = [f for f, *_ in facts] if question.about_an_earlier_value else active
     result: dict[str, Any] = {

@@ -4,6 +4,7 @@ superseded values a knowledge-update question's earlier session gives."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from benchmarks.longmemeval import (
     numbers,
     parse_date,
     read_questions,
+    score,
     states,
     still_stating_superseded,
 )
@@ -124,6 +126,23 @@ def test_the_superseded_value_is_a_number_of_the_earlier_evidence_not_in_the_ans
     assert still_stating_superseded(q, [old, new]) == old
     assert still_stating_superseded(q, [new]) is None
     assert answered_by(q, [old, new]) == new
+
+
+def test_a_question_dated_hours_before_its_last_session_is_scored_after_it() -> None:
+    """The file dates three knowledge-update questions on the day of their last session, hours
+    before its time; that session holds the answer, and its facts are valid from it."""
+    q = _question("How long have I had my cat?", "9 months", "six months with Luna", "9 months")
+    last = datetime(2023, 11, 30, 11, 13, tzinfo=UTC)
+    q = replace(
+        q,
+        asked_at=datetime(2023, 11, 30, 3, 32, tzinfo=UTC),
+        sessions=[q.sessions[0], (last, q.sessions[-1][1])],
+    )
+    new = "The user has had their cat Luna for about 9 months now."
+    assert score(q, [(new, last, None)])["stated_by"] == new
+    later = replace(q, asked_at=datetime(2023, 12, 5, tzinfo=UTC))  # scored when asked
+    assert later.scored_at == later.asked_at
+    assert score(later, [(new, datetime(2023, 12, 6, tzinfo=UTC), None)])["stated_by"] is None
 
 
 def test_dates_are_read_as_utc() -> None:
