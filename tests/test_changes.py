@@ -244,41 +244,38 @@ def test_a_duration_that_runs_on_to_now_is_a_value_that_changes_for_the_same_thi
 
 
 @pytest.mark.slow
-def test_a_longer_time_at_the_same_thing_ends_the_shorter_one_in_event_time(
-    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
-) -> None:
-    old = "The user has had their cat Luna for about 6 months now."
-    new = "The user has had their cat Luna for about 9 months now and keeps her busy."
-    summary, model = _two_sessions(
-        db,
-        conn,
-        embedder,
-        settings,
-        ("I've had Luna for about 6 months now.", "It's been about 9 months with Luna now!"),
-        (old, new),
-        out_of_date=False,  # asked, the model would copy the known fact
-    )
-
-    now = active(conn, "u")
-    assert summary.changes_found == 1
-    assert not [r for r in model.requests if r.purpose is Purpose.change]
-    six = next(f for f in facts(conn, "u") if f["fact"] == old)
-    assert old not in now and now[new]["supersedes_id"] == six["id"]
-    assert six["invalid_at"] == now[new]["valid_at"] == at(2023, 5, 20)
-
-
-@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("said", "old", "new"),
+    [
+        (
+            ("I'd love to watch 4 MCU films, Spider-Man first.", "12 films lately, 5 of them MCU!"),
+            "The user wants to watch 4 MCU films and thinks Spider-Man: Homecoming fits.",
+            "The user has watched 12 films in the last 3 months, including 5 MCU films.",
+        ),
+        # how long something has gone on until now, longer at a later time
+        (
+            ("I've had Luna for about 6 months now.", "It's been about 9 months with Luna now!"),
+            "The user has had their cat Luna for about 6 months now.",
+            "The user has had their cat Luna for about 9 months now and keeps her busy.",
+        ),
+    ],
+    ids=["a count", "a duration"],
+)
 def test_a_new_fact_counting_again_what_a_known_fact_counts_ends_it_without_asking(
-    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+    said: tuple[str, str],
+    old: str,
+    new: str,
+    db: Database,
+    conn: psycopg.Connection,
+    embedder: Embedder,
+    settings: Settings,
 ) -> None:
-    old = "The user wants to watch 4 MCU films and thinks Spider-Man: Homecoming fits."
-    new = "The user has watched 12 films in the last 3 months, including 5 MCU films."
     summary, model = _two_sessions(
         db,
         conn,
         embedder,
         settings,
-        ("I'd love to watch 4 MCU films, Spider-Man first.", "12 films lately, 5 of them MCU!"),
+        said,
         (old, new),
         out_of_date=False,  # asked, the model would copy the known fact
     )
@@ -286,9 +283,9 @@ def test_a_new_fact_counting_again_what_a_known_fact_counts_ends_it_without_aski
     now = active(conn, "u")
     assert summary.changes_found == 1
     assert not [r for r in model.requests if r.purpose is Purpose.change]
-    four = next(f for f in facts(conn, "u") if f["fact"] == old)
-    assert old not in now and now[new]["supersedes_id"] == four["id"]
-    assert four["invalid_at"] == now[new]["valid_at"] == at(2023, 5, 20)
+    before = next(f for f in facts(conn, "u") if f["fact"] == old)
+    assert old not in now and now[new]["supersedes_id"] == before["id"]
+    assert before["invalid_at"] == now[new]["valid_at"] == at(2023, 5, 20)
 
 
 def test_the_values_a_sentence_names_are_its_numbers_and_the_names_inside_it() -> None:

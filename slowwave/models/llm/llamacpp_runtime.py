@@ -18,8 +18,8 @@ Both compute without flash attention unless ``SLOWWAVE_LLAMACPP_FLASH_ATTN`` say
 so that at a repetition penalty of 1.0 they answer token for token alike.
 
 Structured output comes from the answer schema's grammar (``schema_grammar``), the same for
-both servers, with the full schema (its length bounds keep a small model's answer short). Tokens are counted with the GGUF's own vocabulary,
-loaded alone (no weights) in this process.
+both servers, with the full schema (its length bounds keep a small model's answer short).
+Tokens are counted with the GGUF's own vocabulary, loaded alone (no weights) in this process.
 """
 
 from __future__ import annotations
