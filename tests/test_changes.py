@@ -385,3 +385,39 @@ def test_an_unnamed_update_saying_the_known_fact_with_one_word_changed_ends_it_w
     old = next(f for f in facts(conn, "k") if f["fact"] == night)
     assert night not in now and now[day]["supersedes_id"] == old["id"]
     assert old["invalid_at"] == now[day]["valid_at"] == at(2024, 2, 13)
+
+
+@pytest.mark.slow
+def test_a_new_count_ends_every_known_fact_stating_the_old_count_and_leaves_other_values(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    # LongMemEval: the model wrote the 500 twice in the first session, and the change check
+    # paired "600" with one of them; the other stayed active beside it
+    had = "The user has 500 followers on Instagram."
+    reached = "The user reached 500 followers on Instagram last week."
+    goal = "The user wants 1,000 followers on Instagram by the end of the year."
+    cats = "The user has 2 cats who appear in 500 photos."
+    new = "The user is now at 600 followers on Instagram."
+    add(
+        conn,
+        make_episode("u", "e1", "Hit 500 followers last week! Aiming for 1,000.", at(2023, 5, 21)),
+        make_episode("u", "e2", "Checked: 600 followers now!", at(2023, 5, 25)),
+    )
+    model = ScriptedModel(
+        {
+            "e1": lambda r: answer(*(fact(f, "experience") for f in (had, reached, goal, cats))),
+            "e2": lambda r: answer(fact(new, "experience")),
+        },
+    )
+    one = with_settings(settings, chunk_size=1, episode_threshold=1)
+    summary = consolidate(db, model, embedder, one)
+
+    now = active(conn, "u")
+    assert new in now and goal in now and cats in now
+    assert had not in now and reached not in now
+    ended = {f["fact"]: f for f in facts(conn, "u") if f["fact"] in (had, reached)}
+    assert {f["invalid_at"] for f in ended.values()} == {at(2023, 5, 25)}
+    # one is the update's (lineage), the other ended beside it
+    assert now[new]["supersedes_id"] in {f["id"] for f in ended.values()}
+    assert summary.changes_found == 2
+    assert not [r for r in model.requests if r.purpose is Purpose.change]

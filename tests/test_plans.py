@@ -313,6 +313,17 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
             },
             {active},
         ),
+        "change_replaced_counts": (
+            {
+                "vectors": [VECTOR, VECTOR],
+                "conversations": ["conv-3", "conv-4"],
+                "targets": [facts[0], facts[1]],
+                "candidates": 10,
+                "excluded": [],
+                "lower": 0.5,
+            },
+            {active, "Index Scan on semantic_memory_pkey"},
+        ),
         "profile_changed": (
             {"run_id": uuid.uuid4()},
             {"Seq Scan on decision_log", "Index Only Scan on conversation_profiles_stale_idx"},

@@ -277,6 +277,11 @@ def count_changed(later: str, known: str) -> bool:
     """Whether ``later`` states another count of a thing ``known`` counts: "The user attended
     five sessions of the bereavement support group last year." after "... three sessions
     ...", "... now on page 220" after "... on page 200", "5 MCU films" after "4 MCU films"."""
+    return bool(_changed_units(later, known))
+
+
+def _changed_units(later: str, known: str) -> set[str]:
+    """The units ``later`` counts with other values than ``known`` does (``count_changed``)."""
     mine, theirs = counts(later), counts(known)
     changed = {
         unit for unit, values in mine.items() if unit in theirs and values.isdisjoint(theirs[unit])
@@ -285,8 +290,20 @@ def count_changed(later: str, known: str) -> bool:
         # a duration: of the same thing ("sticking to the tidying routine for 4 weeks now"
         # after "... 3 weeks"), not of another one ("playing piano for 5 years" beside "learning
         # guitar for 3 years")
-        return bool(_thing_words(later) & _thing_words(known))
-    return bool(changed)
+        return changed if _thing_words(later) & _thing_words(known) else set()
+    return changed
+
+
+def states_replaced_count(later: str, known: str, other: str) -> bool:
+    """Whether ``other`` states the count that ``later`` replaces in ``known``: for a unit whose
+    value changed between them, ``other`` states the known value ("The user reached 500
+    followers last week." beside "The user has 500 followers on Instagram.", once "The user is
+    now at 600 followers." updates the latter), not a third one ("wants 1,000 followers")."""
+    theirs, its = counts(known), counts(other)
+    return any(
+        unit in its and not its[unit].isdisjoint(theirs[unit])
+        for unit in _changed_units(later, known) & _changed_units(later, other)
+    )
 
 
 EXAMPLE = json.dumps(

@@ -45,15 +45,18 @@ from slowwave.models.change import (
     ChangeJudgement,
     alike_but_for_numbers,
     count_changed,
+    counts,
     names_another_value,
     one_word_swapped,
     render_change_prompt,
     replaced,
+    states_replaced_count,
 )
 from slowwave.models.chunk import PreparedChunk
 from slowwave.models.consolidation import FactAction
 from slowwave.models.fact import other_numbers
 from slowwave.models.llm.base import Purpose, StructuredModel
+from slowwave.models.plan import PlannedAction
 from slowwave.models.run import RunSummary
 from slowwave.models.settings import ConsolidationSettings
 from slowwave.tasks.decide import ended_targets
@@ -74,6 +77,10 @@ NUMBERS_LOWER = 0.6
 # it finds from 0.5 on are three, each a real change ("James already has three dogs" after
 # "James has two dogs")
 COUNTS_LOWER = 0.5
+# the active facts near an update's new count looked at for others stating the count it replaces
+# (the model can write one count twice, in two sentences: "The user has 500 followers on
+# Instagram." and "The user reached 500 followers last week.", LongMemEval)
+REPLACED_CANDIDATES = 10
 
 
 @dataclass(frozen=True)
@@ -155,6 +162,75 @@ def find_changes(
                 f"rewritten as {now!r}",
             )
             summary.changes_found += 1
+    end_replaced_counts(conn, prepared, summary)
+
+
+def end_replaced_counts(
+    conn: psycopg.Connection, prepared: Sequence[PreparedChunk], summary: RunSummary
+) -> None:
+    """Beside each update whose new fact counts again what its known fact counts (the model's,
+    the second look's or the change check's), end every other active fact about the same person
+    that states the count it replaces (``models.change.states_replaced_count``): of the
+    ``REPLACED_CANDIDATES`` facts of the conversation nearest the new one, from
+    ``COUNTS_LOWER`` on, none the plans end or act on. An update ends one fact, and the model
+    may have written the old count twice; left, the second stays active beside the new
+    count. Each is an ``invalidate`` of the update's chunk, at the update's event time."""
+    updates: list[tuple[int, int]] = []
+    vectors = []
+    conversations: list[str] = []
+    targets: list[UUID] = []
+    excluded: set[UUID] = set()
+    for c, item in enumerate(prepared):
+        if item.error is not None or item.held is not None:
+            continue
+        plan = item.plan
+        excluded |= ended_targets(plan) | {a.target_id for a in plan.actions if a.target_id}
+        for row, index in enumerate(plan.writing):
+            action = plan.actions[index]
+            counting = counts(action.fact or "")
+            if action.action is FactAction.update and action.target_id and counting:
+                updates.append((c, index))
+                vectors.append(item.vectors[row])
+                conversations.append(plan.conversation_id)
+                targets.append(action.target_id)
+    if not updates:
+        return
+    rows = conn.execute(
+        sql.statement("change_replaced_counts"),
+        {
+            "vectors": vectors,
+            "conversations": conversations,
+            "targets": targets,
+            "candidates": REPLACED_CANDIDATES,
+            "excluded": sorted(excluded),
+            "lower": COUNTS_LOWER,
+        },
+    ).fetchall()
+    ended: set[UUID] = set()
+    for ordinal, known_fact, fact_id, fact, similarity in rows:
+        c, index = updates[ordinal - 1]
+        update = prepared[c].plan.actions[index]
+        later = update.fact or ""
+        if (
+            fact_id in ended
+            or _subjects(fact) != _subjects(later)
+            or not states_replaced_count(later, known_fact, fact)
+        ):
+            continue
+        ended.add(fact_id)
+        prepared[c].plan.actions.append(
+            PlannedAction(
+                action=FactAction.invalidate,
+                proposed=FactAction.invalidate,
+                target_id=fact_id,
+                episode_ids=update.episode_ids,
+                cited=update.cited,
+                event_time=update.event_time,
+                reason=f"change check: states the count that {later!r} replaces in "
+                f"{known_fact!r}, which it updates (cosine {similarity:.2f})",
+            )
+        )
+        summary.changes_found += 1
 
 
 def _update(prepared: Sequence[PreparedChunk], pair: Pair, reason: str) -> None:
