@@ -313,17 +313,6 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
             },
             {active},
         ),
-        "change_replaced_counts": (
-            {
-                "vectors": [VECTOR, VECTOR],
-                "conversations": ["conv-3", "conv-4"],
-                "targets": [facts[0], facts[1]],
-                "candidates": 10,
-                "excluded": [],
-                "lower": 0.5,
-            },
-            {active, "Index Scan on semantic_memory_pkey"},
-        ),
         "profile_changed": (
             {"run_id": uuid.uuid4()},
             {"Seq Scan on decision_log", "Index Only Scan on conversation_profiles_stale_idx"},
@@ -655,7 +644,7 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
             {"id": facts[0]},
             {"Index Scan on semantic_memory_pkey", "Index Scan on semantic_memory_supersedes_idx"},
         ),
-        "facts_existing": ({"ids": facts[:3]}, {"Index Only Scan on semantic_memory_pkey"}),
+        "facts_existing": ({"ids": facts[:3]}, {"Index Scan on semantic_memory_pkey"}),
         # the forget deployment's reference back to an id: every id hashed, on request only
         "conversation_by_digest": (
             {"prefix": "3f2a9b0c1d2e"},

@@ -59,8 +59,7 @@ from slowwave.models.llm.base import Purpose, StructuredModel
 from slowwave.models.plan import PlannedAction
 from slowwave.models.run import RunSummary
 from slowwave.models.settings import ConsolidationSettings
-from slowwave.tasks.decide import ended_targets
-from slowwave.tasks.pair_requests import ask_by_chunk
+from slowwave.tasks.pair_requests import ask_by_chunk, written_facts
 from slowwave.tasks.restate import subject_name
 
 logger = logging.getLogger(__name__)
@@ -175,44 +174,39 @@ def end_replaced_counts(
     ``COUNTS_LOWER`` on, none the plans end or act on. An update ends one fact, and the model
     may have written the old count twice; left, the second stays active beside the new
     count. Each is an ``invalidate`` of the update's chunk, at the update's event time."""
-    updates: list[tuple[int, int]] = []
-    vectors = []
-    conversations: list[str] = []
-    targets: list[UUID] = []
-    excluded: set[UUID] = set()
-    for c, item in enumerate(prepared):
-        if item.error is not None or item.held is not None:
-            continue
-        plan = item.plan
-        excluded |= ended_targets(plan) | {a.target_id for a in plan.actions if a.target_id}
-        for row, index in enumerate(plan.writing):
-            action = plan.actions[index]
-            counting = counts(action.fact or "")
-            if action.action is FactAction.update and action.target_id and counting:
-                updates.append((c, index))
-                vectors.append(item.vectors[row])
-                conversations.append(plan.conversation_id)
-                targets.append(action.target_id)
-    if not updates:
+    written = written_facts(
+        prepared,
+        lambda a: (
+            a.action is FactAction.update and a.target_id is not None and bool(counts(a.fact or ""))
+        ),
+    )
+    if not written.vectors:
         return
+    targets = {prepared[c].plan.actions[index].target_id for c, index, _ in written.origin}
+    known: dict[UUID, str] = dict(
+        conn.execute(
+            sql.statement("facts_existing"), {"ids": sorted(t for t in targets if t is not None)}
+        ).fetchall()
+    )
     rows = conn.execute(
-        sql.statement("change_replaced_counts"),
+        sql.statement("change_nearest"),
         {
-            "vectors": vectors,
-            "conversations": conversations,
-            "targets": targets,
+            "vectors": written.vectors,
+            "conversations": written.conversations,
             "candidates": REPLACED_CANDIDATES,
-            "excluded": sorted(excluded),
+            "excluded": sorted(written.excluded),
             "lower": COUNTS_LOWER,
         },
     ).fetchall()
     ended: set[UUID] = set()
-    for ordinal, known_fact, fact_id, fact, similarity in rows:
-        c, index = updates[ordinal - 1]
+    for ordinal, fact_id, fact, similarity in rows:  # nearest first
+        c, index, _ = written.origin[ordinal - 1]
         update = prepared[c].plan.actions[index]
         later = update.fact or ""
+        known_fact = known.get(update.target_id)
         if (
-            fact_id in ended
+            known_fact is None
+            or fact_id in ended
             or _subjects(fact) != _subjects(later)
             or not states_replaced_count(later, known_fact, fact)
         ):
@@ -251,37 +245,26 @@ def _pairs(
     unnamed update or a fact of the second look, the nearest in the range (``lower`` to the
     dedupe threshold) that names a value the fact names another of
     (``models.change.names_another_value``)."""
-    origin: list[tuple[int, int]] = []
-    vectors = []
-    conversations: list[str] = []
-    excluded: set[UUID] = set()
-    for c, item in enumerate(prepared):
-        if item.error is not None or item.held is not None:
-            continue
-        plan = item.plan
-        excluded |= ended_targets(plan) | {a.target_id for a in plan.actions if a.target_id}
-        for row, index in enumerate(plan.writing):
-            action = plan.actions[index]
-            if action.action is FactAction.new and subject_name(action.fact or "") is not None:
-                origin.append((c, index))
-                vectors.append(item.vectors[row])
-                conversations.append(plan.conversation_id)
-    if not vectors:
+    written = written_facts(
+        prepared,
+        lambda a: a.action is FactAction.new and subject_name(a.fact or "") is not None,
+    )
+    if not written.vectors:
         return []
     rows = conn.execute(
         sql.statement("change_nearest"),
         {
-            "vectors": vectors,
-            "conversations": conversations,
+            "vectors": written.vectors,
+            "conversations": written.conversations,
             "candidates": NEAREST_CANDIDATES,
-            "excluded": sorted(excluded),
+            "excluded": sorted(written.excluded),
             "lower": policy.gray_zone_lower,
         },
     ).fetchall()
     pairs: dict[int, Pair] = {}
     numbered: set[int] = set()  # the fact's pair states other numbers: no nearer one replaces it
     for ordinal, known_id, known_fact, similarity in rows:  # nearest first
-        c, index = origin[ordinal - 1]
+        c, index, _ = written.origin[ordinal - 1]
         action = prepared[c].plan.actions[index]
         fact = action.fact or ""
         subjects = _subjects(fact)

@@ -38,8 +38,8 @@ from slowwave.models.merge import (
 )
 from slowwave.models.run import RunSummary
 from slowwave.models.settings import ConsolidationSettings
-from slowwave.tasks.decide import cosine, ended_targets
-from slowwave.tasks.pair_requests import ask_by_chunk
+from slowwave.tasks.decide import cosine
+from slowwave.tasks.pair_requests import ask_by_chunk, written_facts
 
 logger = logging.getLogger(__name__)
 
@@ -125,35 +125,22 @@ def _pairs(
 ) -> list[Pair]:
     """Every ``new`` fact of a chunk ready for apply whose nearest active fact (one the plan
     neither ends nor acts on) lies in the gray zone."""
-    origin: list[tuple[int, int, int]] = []  # (chunk, action index, vector row)
-    vectors: list[np.ndarray] = []
-    conversations: list[str] = []
-    excluded: set[UUID] = set()
-    for c, item in enumerate(prepared):
-        if item.error is not None or item.held is not None:
-            continue
-        plan = item.plan
-        excluded |= ended_targets(plan) | {a.target_id for a in plan.actions if a.target_id}
-        for row, index in enumerate(plan.writing):
-            if plan.actions[index].action is FactAction.new:
-                origin.append((c, index, row))
-                vectors.append(item.vectors[row])
-                conversations.append(plan.conversation_id)
-    if not vectors:
+    written = written_facts(prepared, lambda a: a.action is FactAction.new)
+    if not written.vectors:
         return []
     rows = conn.execute(
         sql.statement("gray_zone_nearest"),
         {
-            "vectors": vectors,
-            "conversations": conversations,
-            "excluded": sorted(excluded),
+            "vectors": written.vectors,
+            "conversations": written.conversations,
+            "excluded": sorted(written.excluded),
             "lower": policy.gray_zone_lower,
             "upper": policy.dedupe_threshold,
         },
     ).fetchall()
     pairs = []
     for ordinal, known_id, known_fact, similarity, known_vector in rows:
-        c, index, row = origin[ordinal - 1]
+        c, index, row = written.origin[ordinal - 1]
         pairs.append(
             Pair(c, index, row, known_id, known_fact, known_vector.to_numpy(), float(similarity))
         )

@@ -7,7 +7,11 @@ own answers."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
+from uuid import UUID
+
+import numpy as np
 
 from slowwave.models.chunk import PreparedChunk
 from slowwave.models.llm.base import (
@@ -17,7 +21,9 @@ from slowwave.models.llm.base import (
     StructuredModel,
     generate_watched,
 )
+from slowwave.models.plan import PlannedAction
 from slowwave.models.run import RunSummary
+from slowwave.tasks.decide import ended_targets
 
 
 class ChunkPair(Protocol):
@@ -75,3 +81,35 @@ def ask_by_chunk(
     for (c, _), answer in zip(asked, answers, strict=True):
         prepared[c].plan.charge(answer)
     return [(c, shown, a) for (c, shown), a in zip(asked, answers, strict=True)]
+
+
+@dataclass
+class Written:
+    """The facts of chunks ready for apply that a step pairs with known facts: where each is
+    (chunk, action index, row of the chunk's vectors), its vector and its conversation, in the
+    order of one nearest-facts query; and the known facts no pair may take (those the plans end
+    or act on)."""
+
+    origin: list[tuple[int, int, int]] = field(default_factory=list)
+    vectors: list[np.ndarray] = field(default_factory=list)
+    conversations: list[str] = field(default_factory=list)
+    excluded: set[UUID] = field(default_factory=set)
+
+
+def written_facts(
+    prepared: Sequence[PreparedChunk], wanted: Callable[[PlannedAction], bool]
+) -> Written:
+    """The ``wanted`` actions that write a fact, of every chunk neither failed nor held."""
+    written = Written()
+    for c, item in enumerate(prepared):
+        if item.error is not None or item.held is not None:
+            continue
+        plan = item.plan
+        written.excluded |= ended_targets(plan)
+        written.excluded |= {a.target_id for a in plan.actions if a.target_id}
+        for row, index in enumerate(plan.writing):
+            if wanted(plan.actions[index]):
+                written.origin.append((c, index, row))
+                written.vectors.append(item.vectors[row])
+                written.conversations.append(plan.conversation_id)
+    return written
