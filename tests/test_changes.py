@@ -25,7 +25,7 @@ from slowwave.models.run import RunSummary
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
-from tests.fix_episodes import active, add, at, facts, make_episode, with_settings
+from tests.fix_episodes import active, add, at, decisions, facts, make_episode, with_settings
 from tests.fix_models import ScriptedModel, fact
 from tests.test_consolidation import answer
 
@@ -196,6 +196,13 @@ def test_a_sentence_counts_a_thing_by_the_word_after_its_number_or_before_its_di
         "Caroline started playing guitar five years ago.",
         "Caroline started transitioning three years ago.",
     )
+    # a count named before its number, or with a word between them (LongMemEval)
+    species = "The user's total species count of woodpeckers is now 32."
+    assert counts(species) == {"speci": {"32"}, "woodpecker": {"32"}}
+    assert count_changed(species, "The user has seen 27 different species so far.")
+    assert counts("The total number of books the user owns is 12.") == {"book": {"12"}}
+    assert count_changed("The user's follower count is now 600.", "The user has 500 followers.")
+    assert counts("The user's total is now 12.") == {}  # the total of nothing named
 
 
 @pytest.mark.parametrize(
@@ -421,3 +428,7 @@ def test_a_new_count_ends_every_known_fact_stating_the_old_count_and_leaves_othe
     assert now[new]["supersedes_id"] in {f["id"] for f in ended.values()}
     assert summary.changes_found == 2
     assert not [r for r in model.requests if r.purpose is Purpose.change]
+    # the log says what the model proposed: a new fact, never an invalidation of its own
+    logged = [d for d in decisions(conn) if d["action"] in ("update", "invalidate")]
+    assert sorted(d["action"] for d in logged) == ["invalidate", "update"]
+    assert {d["proposed_action"] for d in logged} == {"new"}

@@ -207,6 +207,12 @@ _ONGOING_AFTER = {"now", "already", "so"}  # "so far"
 _ONGOING_BEFORE = {"been", "already"}
 _APPROXIMATELY = {"about", "around", "nearly", "almost", "over", "roughly", "only", "just"}
 _COUNT_TOKEN = re.compile(r"\d+(?:[.,:]\d+)*|[A-Za-z]+(?:['’][A-Za-z]+)?")
+# words between a number and what it counts that say nothing of what ("27 different species")
+_COUNT_MODIFIERS = {"different", "unique", "distinct", "separate", "individual", "total"}
+# a count named before its number: "the species count is now 32", "the number of books the
+# user owns is 12"
+_COUNT_NOUNS = {"count", "total", "tally", "number"}
+_COUNT_VERBS = {"is", "are", "was", "reached", "at", "to"}
 # a sentence that names a best or a record ("a personal best of 25:50", "her fastest time"):
 # the times it states are that best's, a value that changes when it is beaten
 _BEST = re.compile(r"\b(?:personal best|personal record|best time|fastest|record time|PR)\b", re.I)
@@ -232,14 +238,40 @@ def counts(sentence: str) -> dict[str, frozenset[str]]:
         value = next(iter(numbers_in(token)), None)
         if value is None:
             continue
-        after = _stems(tokens[i + 1]) - _NOT_UNITS if i + 1 < len(tokens) else set()
+        following = i + 1
+        while following < len(tokens) - 1 and lowered[following] in _COUNT_MODIFIERS:
+            following += 1
+        after = _stems(tokens[following]) - _NOT_UNITS if following < len(tokens) else set()
         before = _stems(tokens[i - 1]) - _NOT_UNITS if digits and i > 0 else set()
-        units = (after or {f"{unit}#" for unit in before}) - _TIME_UNITS
+        units = (
+            after or {f"{unit}#" for unit in before} or _named_before(lowered, i)
+        ) - _TIME_UNITS
         if after & _TIME_UNITS and _ongoing(lowered, i):
             units = {f"{unit}~" for unit in after & _TIME_UNITS}
         for unit in units:
             found.setdefault(unit, set()).add(value)
     return {unit: frozenset(values) for unit, values in found.items()}
+
+
+def _named_before(tokens: Sequence[str], at: int) -> set[str]:
+    """What the number at ``at`` (lowercase tokens) counts where the sentence named it before:
+    "the species count (of woodpeckers) is now 32" → speci, woodpecker; "the number of books
+    ... is 12" → book. The number follows "is", "reached", "at" or "to" (with "now" or
+    "currently" between) and the count noun comes earlier in the sentence."""
+    start = at - 1
+    while start >= 0 and tokens[start] in {"now", "currently", "up"}:
+        start -= 1
+    if start < 0 or tokens[start] not in _COUNT_VERBS:
+        return set()
+    units: set[str] = set()
+    for n in range(start):
+        if tokens[n] not in _COUNT_NOUNS:
+            continue
+        if n > 0 and not re.search(r"['’]", tokens[n - 1]):
+            units |= _stems(tokens[n - 1]) - _NOT_UNITS - _COUNT_MODIFIERS - _COUNT_NOUNS
+        if n + 2 < start and tokens[n + 1] == "of":
+            units |= _stems(tokens[n + 2]) - _NOT_UNITS - _COUNT_MODIFIERS
+    return units
 
 
 def _ongoing(tokens: Sequence[str], at: int) -> bool:

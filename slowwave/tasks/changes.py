@@ -215,7 +215,7 @@ def end_replaced_counts(
         prepared[c].plan.actions.append(
             PlannedAction(
                 action=FactAction.invalidate,
-                proposed=FactAction.invalidate,
+                proposed=update.proposed,  # the model proposed the fact, not this ending
                 target_id=fact_id,
                 episode_ids=update.episode_ids,
                 cited=update.cited,
