@@ -15,6 +15,7 @@ from slowwave.models.consolidation import ConsolidatedFact, ConsolidationOutput,
 from slowwave.models.embedding import load_embedder
 from slowwave.models.embedding.base import Embedder
 from slowwave.models.llm.base import GenerationRequest, ModelAnswer, Purpose, StructuredModel
+from slowwave.models.llm.tokens import estimate_tokens
 from slowwave.models.second_look import MessageFact, SecondLookAnswer
 from slowwave.models.settings import Settings
 from tests.fix_episodes import KEYS_BY_LINE
@@ -142,7 +143,7 @@ class ScriptedModel:
             for pair, known, later in pairs
         ]
         text = ChangeJudgement(pairs=verdicts).model_dump_json()
-        return ModelAnswer(request.chunk_id, text, prompt_tokens=30, completion_tokens=10)
+        return _within_cap(request, text, prompt_tokens=30)
 
     def _looked(self, request: GenerationRequest) -> ModelAnswer:
         """A second look's messages: the facts ``second_look`` gives each message's text."""
@@ -152,10 +153,26 @@ class ScriptedModel:
             for text, category in self.second_look(message)
         ]
         text = SecondLookAnswer(facts=facts).model_dump_json()
-        return ModelAnswer(request.chunk_id, text, prompt_tokens=40, completion_tokens=10)
+        return _within_cap(request, text, prompt_tokens=40)
 
     def close(self) -> None:
         return None
+
+
+def _within_cap(request: GenerationRequest, text: str, *, prompt_tokens: int) -> ModelAnswer:
+    """``text`` as a runtime returns it under the request's own cap: cut off where its
+    (conservatively counted) tokens pass it."""
+    used = estimate_tokens(text)
+    if request.max_tokens is not None and used > request.max_tokens:
+        cut = text[: request.max_tokens]
+        return ModelAnswer(
+            request.chunk_id,
+            cut,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=request.max_tokens,
+            truncated=True,
+        )
+    return ModelAnswer(request.chunk_id, text, prompt_tokens=prompt_tokens, completion_tokens=10)
 
 
 def _swapped(known: str, later: str) -> str:

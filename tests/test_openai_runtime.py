@@ -6,6 +6,7 @@ import json
 import re
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -249,3 +250,21 @@ def test_every_character_a_string_may_hold_in_the_llamacpp_grammar_is_one_json_a
     answer = '{"facts":[{"fact":"Dana moved\nto Manchester."}]}'
     with pytest.raises(MalformedAnswer, match="control character"):
         parse_answer(answer)
+
+
+def test_a_request_with_its_own_cap_is_sent_with_it_and_never_above_the_runtimes(
+    endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(Endpoint, "failures", 0)
+    model = OpenAICompatibleModel(endpoint, "m", max_tokens=1024)
+    answers = model.generate(
+        [
+            _request("plain"),
+            replace(_request("short"), max_tokens=96),
+            replace(_request("long"), max_tokens=5000),
+        ]
+    )
+    model.close()
+    assert [a.error for a in answers] == [None] * 3
+    sent = {b["messages"][1]["content"]: b["max_tokens"] for b in Endpoint.bodies}
+    assert sent == {"episodes of plain": 1024, "episodes of short": 96, "episodes of long": 1024}

@@ -143,6 +143,10 @@ def test_a_change_the_answer_passed_over_is_found_by_the_second_look_and_ends_th
     assert summary.changes_found == summary.facts_updated == 1
     logged = next(d for d in decisions(conn) if d["proposed_fact"] == manchester)
     assert logged["action"] == "update" and "second look" in logged["reason"]
+    # both short answers were asked with a cap of their own, far below the runtime's
+    capped = {r.purpose: r.max_tokens for r in model.requests if r.max_tokens is not None}
+    assert set(capped) == {Purpose.second_look, Purpose.change}
+    assert all(cap < one.llm.max_tokens // 2 for cap in capped.values())
 
 
 @pytest.mark.slow

@@ -21,6 +21,7 @@ from slowwave.models.llm.base import (
     StructuredModel,
     generate_watched,
 )
+from slowwave.models.llm.tokens import answer_cap
 from slowwave.models.plan import PlannedAction
 from slowwave.models.run import RunSummary
 from slowwave.tasks.decide import ended_targets
@@ -71,8 +72,9 @@ def ask_by_chunk(
             chunk_id=f"{prepared[c].plan.chunk_id}:{purpose.value}:{n}",
             purpose=purpose,
             system=system,
-            user=render(prepared[c], shown),
+            user=(user := render(prepared[c], shown)),
             json_schema=schema(len(shown)),
+            max_tokens=answer_cap(user, len(shown)),
         )
         for n, (c, shown) in enumerate(asked)
     ]

@@ -42,6 +42,7 @@ from slowwave.models.consolidation import (
 from slowwave.models.episode import Episode, Message
 from slowwave.models.fact import Fact
 from slowwave.models.llm.base import GenerationRequest, Purpose, StructuredModel, generate_watched
+from slowwave.models.llm.tokens import answer_cap
 from slowwave.models.plan import PlannedAction, Rejection, renumber_references
 from slowwave.models.run import RunSummary
 from slowwave.models.second_look import (
@@ -178,13 +179,15 @@ def second_look(
         known = [f.fact for f in item.facts]  # stored facts: how a role's person is named
         shown = [_shown(u, item.visible, known) for u in messages]
         looks.append(Look(c, messages, shown))
+        user = render_second_look_prompt(shown)
         requests.append(
             GenerationRequest(
                 chunk_id=f"{item.plan.chunk_id}:{Purpose.second_look.value}",
                 purpose=Purpose.second_look,
                 system=SECOND_LOOK_SYSTEM_PROMPT,
-                user=render_second_look_prompt(shown),
+                user=user,
                 json_schema=SecondLookAnswer.response_schema(len(shown)),
+                max_tokens=answer_cap(user, len(shown)),
             )
         )
     if not requests:

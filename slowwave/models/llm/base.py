@@ -44,6 +44,14 @@ class GenerationRequest:
     system: str
     user: str
     json_schema: dict[str, Any]
+    # the most tokens this answer may take, below the runtime's own ``max_tokens``; None: the
+    # runtime's. A short answer's cap (``answer_cap``) stops a model that repeats itself early
+    max_tokens: int | None = None
+
+    def answer_limit(self, runtime_max: int) -> int:
+        """The completion tokens this request may take on a runtime whose cap is
+        ``runtime_max``."""
+        return runtime_max if self.max_tokens is None else min(self.max_tokens, runtime_max)
 
 
 @dataclass(frozen=True)

@@ -195,7 +195,7 @@ class OpenAICompatibleModel:
                 {"role": "system", "content": request.system},
                 {"role": "user", "content": request.user},
             ],
-            "max_tokens": self.max_tokens,
+            "max_tokens": request.answer_limit(self.max_tokens),
             "temperature": self.temperature,
             **constraint,
         }

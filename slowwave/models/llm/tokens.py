@@ -47,6 +47,21 @@ def estimate_tokens(text: str) -> int:
     return single + -(-(ascii_chars - single) // 3) + non_ascii_tokens
 
 
+# JSON around each item an answer gives ({"pair":"P1","now":"..."}, a category, a message id)
+# and around the answer itself
+ANSWER_ITEM_TOKENS = 64
+ANSWER_TOKENS = 64
+
+
+def answer_cap(shown: str, items: int) -> int:
+    """The completion tokens an answer that restates what ``shown`` says, item by item
+    (``items`` pairs or messages asked about), can need: twice the conservative estimate of
+    ``shown`` (several facts from one message restate it with a name each) and room for each
+    item's JSON. A model that repeats itself stops here instead of at the runtime's cap: a
+    change check's answer is one sentence, not 1,024 tokens."""
+    return 2 * estimate_tokens(shown) + ANSWER_ITEM_TOKENS * items + ANSWER_TOKENS
+
+
 def average_tokens(text: str) -> int:
     """A model-agnostic average, about four characters a token, for the budgets a reader sets:
     ``context``'s facts and a profile's length. Not for prompts, which ``estimate_tokens``

@@ -106,13 +106,13 @@ class VLLMEngine:
             raise
         self._tokenizer = self._llm.get_tokenizer()
 
-    def _sampling(self, schema: dict[str, Any]) -> Any:
+    def _sampling(self, schema: dict[str, Any], max_tokens: int) -> Any:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
         return SamplingParams(
             structured_outputs=StructuredOutputsParams(json=schema),
-            max_tokens=self.options.max_tokens,
+            max_tokens=max_tokens,
             temperature=self.options.temperature,
             repetition_penalty=self.options.repetition_penalty,
             output_kind=RequestOutputKind.FINAL_ONLY,
@@ -157,7 +157,7 @@ class VLLMEngine:
         try:
             async for output in self._llm.generate(
                 engine_input,
-                self._sampling(request.json_schema),
+                self._sampling(request.json_schema, request.answer_limit(self.options.max_tokens)),
                 request_id=f"{request.chunk_id}-{next(self._ids)}",
             ):
                 final = output
