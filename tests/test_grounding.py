@@ -7,6 +7,7 @@ import psycopg
 import pytest
 
 from slowwave.models.embedding.base import Embedder
+from slowwave.models.episode import Message
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
@@ -514,3 +515,29 @@ def test_an_image_caption_copied_from_a_message_is_not_written(
     )
     consolidate(db, model, embedder, with_settings(settings, episode_threshold=1))
     assert set(active(conn, "i")) == {"Jon is turning his love of dance into a business."}
+
+
+@pytest.mark.slow
+def test_a_fact_about_what_only_the_assistant_names_is_its_advice_and_is_refused(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    # LongMemEval: the default model copied an assistant's product suggestions as facts
+    episode = make_episode("u", "pets", "Hi, I'm Dana. Any ideas to keep Max busy?", at(2023, 5, 2))
+    episode.messages.append(
+        Message(
+            speaker="assistant",
+            text="Hi Dana! The Furbo Dog Camera lets you check on Max; Kong toys help too.",
+        )
+    )
+    add(conn, episode)
+    suggested = "Furbo Dog Camera lets Dana check on Max while away."
+    kept = ("Dana has a dog named Max.", "Max needs ideas to keep busy.")
+    model = ScriptedModel(
+        {"pets": lambda r: answer(fact(suggested, "preference"), *(fact(f) for f in kept))}
+    )
+    consolidate(db, model, embedder, with_settings(settings, chunk_size=1, episode_threshold=1))
+
+    assert set(active(conn, "u")) == set(kept)  # Dana and Max are named by the one who speaks
+    (refused,) = [d for d in decisions(conn) if d["action"] == "rejected"]
+    assert refused["proposed_fact"] == suggested
+    assert "named by no one but the assistant" in refused["reason"]

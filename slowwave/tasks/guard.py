@@ -17,7 +17,8 @@
   is crucial ..."), a person's name or a chat's ``user``, one that opens as a reply does ("Yes,
   ...", "Sorry to hear ..."), and an answer's markdown ("**MCU Films**: ..."): an assistant's
   advice is no fact about the user. Of LoCoMo's 1,755 gold observations these refuse 3 and
-  cut 2.
+  cut 2. So is a fact about what only an assistant names ("Furbo Dog Camera lets the user
+  ...": its subject in no person's message and no fact shown, ``agents_words``).
 - Grounded: names, numbers, dates, email addresses and URLs of a fact to be written must occur
   in the chunk's messages or the facts shown (``tasks.grounding``, ``SLOWWAVE_GROUNDING``);
   an item that fails is refused with the span, counted apart in the run's summary.
@@ -39,6 +40,7 @@ from uuid import UUID
 
 from slowwave.models.category import Category
 from slowwave.models.consolidation import (
+    AGENT_ROLES,
     MAX_FACT_CHARS,
     MAX_FACTS_PER_ANSWER,
     MAX_KEYWORD_CHARS,
@@ -242,6 +244,7 @@ def guard(
     writer_of: dict[int, int] = {}  # answer item number (N-id) → index in ``actions``
     speakers = {m.speaker for e in episodes for m in e.messages}  # whom a slot may name
     known_sentences = [f.fact for f in shown]  # stored facts: how a role's person is named
+    people_said, agents_said = _said_by_role(episodes, known_sentences)
     # each item's sentences, its first restated about its speaker where it said "I" (restate)
     stated = [_stated(item, episodes, known_sentences) for item in output.facts]
     if speaker_check is not None:  # every item's statement embedded in one batch
@@ -308,7 +311,9 @@ def guard(
             planned.proposed_fact = restated.proposed  # the decision log keeps the model's
             planned.add_reason("restated in the third person: the model wrote its speaker's words")
         if planned.writes_fact:
-            problem = _fact_problem(item, planned.fact or "", speakers)
+            problem = _fact_problem(item, planned.fact or "", speakers) or agents_words(
+                planned.fact or "", people_said, agents_said
+            )
             span = None if problem else sources.ungrounded(planned.fact or "")
             given_to: tuple[str, str] | None = None
             if span is not None:
@@ -412,6 +417,34 @@ def _fact_problem(item: ConsolidatedFact, fact: str, speakers: set[str]) -> str 
     if copied_from_example(item.fact):
         return "copied from the prompt's example answer"
     return degenerate_reason(fact) or not_self_contained(fact) or exclaimed(fact, speakers)
+
+
+def _said_by_role(episodes: Sequence[Episode], known: Sequence[str]) -> tuple[str, str]:
+    """What the chunk's people say (their names, their messages, and the facts shown), and
+    what its agents say (``AGENT_ROLES``), each as one text."""
+    people: list[str] = [*known]
+    agents: list[str] = []
+    for message in (m for e in episodes for m in e.messages):
+        if message.speaker.strip().lower() in AGENT_ROLES:
+            agents.append(message.text)
+        else:
+            people += [message.speaker, message.text]
+    return "\n".join(people), "\n".join(agents)
+
+
+def agents_words(fact: str, people_said: str, agents_said: str) -> str | None:
+    """Why ``fact``, about a thing only an agent names (its subject is in an assistant's
+    messages of the chunk and in no person's message nor fact shown: "Matsumoto is a
+    wonderful base for exploring the Japanese Alps.", "Nagano is relatively easy to reach from
+    Tokyo."), is the assistant's advice copied as a fact, or None. ``people_said``: the
+    chunk's messages of people and the facts shown; ``agents_said``: its agents' messages."""
+    subject = subject_name(fact)
+    if subject is None or subject == "The user":
+        return None
+    named = re.compile(rf"\b{re.escape(subject)}\b", re.I)
+    if named.search(people_said) or not named.search(agents_said):
+        return None
+    return f"an assistant's words, not a fact: {subject} is named by no one but the assistant"
 
 
 def exclaimed(fact: str, speakers: Iterable[str]) -> str | None:
