@@ -188,6 +188,48 @@ def test_a_count_a_message_states_again_ends_the_known_count_without_asking_the_
     assert "without the model" in logged["reason"]
 
 
+@pytest.mark.slow
+def test_a_count_said_again_in_a_message_an_item_covers_without_the_number_still_ends_the_old(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    # LongMemEval: the later answer wrote the message's beans and French press, not its ratio
+    one = with_settings(settings, chunk_size=1, episode_threshold=1, grounding="names")
+    later = make_episode(
+        "coffee",
+        "c2",
+        "I'm excited to use my new beans in my French press - I've got my ratio down to a "
+        "science: 1 tablespoon of coffee for every 5 ounces of water.",
+        at(2023, 6, 30),
+    )
+    add(
+        conn,
+        make_episode(
+            "coffee",
+            "c1",
+            "In my French press, 1 tablespoon of coffee for every 6 ounces of water is perfect.",
+            at(2023, 2, 11),
+        ),
+        later,
+    )
+    six = "The user uses 1 tablespoon of coffee for every 6 ounces of water in their French press."
+    beans = "The user is excited to use their new beans in their French press."
+    model = ScriptedModel(
+        {
+            "c1": lambda r: answer(fact(six, "preference")),
+            "c2": lambda r: answer(fact(beans, "preference")),
+        },
+        second_look=lambda text: [],
+    )
+    consolidate(db, model, embedder, one)
+
+    now = active(conn, "coffee")
+    (five,) = [f for f in now if "5 ounces" in f]
+    assert set(now) == {five, beans}
+    ended = next(f for f in facts(conn, "coffee") if f["fact"] == six)
+    assert now[five]["supersedes_id"] == ended["id"]
+    assert ended["invalid_at"] == now[five]["valid_at"] == later.end_at
+
+
 def test_the_old_count_written_again_beside_a_count_said_again_is_refused_not_left_active(
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
 ) -> None:

@@ -40,7 +40,7 @@ from slowwave.models.consolidation import (
     keywords_of,
 )
 from slowwave.models.episode import Episode, Message
-from slowwave.models.fact import Fact
+from slowwave.models.fact import Fact, numbers_in
 from slowwave.models.llm.base import GenerationRequest, Purpose, StructuredModel, generate_watched
 from slowwave.models.llm.tokens import answer_cap
 from slowwave.models.plan import PlannedAction, Rejection, renumber_references
@@ -101,16 +101,23 @@ def uncovered_messages(
 
 
 def _uncovered(
-    episodes: Sequence[Episode], actions: Sequence[PlannedAction]
+    episodes: Sequence[Episode], actions: Sequence[PlannedAction], *, numbers: bool = False
 ) -> Iterator[tuple[int, Message, Message | None, list[tuple[str, set[str]]]]]:
     """Each person's message with statements no item of ``actions`` covers, in order: its
-    episode's index, the message, the one just before it, and those statements."""
-    stated = [content_words(a.fact) for a in actions if a.fact]
+    episode's index, the message, the one just before it, and those statements. ``numbers``:
+    an item covers a statement only if it also states every number the statement does (the
+    answer wrote "excited to use their new beans in their French press" of a message that
+    also said "1 tablespoon of coffee for every 5 ounces of water")."""
+    stated = [(content_words(a.fact), numbers_in(a.fact)) for a in actions if a.fact]
     for e, episode in enumerate(episodes):
         before: Message | None = None
         for message in episode.messages:
             if message.speaker.strip().lower() not in AGENT_ROLES:
-                left = [s for s in statements(message.text) if not _covered(s[1], stated)]
+                left = [
+                    (sentence, words)
+                    for sentence, words in statements(message.text)
+                    if not _covered(words, numbers_in(sentence) if numbers else frozenset(), stated)
+                ]
                 if left:
                     yield e, message, before, left
             before = message
@@ -137,9 +144,11 @@ def _asks(sentence: str) -> bool:
     return first in _QUESTION_OPENS
 
 
-def _covered(words: set[str], stated: Sequence[set[str]]) -> bool:
+def _covered(
+    words: set[str], numbers: frozenset[str], stated: Sequence[tuple[set[str], frozenset[str]]]
+) -> bool:
     need = min(COVERED_SHARE * len(words), COVERED_WORDS)
-    return any(len(words & fact) >= need for fact in stated)
+    return any(len(words & fact) >= need and numbers <= said for fact, said in stated)
 
 
 @dataclass(frozen=True)
@@ -223,7 +232,7 @@ def counted_again(item: OpenChunk, actions: Sequence[PlannedAction]) -> list[Con
     names = [f.fact for f in item.facts]
     items: list[ConsolidatedFact] = []
     taken: set[str] = set()
-    for e, message, _, left in _uncovered(item.visible, actions):
+    for e, message, _, left in _uncovered(item.visible, actions, numbers=True):
         person = person_named(message.speaker, item.visible, names) or message.speaker
         for sentence, _ in left:
             restated = restate(sentence, person)
