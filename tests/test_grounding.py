@@ -336,6 +336,13 @@ def test_an_answers_markdown_copied_as_a_fact_is_not_a_sentence(item: str) -> No
     assert (degenerate_reason(item) or "").startswith("degenerate fact: markdown")
 
 
+def test_an_answers_heading_copied_as_a_fact_is_not_a_sentence() -> None:
+    # LongMemEval: the default model copied an assistant's headings
+    for heading in ("New Nike Running Shoe Models:", "Types of External Hard Drives: "):
+        assert (degenerate_reason(heading) or "").startswith("degenerate fact: a heading")
+    assert degenerate_reason("Nike has been the user's favourite brand for running shoes.") is None
+
+
 def test_a_fact_copied_from_a_message_shown_cut_short_is_refused() -> None:
     """The second look shows a long message cut, ending "[…]"; the model copied the cut."""
     copied = "The user will have the opportunity to meet the shelter's volunteers […]"

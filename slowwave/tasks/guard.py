@@ -15,7 +15,8 @@
   never resolves ("Dana loves it.") is refused: read alone, as search returns it, it says
   little; so is one that names no one ("Being a mom is awesome.", "Warming up before tennis
   is crucial ..."), a person's name or a chat's ``user``, one that opens as a reply does ("Yes,
-  ...", "Sorry to hear ..."), and an answer's markdown ("**MCU Films**: ..."): an assistant's
+  ...", "Sorry to hear ..."), and an answer's markdown ("**MCU Films**: ...") or heading
+  ("New Nike Running Shoe Models:"): an assistant's
   advice is no fact about the user. Of LoCoMo's 1,755 gold observations these refuse 3 and
   cut 2. So is a fact about what only an assistant names ("Furbo Dog Camera lets the user
   ...": its subject in no person's message and no fact shown, ``agents_words``).
@@ -139,6 +140,8 @@ def degenerate_reason(fact: str) -> str | None:
         return "degenerate fact: mostly symbols and digits, not a sentence"
     if _MARKDOWN.search(fact):
         return "degenerate fact: markdown (a list item or emphasis), an answer's formatting"
+    if fact.rstrip().endswith(":"):  # "New Nike Running Shoe Models:" (none of LoCoMo's)
+        return "degenerate fact: a heading (it ends with a colon), an answer's formatting"
     if CUT_MARK in fact:
         return f"degenerate fact: copied from a message shown cut short ({CUT_MARK})"
     tokens = [w.lower() for w in re.split(r"[\W_]+", fact) if w]
