@@ -217,7 +217,8 @@ def second_look(
 
 
 def counted_again(item: OpenChunk, actions: Sequence[PlannedAction]) -> list[ConsolidatedFact]:
-    """The statements of a person's messages that no item covers and that count again, with
+    """The statements of a person's messages that no item covers with their numbers (an item
+    that shares their words but not their count leaves them open) and that count again, with
     another number, what a related fact about that person counts ("I've attended five sessions
     now" beside "The user attended three sessions of the bereavement support group."), each
     restated in the third person as the ``update`` of that fact, citing its episode, without
