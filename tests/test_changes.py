@@ -40,7 +40,7 @@ def test_numbers_are_read_in_digits_and_words_alike() -> None:
     assert not other_numbers(FIVE, "The user attends a bereavement support group.")
 
 
-def _two_sessions(
+def two_sessions(
     db: Database,
     conn: psycopg.Connection,
     embedder: Embedder,
@@ -77,7 +77,7 @@ def test_a_new_fact_alike_but_for_its_number_ends_the_old_value_without_asking_t
     settings: Settings,
 ) -> None:
     # the default model copied "three sessions" back: what it would say is not asked
-    summary, model = _two_sessions(
+    summary, model = two_sessions(
         db,
         conn,
         embedder,
@@ -112,7 +112,7 @@ def test_a_new_number_in_other_words_is_asked_about_and_ends_the_old_value_or_st
     # another time for the same race: a new result, or one more beside the first
     old = "The user ran a charity 5K in 27:12 at the park."
     new = "The user ran the charity 5K again in 25:50 this spring."
-    summary, model = _two_sessions(
+    summary, model = two_sessions(
         db,
         conn,
         embedder,
@@ -139,7 +139,7 @@ def test_a_best_beaten_in_other_words_ends_the_old_best_without_asking_the_model
 ) -> None:
     old = "The user ran a charity 5K in 27:12, a personal best."
     new = "The user set a new personal best in the charity 5K: 25:50."
-    summary, model = _two_sessions(
+    summary, model = two_sessions(
         db,
         conn,
         embedder,
@@ -277,7 +277,7 @@ def test_a_new_fact_counting_again_what_a_known_fact_counts_ends_it_without_aski
     embedder: Embedder,
     settings: Settings,
 ) -> None:
-    summary, model = _two_sessions(
+    summary, model = two_sessions(
         db,
         conn,
         embedder,

@@ -28,6 +28,7 @@ from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.second_look import about_the_speaker, uncovered_messages
 from tests.fix_episodes import active, add, at, decisions, facts, make_episode, with_settings
 from tests.fix_models import ScriptedModel, fact
+from tests.test_changes import two_sessions
 from tests.test_consolidation import answer
 
 MOVE = "Big news: I'm moving to Manchester in July for a new job at a college."
@@ -193,41 +194,28 @@ def test_a_count_said_again_in_a_message_an_item_covers_without_the_number_still
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
 ) -> None:
     # LongMemEval: the later answer wrote the message's beans and French press, not its ratio
-    one = with_settings(settings, chunk_size=1, episode_threshold=1, grounding="names")
-    later = make_episode(
-        "coffee",
-        "c2",
-        "I'm excited to use my new beans in my French press - I've got my ratio down to a "
-        "science: 1 tablespoon of coffee for every 5 ounces of water.",
-        at(2023, 6, 30),
-    )
-    add(
-        conn,
-        make_episode(
-            "coffee",
-            "c1",
-            "In my French press, 1 tablespoon of coffee for every 6 ounces of water is perfect.",
-            at(2023, 2, 11),
-        ),
-        later,
-    )
     six = "The user uses 1 tablespoon of coffee for every 6 ounces of water in their French press."
     beans = "The user is excited to use their new beans in their French press."
-    model = ScriptedModel(
-        {
-            "c1": lambda r: answer(fact(six, "preference")),
-            "c2": lambda r: answer(fact(beans, "preference")),
-        },
-        second_look=lambda text: [],
+    two_sessions(
+        db,
+        conn,
+        embedder,
+        settings,
+        (
+            "In my French press, 1 tablespoon of coffee for every 6 ounces of water is perfect.",
+            "I'm excited to use my new beans in my French press - I've got my ratio down to a "
+            "science: 1 tablespoon of coffee for every 5 ounces of water.",
+        ),
+        (six, beans),
+        out_of_date=False,
     )
-    consolidate(db, model, embedder, one)
 
-    now = active(conn, "coffee")
+    now = active(conn, "u")
     (five,) = [f for f in now if "5 ounces" in f]
     assert set(now) == {five, beans}
-    ended = next(f for f in facts(conn, "coffee") if f["fact"] == six)
+    ended = next(f for f in facts(conn, "u") if f["fact"] == six)
     assert now[five]["supersedes_id"] == ended["id"]
-    assert ended["invalid_at"] == now[five]["valid_at"] == later.end_at
+    assert ended["invalid_at"] == now[five]["valid_at"] == at(2023, 5, 20)
 
 
 def test_the_old_count_written_again_beside_a_count_said_again_is_refused_not_left_active(
