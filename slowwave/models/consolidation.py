@@ -147,6 +147,11 @@ _FIRST_PERSON = frozenset({"i", "me", "my", "myself", "user", "the_user", "speak
 AGENT_ROLES = frozenset({"assistant", "agent", "ai", "bot", "system", "tool"})
 
 
+def said_by_agent(message: Message) -> bool:
+    """Whether an agent's role (``AGENT_ROLES``), not a person, said ``message``."""
+    return message.speaker.strip().lower() in AGENT_ROLES
+
+
 def _slot_part(text: str) -> str:
     return "_".join(text.lower().split())
 
@@ -337,7 +342,7 @@ def render_message_line(message: Message) -> str:
     """One message as the prompt shows it: an agent's cut to ``AGENT_MESSAGE_CHARS``, its
     quotes typographic (``curly_quotes``)."""
     text = curly_quotes(message.text)
-    if len(text) > AGENT_MESSAGE_CHARS and message.speaker.strip().lower() in AGENT_ROLES:
+    if len(text) > AGENT_MESSAGE_CHARS and said_by_agent(message):
         text = text[:AGENT_MESSAGE_CHARS].rstrip() + " […]"
     return f"{message.speaker}: {text}"
 

@@ -41,7 +41,6 @@ from uuid import UUID
 
 from slowwave.models.category import Category
 from slowwave.models.consolidation import (
-    AGENT_ROLES,
     MAX_FACT_CHARS,
     MAX_FACTS_PER_ANSWER,
     MAX_KEYWORD_CHARS,
@@ -54,6 +53,7 @@ from slowwave.models.consolidation import (
     episode_short_id,
     fact_short_id,
     normalize_slot,
+    said_by_agent,
 )
 from slowwave.models.episode import Episode
 from slowwave.models.fact import Fact
@@ -428,7 +428,7 @@ def _said_by_role(episodes: Sequence[Episode], known: Sequence[str]) -> tuple[st
     people: list[str] = [*known]
     agents: list[str] = []
     for message in (m for e in episodes for m in e.messages):
-        if message.speaker.strip().lower() in AGENT_ROLES:
+        if said_by_agent(message):
             agents.append(message.text)
         else:
             people += [message.speaker, message.text]

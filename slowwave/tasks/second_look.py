@@ -31,13 +31,13 @@ from pydantic import ValidationError
 from slowwave.models.change import count_changed, counts
 from slowwave.models.chunk import OpenChunk
 from slowwave.models.consolidation import (
-    AGENT_ROLES,
     ConsolidatedFact,
     ConsolidationOutput,
     FactAction,
     episode_short_id,
     fact_short_id,
     keywords_of,
+    said_by_agent,
 )
 from slowwave.models.episode import Episode, Message
 from slowwave.models.fact import Fact, numbers_in
@@ -112,7 +112,7 @@ def _uncovered(
     for e, episode in enumerate(episodes):
         before: Message | None = None
         for message in episode.messages:
-            if message.speaker.strip().lower() not in AGENT_ROLES:
+            if not said_by_agent(message):
                 left = [
                     (sentence, words)
                     for sentence, words in statements(message.text)
