@@ -83,6 +83,23 @@ def test_a_statement_passed_over_in_a_covered_message_is_looked_at_again() -> No
     assert uncovered_messages([episode], written, 6) == []
 
 
+def test_a_question_that_opens_with_a_contraction_is_not_looked_at_again() -> None:
+    """LongMemEval's playlist question: the message opens by asking ("What's a good ...?") and
+    states the answer after it; only the statement is shown."""
+    playlist = (
+        "Also, by the way, I've been listening to a playlist I created on Spotify, called "
+        "Summer Vibes."
+    )
+    said = (
+        "What's a good music streaming service that can help me discover new artists? "
+        + playlist
+        + " Who's the best lo-fi artist on it, in your view?"
+    )
+    episode = make_episode("pat", "p1", said, at(2023, 5, 20))
+    (found,) = uncovered_messages([episode], [], 6)
+    assert found.statements == playlist
+
+
 def test_what_the_second_look_states_of_no_one_of_the_speakers_is_not_taken() -> None:
     """The message shown beside the speaker's (an assistant's, whose opening line the default
     model wrote as facts: "Podcasts are an excellent way to stay informed!") is not theirs."""

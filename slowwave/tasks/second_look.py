@@ -139,9 +139,13 @@ def statements(text: str) -> list[tuple[str, set[str]]]:
 def _asks(sentence: str) -> bool:
     if not sentence.endswith("?"):
         return False
-    words = re.findall(r"[a-z']+", sentence.lower())
+    words = re.findall(r"[a-z]+(?:['’][a-z]+)?", sentence.lower())
     first = next((w for w in words if w not in _OPENERS), "")
-    return first in _QUESTION_OPENS
+    # "what's", "who's", "don't", "can't": a question word with a contraction on it
+    first = first.replace("’", "'")
+    if first.endswith("n't"):
+        first = {"ca": "can", "wo": "will"}.get(first[:-3], first[:-3])
+    return first.partition("'")[0] in _QUESTION_OPENS
 
 
 def _covered(
