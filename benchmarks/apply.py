@@ -236,15 +236,16 @@ def seed_database(
     with connect(url) as conn:
         load_episodes(conn, (s.episode for s in sessions))
         run_id = start_run(conn, kind="benchmark").run_id
-        policy = ClaimPolicy(
-            threshold=1,
-            flashbulb=1.0,
+        claiming = settings.evolve(
+            episode_threshold=1,
+            flashbulb_surprise=1.0,
             due_after_s=0,
-            open_s=0,  # LoCoMo's sessions ended long ago: none is still open
-            lease_s=LEASE_S,
-            max_conversations=len(sessions),
+            segment_gap_s=0,  # LoCoMo's sessions ended long ago: none is still open
+            claim_lease_s=LEASE_S,
+            claim_max_conversations=len(sessions),
             chunk_size=8,
         )
+        policy = ClaimPolicy.of(claiming)
         facts = {s.episode.conversation_id: s.facts for s in sessions}
         plans = []
         for work in claim(conn, run_id, policy, everything=True):

@@ -280,7 +280,7 @@ def measure(how: str, source: Path, home: Path) -> dict[str, Any]:
         elif how in ("parquet_before", "parquet_pyarrow"):
             report = IngestReport(source=str(source), format="parquet")
             read = read_parquet_before if how == "parquet_before" else read_parquet_pyarrow
-            batches = read(source, policy.batch_rows, policy.max_message_chars)
+            batches = read(source, policy.ingest.batch_rows, policy.ingest.max_message_chars)
             # as it was, a group of conversations at a time; the other engine as the path is
             at_once = db if how == "parquet_pyarrow" else None
             with RejectsReport(None) as rejects, db.connection() as conn:
@@ -304,9 +304,9 @@ def measure(how: str, source: Path, home: Path) -> dict[str, Any]:
             with db.connection() as conn, conn.transaction():
                 conn.execute(sql.statement("ingest_stage"))
                 for number, batch in enumerate(
-                    pq.ParquetFile(source).iter_batches(batch_size=policy.batch_rows)
+                    pq.ParquetFile(source).iter_batches(batch_size=policy.ingest.batch_rows)
                 ):
-                    first = number * policy.batch_rows + 1
+                    first = number * policy.ingest.batch_rows + 1
                     table = pa.table(
                         {
                             "line": pa.array(range(first, first + batch.num_rows), pa.int64()),

@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -480,7 +479,8 @@ def test_a_run_plans_its_shards_from_a_count_and_claims_nothing_up_front(
     run = new_id()
     due = count_due(conn, run, ClaimPolicy.of(settings))
     assert (due.conversations, due.episodes) == (7, 21)
-    capped = count_due(conn, run, replace(ClaimPolicy.of(settings), max_conversations=5))
+    five = with_settings(settings, claim_max_conversations=5)
+    capped = count_due(conn, run, ClaimPolicy.of(five))
     assert capped.conversations == 5
     (claimed,) = conn.execute(
         "SELECT count(*) FROM episodic_memory WHERE claimed_by IS NOT NULL"

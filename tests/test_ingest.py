@@ -657,7 +657,7 @@ def test_a_ctrl_c_while_a_source_is_read_on_two_connections_leaves_nothing_half_
     assert policy.connections == 2
 
     def read_then_interrupted() -> Any:
-        batches = read_jsonl(source, 10, policy.max_message_chars, {})
+        batches = read_jsonl(source, 10, policy.ingest.max_message_chars, {})
         yield next(batches)
         yield next(batches)  # both connections have rows staged, uncommitted
         raise KeyboardInterrupt

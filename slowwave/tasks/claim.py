@@ -19,7 +19,7 @@ from psycopg.rows import dict_row
 from slowwave import sql
 from slowwave.models import faultpoints
 from slowwave.models.episode import Episode, Message
-from slowwave.models.settings import Settings
+from slowwave.models.settings import ConsolidationSettings, IngestSettings, Settings
 from slowwave.tasks.chunking import ChunkBudget, as_episodes, pack
 
 logger = logging.getLogger(__name__)
@@ -27,32 +27,24 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ClaimPolicy:
-    """What a claim takes and for how long (the nightly rule's thresholds, the lease)."""
+    """One run's view of what a claim takes and for how long: the consolidation group (the
+    nightly rule's thresholds, the lease, the cap a run takes, the chunk size) and ingest's
+    (an episode whose last message is younger than the segmentation gap is still open: its
+    conversation may go on in it, and no claim takes it yet)."""
 
-    threshold: int
-    flashbulb: float
-    due_after_s: int
-    # an episode whose last message is younger than this (the segmentation gap) is still open:
-    # its conversation may go on in it, and no claim takes it yet
-    open_s: int
-    lease_s: int
-    max_conversations: int
-    chunk_size: int
-    # a conversation with an episode that ended within this many seconds is still talking:
-    # not due (the soon deployment); None: every conversation may be
-    quiet_s: int | None = None
+    consolidation: ConsolidationSettings
+    ingest: IngestSettings
+    # only conversations with no episode that ended within the segmentation gap: the soon
+    # deployment's, which leaves a conversation that is still talking for later
+    quiet: bool = False
 
     @classmethod
-    def of(cls, settings: Settings) -> ClaimPolicy:
-        return cls(
-            threshold=settings.consolidation.episode_threshold,
-            flashbulb=settings.consolidation.flashbulb_surprise,
-            due_after_s=settings.consolidation.due_after_s,
-            open_s=settings.ingest.segment_gap_s,
-            lease_s=settings.consolidation.claim_lease_s,
-            max_conversations=settings.consolidation.claim_max_conversations,
-            chunk_size=settings.consolidation.chunk_size,
-        )
+    def of(cls, settings: Settings, *, quiet: bool = False) -> ClaimPolicy:
+        return cls(consolidation=settings.consolidation, ingest=settings.ingest, quiet=quiet)
+
+    @property
+    def open_s(self) -> int:
+        return self.ingest.segment_gap_s
 
 
 @dataclass
@@ -91,8 +83,10 @@ def claim(
     that names its conversations), not only those the nightly rule makes due. An episode an
     earlier part left half done resumes at its first pending message.
     """
-    budget = budget or ChunkBudget(policy.chunk_size)
-    cap = policy.max_conversations if max_conversations is None else max_conversations
+    budget = budget or ChunkBudget(policy.consolidation.chunk_size)
+    cap = max_conversations
+    if cap is None:
+        cap = policy.consolidation.claim_max_conversations
     rows = _claim_rows(conn, run_id, policy, conversations, everything, shard, cap)
     faultpoints.reached("claim.after", conn)
     by_conversation: dict[str, list[Episode]] = {}
@@ -281,14 +275,14 @@ def _params(
 ) -> dict[str, object]:
     return {
         "run_id": run_id,
-        "threshold": policy.threshold,
-        "flashbulb": policy.flashbulb,
-        "due_after_s": policy.due_after_s,
+        "threshold": policy.consolidation.episode_threshold,
+        "flashbulb": policy.consolidation.flashbulb_surprise,
+        "due_after_s": policy.consolidation.due_after_s,
         "open_s": policy.open_s,
-        "quiet_s": policy.quiet_s,
+        "quiet_s": policy.open_s if policy.quiet else None,
         "everything": everything,
-        "lease_s": policy.lease_s,
-        "max_conversations": policy.max_conversations,
+        "lease_s": policy.consolidation.claim_lease_s,
+        "max_conversations": policy.consolidation.claim_max_conversations,
         "conversations": list(conversations) if conversations is not None else None,
         "taken": [],
         "shard": 0,

@@ -263,8 +263,7 @@ def drive_run(
             settings, steps.model
         )  # inside: a budget that cannot work is recorded
         if kind == "soon":  # only conversations quiet for the segmentation gap
-            quiet = replace(policy.claim, quiet_s=settings.ingest.segment_gap_s)
-            policy = replace(policy, claim=quiet)
+            policy = replace(policy, claim=replace(policy.claim, quiet=True))
         steps.prepare(summary)
         scope = Scope.of(summary, conversations)
         close_named(db, summary, policy, scope)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from slowwave.models.settings import Settings
+from slowwave.models.settings import IngestSettings, Settings
 from slowwave.models.tenant import DEFAULT_TENANT, check_tenant
 
 # messages kept: from the first (``since``) up to, not including, the second (``until``)
@@ -19,13 +19,11 @@ Progress = Callable[[int], None]
 
 @dataclass(frozen=True)
 class IngestPolicy:
-    """The settings ingest uses: batches, limits, segmentation, and where reports go."""
+    """One ingest's view of the settings: the ingest group itself (batches, limits,
+    segmentation), where reports go, and what this call says of itself."""
 
+    ingest: IngestSettings
     home: Path
-    batch_rows: int
-    max_message_chars: int
-    segment_gap_s: int
-    segment_max_messages: int
     # a forgotten conversation's messages are refused unless the operator says otherwise
     allow_forgotten: bool = False
     # whose conversations the source's are (``models.tenant``)
@@ -39,11 +37,8 @@ class IngestPolicy:
         cls, settings: Settings, *, allow_forgotten: bool = False, tenant: str = DEFAULT_TENANT
     ) -> IngestPolicy:
         return cls(
+            ingest=settings.ingest,
             home=settings.home,
-            batch_rows=settings.ingest.batch_rows,
-            max_message_chars=settings.ingest.max_message_chars,
-            segment_gap_s=settings.ingest.segment_gap_s,
-            segment_max_messages=settings.ingest.segment_max_messages,
             allow_forgotten=allow_forgotten,
             tenant=check_tenant(tenant),
             connections=max(

@@ -31,7 +31,7 @@ def record(
     for line, message in enumerate(messages, start=1):
         batch.read += 1
         fields = {**message, "conversation_id": conversation_id}
-        row, reject = validate(fields, line, source, policy.max_message_chars)
+        row, reject = validate(fields, line, source, policy.ingest.max_message_chars)
         if row is not None:
             batch.rows.append(row)
         elif reject is not None:

@@ -163,8 +163,8 @@ def _segment(
     made = conn.execute(
         sql.statement("ingest_segment"),
         {
-            "gap_s": policy.segment_gap_s,
-            "max_messages": policy.segment_max_messages,
+            "gap_s": policy.ingest.segment_gap_s,
+            "max_messages": policy.ingest.segment_max_messages,
         },
     ).fetchone()
     episodes, messages, grown = made if made is not None else (0, 0, 0)

@@ -115,5 +115,6 @@ def _read(
 ) -> Iterator[Batch]:
     if fmt == "parquet" or fmt == "csv":
         source = ColumnarSource(str(path), fmt, mapping)
-        return read_columnar(source, policy.batch_rows, policy.max_message_chars, size)
-    return read_jsonl(path, policy.batch_rows, policy.max_message_chars, mapping)
+        limits = policy.ingest
+        return read_columnar(source, limits.batch_rows, limits.max_message_chars, size)
+    return read_jsonl(path, policy.ingest.batch_rows, policy.ingest.max_message_chars, mapping)
