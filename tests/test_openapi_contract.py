@@ -13,7 +13,7 @@ from pathlib import Path
 
 import jsonschema_rs
 import pytest
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError, constr
 
@@ -58,6 +58,9 @@ NO_NUL = _engines(NO_NUL_PATTERN)
 @example("\x85")  # whitespace to Python, not to ECMAScript's \s
 @example("\ufeff")  # the other way round
 @example("tab\tx")
+# what is checked is which values pass, never how fast: on a loaded machine a first call (the
+# patterns compiled) can pass Hypothesis's 200 ms deadline and fail the test as flaky
+@settings(deadline=None)
 def test_the_documented_patterns_accept_exactly_what_the_service_does(value: str) -> None:
     takes_id = conversation_problem(value) is None
     for where, accepts in CONVERSATION_ID:
