@@ -39,8 +39,8 @@ class ClaimPolicy:
     quiet: bool = False
 
     @classmethod
-    def of(cls, settings: Settings, *, quiet: bool = False) -> ClaimPolicy:
-        return cls(consolidation=settings.consolidation, ingest=settings.ingest, quiet=quiet)
+    def of(cls, settings: Settings) -> ClaimPolicy:
+        return cls(consolidation=settings.consolidation, ingest=settings.ingest)
 
     @property
     def open_s(self) -> int:

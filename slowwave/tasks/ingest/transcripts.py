@@ -113,8 +113,8 @@ def _ingest_file(
 def _read(
     path: SourceFile, fmt: Format, policy: IngestPolicy, mapping: Mapping[str, str], size: int
 ) -> Iterator[Batch]:
+    limits = policy.ingest
     if fmt == "parquet" or fmt == "csv":
         source = ColumnarSource(str(path), fmt, mapping)
-        limits = policy.ingest
         return read_columnar(source, limits.batch_rows, limits.max_message_chars, size)
-    return read_jsonl(path, policy.ingest.batch_rows, policy.ingest.max_message_chars, mapping)
+    return read_jsonl(path, limits.batch_rows, limits.max_message_chars, mapping)
