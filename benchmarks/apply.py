@@ -240,7 +240,6 @@ def seed_database(
             episode_threshold=1,
             flashbulb_surprise=1.0,
             due_after_s=0,
-            segment_gap_s=0,  # LoCoMo's sessions ended long ago: none is still open
             claim_lease_s=LEASE_S,
             claim_max_conversations=len(sessions),
             chunk_size=8,
