@@ -279,6 +279,41 @@ def test_the_old_count_written_again_beside_a_count_said_again_is_refused_not_le
 
 
 @pytest.mark.slow
+def test_a_statement_the_second_look_leaves_open_that_names_a_value_is_restated_without_it(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    """LongMemEval's way: shown the play, the small model writes the message before it again
+    under its label; the statement is the user's own, and names the play."""
+    one = with_settings(settings, chunk_size=1, episode_threshold=1, grounding="names")
+    episode = make_episode(
+        "u", "p1", "I went to a play at the community theater last week.", at(2023, 5, 20)
+    )
+    episode.messages += [
+        Message(speaker="assistant", text="How lovely! Which play was it?"),
+        Message(
+            speaker="user",
+            text="The play I attended was actually a production of The Glass Menagerie, have "
+            "you heard of it? I'll definitely check out some of those local theater groups.",
+        ),
+    ]
+    add(conn, episode)
+    model = ScriptedModel(
+        {"p1": lambda r: answer(fact("The user went to a play at the community theater."))},
+        second_look=lambda text: [
+            ("The user went to a play at the community theater.", "interest")
+        ],
+    )
+    summary = consolidate(db, model, embedder, one)
+
+    play = "The play the user attended was actually a production of The Glass Menagerie."
+    assert set(active(conn, "u")) == {"The user went to a play at the community theater.", play}
+    assert summary.second_look_restated == 1
+    (written,) = [d for d in decisions(conn) if d["proposed_fact"] == play]
+    assert written["action"] == "new"
+    assert active(conn, "u")[play]["valid_at"] == episode.end_at
+
+
+@pytest.mark.slow
 def test_with_the_second_look_off_the_passed_over_message_stays_unasked(
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
 ) -> None:

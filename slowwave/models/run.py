@@ -210,6 +210,12 @@ class RunSummary(BaseModel):
     second_look_facts: int = Field(
         default=0, description="Facts the second look stated, before the guard."
     )
+    second_look_restated: int = Field(
+        default=0,
+        description="Statements shown to the second look that its answer left open, each "
+        "naming a value in its speaker's first person: restated without the model, before "
+        "the guard.",
+    )
     gray_zone_pairs: int = Field(
         default=0, description="New facts near a known one, not duplicates: asked the model."
     )
@@ -328,8 +334,9 @@ class RunSummary(BaseModel):
                 f"{self.gray_zone_pairs}, {self.gray_zone_merges}, {self.gray_zone_unfaithful}",
             ),
             (
-                "second look: messages asked about, facts stated",
-                f"{self.second_look_messages}, {self.second_look_facts}",
+                "second look: messages asked about, facts stated, restated",
+                f"{self.second_look_messages}, {self.second_look_facts}, "
+                f"{self.second_look_restated}",
             ),
             (
                 "change check: pairs asked, known facts updated",

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from slowwave.models.category import Category
 from slowwave.models.change import count_changed, counts
 from slowwave.models.chunk import OpenChunk
 from slowwave.models.consolidation import (
@@ -54,7 +55,14 @@ from slowwave.models.second_look import (
 )
 from slowwave.models.settings import ConsolidationSettings
 from slowwave.tasks.grounding import names_in
-from slowwave.tasks.restate import content_words, person_named, restate, subject_name
+from slowwave.tasks.guard import not_self_contained, statements_of
+from slowwave.tasks.restate import (
+    content_words,
+    person_named,
+    restate,
+    subject_name,
+    without_request,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +90,11 @@ class Uncovered:
     episode: int
     message: Message
     reply_to: Message | None
-    statements: str = ""
+    sentences: tuple[str, ...] = ()
+
+    @property
+    def statements(self) -> str:
+        return " ".join(self.sentences)
 
 
 def uncovered_messages(
@@ -93,9 +105,8 @@ def uncovered_messages(
     for order, (e, message, before, left) in enumerate(_uncovered(episodes, actions)):
         answers = before is not None and before.speaker != message.speaker
         reply_to = before if answers else None
-        shown = " ".join(text for text, _ in left)
         words = sum(len(w) for _, w in left)
-        found.append((words, order, Uncovered(e, message, reply_to, shown)))
+        found.append((words, order, Uncovered(e, message, reply_to, tuple(t for t, _ in left))))
     chosen = sorted(found, key=lambda f: (-f[0], f[1]))[:limit]
     return [u for _, _, u in sorted(chosen, key=lambda f: f[1])]
 
@@ -209,15 +220,62 @@ def second_look(
     summary.second_look_messages += sum(len(look.messages) for look in looks)
     answers = generate_watched(model, requests)
     for look, answer in zip(looks, answers, strict=True):
-        chunks[look.chunk][0].plan.charge(answer)  # its chunk's cost
-        output = _items(look, answer.text, chunks[look.chunk][0].visible)
-        if output is not None and output.facts:
-            summary.second_look_facts += len(output.facts)
+        item = chunks[look.chunk][0]
+        item.plan.charge(answer)  # its chunk's cost
+        output = _items(look, answer.text, item.visible)
+        facts = output.facts if output is not None else []
+        kept = restated_left(look, facts, item.visible)
+        summary.second_look_facts += len(facts)
+        summary.second_look_restated += len(kept)
+        if facts or kept:
             earlier = found.get(look.chunk)
             found[look.chunk] = ConsolidationOutput(
-                facts=(earlier.facts if earlier is not None else []) + output.facts
+                facts=(earlier.facts if earlier is not None else []) + facts + kept
             )
     return found
+
+
+def restated_left(
+    look: Look, answered: Sequence[ConsolidatedFact], episodes: Sequence[Episode]
+) -> list[ConsolidatedFact]:
+    """The statements shown to the second look that its answer still leaves open and that
+    name a value (a number, or a name that is no speaker's), each in its speaker's own first
+    person: restated in the third person without the model (``tasks.restate``), as a ``new``
+    fact citing the message's episode. The small model often writes one message's fact under
+    another's label, copies the message whole (the guard keeps a fact's first sentence), or
+    leaves out the clause a later question asks about: "The play I attended was actually a
+    production of The Glass Menagerie, have you heard of it?" is, said by the user, "The play
+    the user attended was actually a production of The Glass Menagerie." An answer that
+    cannot be read leaves every shown statement open. What no rule rewrites ("we", "myself")
+    and what names nothing of its own ("I'll check out some of these channels") stay unsaid."""
+    first = [statements_of(f.fact)[0] for f in answered]
+    stated = [(content_words(s), numbers_in(s)) for s in first]
+    speakers = {m.speaker.lower() for e in episodes for m in e.messages}
+    items: list[ConsolidatedFact] = []
+    for uncovered, shown in zip(look.messages, look.shown, strict=True):
+        person = shown.person
+        own = {part.lower() for part in person.split()} | speakers
+        for sentence in uncovered.sentences:
+            numbers = numbers_in(sentence)
+            if _covered(content_words(sentence), numbers, stated):
+                continue
+            restated = restate(without_request(sentence), person)
+            if restated is None or not_self_contained(restated) is not None:
+                continue
+            named = [n for n in names_in(restated) if n.lower().removesuffix("'s") not in own]
+            if not numbers and not named:
+                continue
+            items.append(
+                ConsolidatedFact(
+                    fact=restated,
+                    category=Category.experience.value,
+                    keywords=keywords_of(restated, person),
+                    episodes=[episode_short_id(uncovered.episode)],
+                    action=FactAction.new,
+                )
+            )
+            stated.append((content_words(restated), numbers_in(restated)))
+    return items
 
 
 def counted_again(item: OpenChunk, actions: Sequence[PlannedAction]) -> list[ConsolidatedFact]:
