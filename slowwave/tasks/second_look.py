@@ -78,6 +78,8 @@ _QUESTION_OPENS = frozenset(
     had what how where when why which who whom whose any anything""".split()  # noqa: SIM905
 )
 _USER = re.compile(r"\busers?\b", re.I)
+# said to the other speaker ("... the photo you sent"): no fact about the person alone
+_ADDRESSED = re.compile(r"\b(?:you|your|yours|yourself)\b", re.I)
 _OPENERS = frozenset("also and but so anyway oh well ok okay btw by the way now then".split())  # noqa: SIM905
 
 
@@ -247,7 +249,8 @@ def restated_left(
     production of The Glass Menagerie, have you heard of it?" is, said by the user, "The play
     the user attended was actually a production of The Glass Menagerie." An answer that
     cannot be read leaves every shown statement open. What no rule rewrites ("we", "myself")
-    and what names nothing of its own ("I'll check out some of these channels") stay unsaid."""
+    what names nothing of its own ("I'll check out some of these channels") and what is said
+    to the other speaker ("I loved the photo you sent") stay unsaid."""
     first = [statements_of(f.fact)[0] for f in answered]
     stated = [(content_words(s), numbers_in(s)) for s in first]
     speakers = {m.speaker.lower() for e in episodes for m in e.messages}
@@ -260,7 +263,7 @@ def restated_left(
             if _covered(content_words(sentence), numbers, stated):
                 continue
             restated = restate(without_request(sentence), person)
-            if restated is None or not_self_contained(restated) is not None:
+            if restated is None or not_self_contained(restated) or _ADDRESSED.search(restated):
                 continue
             named = [n for n in names_in(restated) if n.lower().removesuffix("'s") not in own]
             if not numbers and not named:
