@@ -294,7 +294,8 @@ def test_a_statement_the_second_look_leaves_open_that_names_a_value_is_restated_
             speaker="user",
             text="The play I attended was actually a production of The Glass Menagerie, have "
             "you heard of it? I'll definitely check out some of those local theater groups. "
-            "I still have the Tennessee Williams book you lent me last year.",
+            "I still have the Tennessee Williams book you lent me last year. Maybe I can "
+            "find another good play again soon.",
         ),
     ]
     add(conn, episode)

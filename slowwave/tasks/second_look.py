@@ -265,7 +265,10 @@ def restated_left(
             restated = restate(without_request(sentence), person)
             if restated is None or not_self_contained(restated) or _ADDRESSED.search(restated):
                 continue
-            named = [n for n in names_in(restated) if n.lower().removesuffix("'s") not in own]
+            # a name inside the sentence: its first word is capitalised whatever it is
+            # ("Maybe the user can find a similar deal again.")
+            inside = restated.split(None, 1)[1] if " " in restated else ""
+            named = [n for n in names_in(inside) if n.lower().removesuffix("'s") not in own]
             if not numbers and not named:
                 continue
             items.append(
