@@ -14,9 +14,10 @@ content words are shown, oldest first, each with the name the chunk's facts give
 like any item (grounding, restating, the speaker check) as a ``new`` fact citing the message's
 episode, and the change check then asks whether it ends a known fact about the same person: what
 a person says of a change in their life is the message a small model most often passes over.
-A count said again needs no model (``counted_again``): it is the ``update`` of the fact it
-counts again, and an item of the same answer that writes the old count once more is refused
-(``old_counts_dropped``).
+A statement shown that the answer still leaves open, in its speaker's first person and naming a
+value, is restated without the model (``restated_left``). A count said again needs no model
+(``counted_again``): it is the ``update`` of the fact it counts again, and an item of the same
+answer that writes the old count once more is refused (``old_counts_dropped``).
 """
 
 from __future__ import annotations
@@ -248,7 +249,7 @@ def restated_left(
     leaves out the clause a later question asks about: "The play I attended was actually a
     production of The Glass Menagerie, have you heard of it?" is, said by the user, "The play
     the user attended was actually a production of The Glass Menagerie." An answer that
-    cannot be read leaves every shown statement open. What no rule rewrites ("we", "myself")
+    cannot be read leaves every shown statement open. What no rule rewrites ("we", "myself"),
     what names nothing of its own ("I'll check out some of these channels") and what is said
     to the other speaker ("I loved the photo you sent") stay unsaid."""
     first = [statements_of(f.fact)[0] for f in answered]
