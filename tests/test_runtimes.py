@@ -156,7 +156,7 @@ def test_a_conversation_consolidates_end_to_end_on_cpu_vllm_with_tokens_recorded
     # what the model proposed is in the decision log, applied or refused with a reason (two
     # reinforcements of one fact are logged once); how much a 135M model proposes is the
     # extraction benchmark's to measure, not this test's
-    looked = summary.second_look_facts
+    looked = summary.second_look_facts + summary.second_look_restated
     assert decided[0] <= len(items) + looked and (decided[0] > 0) == bool(items or looked)
     # and is dated in the episodes' event time, not today's
     assert (decided[1] is None or decided[1] <= at(2024, 3, 15)) and late_facts == (0,)

@@ -283,7 +283,8 @@ def test_a_statement_the_second_look_leaves_open_that_names_a_value_is_restated_
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
 ) -> None:
     """LongMemEval's way: shown the play, the small model writes the message before it again
-    under its label; the statement is the user's own, and names the play."""
+    under its label; the statement is the user's own, and names the play. A message the answer
+    states nothing of stays unsaid."""
     one = with_settings(settings, chunk_size=1, episode_threshold=1, grounding="names")
     episode = make_episode(
         "u", "p1", "I went to a play at the community theater last week.", at(2023, 5, 20)
@@ -297,13 +298,18 @@ def test_a_statement_the_second_look_leaves_open_that_names_a_value_is_restated_
             "I still have the Tennessee Williams book you lent me last year. Maybe I can "
             "find another good play again soon.",
         ),
+        Message(speaker="assistant", text="Enjoy the theater!"),
+        # the answer states nothing of it: left as the model judged it
+        Message(speaker="user", text="I also booked tickets to Hamilton in Chicago for June."),
     ]
     add(conn, episode)
     model = ScriptedModel(
         {"p1": lambda r: answer(fact("The user went to a play at the community theater."))},
-        second_look=lambda text: [
-            ("The user went to a play at the community theater.", "interest")
-        ],
+        second_look=lambda text: (
+            [("The user went to a play at the community theater.", "interest")]
+            if "Glass Menagerie" in text
+            else []
+        ),
     )
     summary = consolidate(db, model, embedder, one)
 

@@ -15,9 +15,10 @@ like any item (grounding, restating, the speaker check) as a ``new`` fact citing
 episode, and the change check then asks whether it ends a known fact about the same person: what
 a person says of a change in their life is the message a small model most often passes over.
 A statement shown that the answer still leaves open, in its speaker's first person and naming a
-value, is restated without the model (``restated_left``). A count said again needs no model
-(``counted_again``): it is the ``update`` of the fact it counts again, and an item of the same
-answer that writes the old count once more is refused (``old_counts_dropped``).
+value, is restated without the model where the answer stated something of its message
+(``restated_left``). A count said again needs no model (``counted_again``): it is the
+``update`` of the fact it counts again, and an item of the same answer that writes the old count
+once more is refused (``old_counts_dropped``).
 """
 
 from __future__ import annotations
@@ -225,9 +226,9 @@ def second_look(
     for look, answer in zip(looks, answers, strict=True):
         item = chunks[look.chunk][0]
         item.plan.charge(answer)  # its chunk's cost
-        output = _items(look, answer.text, item.visible)
-        facts = output.facts if output is not None else []
-        kept = restated_left(look, facts, item.visible)
+        answered = _items(look, answer.text)
+        facts = [fact for _, fact in answered or [] if fact is not None]
+        kept = restated_left(look, answered or [], item.visible)
         summary.second_look_facts += len(facts)
         summary.second_look_restated += len(kept)
         if facts or kept:
@@ -239,24 +240,31 @@ def second_look(
 
 
 def restated_left(
-    look: Look, answered: Sequence[ConsolidatedFact], episodes: Sequence[Episode]
+    look: Look,
+    answered: Sequence[tuple[int, ConsolidatedFact | None]],
+    episodes: Sequence[Episode],
 ) -> list[ConsolidatedFact]:
-    """The statements shown to the second look that its answer still leaves open and that
-    name a value (a number, or a name that is no speaker's), each in its speaker's own first
-    person: restated in the third person without the model (``tasks.restate``), as a ``new``
-    fact citing the message's episode. The small model often writes one message's fact under
-    another's label, copies the message whole (the guard keeps a fact's first sentence), or
-    leaves out the clause a later question asks about: "The play I attended was actually a
-    production of The Glass Menagerie, have you heard of it?" is, said by the user, "The play
-    the user attended was actually a production of The Glass Menagerie." An answer that
-    cannot be read leaves every shown statement open. What no rule rewrites ("we", "myself"),
-    what names nothing of its own ("I'll check out some of these channels") and what is said
-    to the other speaker ("I loved the photo you sent") stay unsaid."""
-    first = [statements_of(f.fact)[0] for f in answered]
+    """The statements of the messages the second look's answer stated something of that it
+    still leaves open and that name a value (a number, or a name that is no speaker's), each
+    in its speaker's own first person: restated in the third person without the model
+    (``tasks.restate``), as a ``new`` fact citing the message's episode. The small model often
+    writes one message's fact under another's label, copies the message whole (the guard keeps
+    a fact's first sentence), or leaves out the clause a later question asks about: "The play I
+    attended was actually a production of The Glass Menagerie, have you heard of it?" is, said
+    by the user, "The play the user attended was actually a production of The Glass
+    Menagerie." ``answered``: the answer's items by message index, None for one that is about
+    no one of the speaker's. A message the answer states nothing of is left as the model
+    judged it (a message may give no fact). What no rule rewrites ("we", "myself"), what names
+    nothing of its own ("I'll check out some of these channels") and what is said to the other
+    speaker ("I loved the photo you sent") stay unsaid."""
+    first = [statements_of(f.fact)[0] for _, f in answered if f is not None]
     stated = [(content_words(s), numbers_in(s)) for s in first]
     speakers = {m.speaker.lower() for e in episodes for m in e.messages}
+    asked = {index for index, _ in answered}
     items: list[ConsolidatedFact] = []
-    for uncovered, shown in zip(look.messages, look.shown, strict=True):
+    for index, (uncovered, shown) in enumerate(zip(look.messages, look.shown, strict=True)):
+        if index not in asked:
+            continue
         person = shown.person
         own = {part.lower() for part in person.split()} | speakers
         for sentence in uncovered.sentences:
@@ -389,27 +397,31 @@ def about_the_speaker(fact: str, shown: ShownMessage) -> bool:
     return any(name in shown.text for name in names_in(fact))
 
 
-def _items(look: Look, text: str | None, episodes: Sequence[Episode]) -> ConsolidationOutput | None:
+def _items(look: Look, text: str | None) -> list[tuple[int, ConsolidatedFact | None]] | None:
+    """The answer's items by the index of the message each names; None in place of one about
+    no one of the speaker's; None for an answer that cannot be read."""
     try:
         answer = SecondLookAnswer.model_validate_json((text or "").strip())
     except ValidationError:
         logger.warning("second look: an answer that is not a list of facts was ignored")
         return None
     by_id = {message_short_id(i): i for i in range(len(look.messages))}
-    items = []
+    items: list[tuple[int, ConsolidatedFact | None]] = []
     for stated in answer.facts:
         index = by_id.get(stated.message.strip().upper())
-        if index is None or not about_the_speaker(stated.fact, look.shown[index]):
+        if index is None:
+            continue
+        if not about_the_speaker(stated.fact, look.shown[index]):
+            items.append((index, None))
             continue
         uncovered = look.messages[index]
         person = subject_name(stated.fact) or uncovered.message.speaker
-        items.append(
-            ConsolidatedFact(
-                fact=stated.fact,
-                category=stated.category,
-                keywords=keywords_of(stated.fact, person),
-                episodes=[episode_short_id(uncovered.episode)],
-                action=FactAction.new,
-            )
+        fact = ConsolidatedFact(
+            fact=stated.fact,
+            category=stated.category,
+            keywords=keywords_of(stated.fact, person),
+            episodes=[episode_short_id(uncovered.episode)],
+            action=FactAction.new,
         )
-    return ConsolidationOutput(facts=items)
+        items.append((index, fact))
+    return items
