@@ -283,8 +283,8 @@ def test_a_statement_the_second_look_leaves_open_that_names_a_value_is_restated_
     db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
 ) -> None:
     """LongMemEval's way: shown the play, the small model writes the message before it again
-    under its label; the statement is the user's own, and names the play. A message the answer
-    states nothing of stays unsaid."""
+    under its label; the statement is the user's own, and names the play. A count, and a
+    message the answer states nothing of, stay unsaid."""
     one = with_settings(settings, chunk_size=1, episode_threshold=1, grounding="names")
     episode = make_episode(
         "u", "p1", "I went to a play at the community theater last week.", at(2023, 5, 20)
@@ -296,7 +296,7 @@ def test_a_statement_the_second_look_leaves_open_that_names_a_value_is_restated_
             text="The play I attended was actually a production of The Glass Menagerie, have "
             "you heard of it? I'll definitely check out some of those local theater groups. "
             "I still have the Tennessee Williams book you lent me last year. Maybe I can "
-            "find another good play again soon.",
+            "find another good play again soon. I've seen four plays at the Lyric so far.",
         ),
         Message(speaker="assistant", text="Enjoy the theater!"),
         # the answer states nothing of it: left as the model judged it

@@ -14,11 +14,11 @@ content words are shown, oldest first, each with the name the chunk's facts give
 like any item (grounding, restating, the speaker check) as a ``new`` fact citing the message's
 episode, and the change check then asks whether it ends a known fact about the same person: what
 a person says of a change in their life is the message a small model most often passes over.
-A statement shown that the answer still leaves open, in its speaker's first person and naming a
-value, is restated without the model where the answer stated something of its message
-(``restated_left``). A count said again needs no model (``counted_again``): it is the
-``update`` of the fact it counts again, and an item of the same answer that writes the old count
-once more is refused (``old_counts_dropped``).
+A statement shown that the answer still leaves open, in its speaker's first person, naming
+something and counting nothing, is restated without the model where the answer stated something
+of its message (``restated_left``). A count said again needs no model (``counted_again``): it is
+the ``update`` of the fact it counts again, and an item of the same answer that writes the old
+count once more is refused (``old_counts_dropped``).
 """
 
 from __future__ import annotations
@@ -245,8 +245,8 @@ def restated_left(
     episodes: Sequence[Episode],
 ) -> list[ConsolidatedFact]:
     """The statements of the messages the second look's answer stated something of that it
-    still leaves open and that name a value (a number, or a name that is no speaker's), each
-    in its speaker's own first person: restated in the third person without the model
+    still leaves open and that name something (a name that is no speaker's) and count nothing,
+    each in its speaker's own first person: restated in the third person without the model
     (``tasks.restate``), as a ``new`` fact citing the message's episode. The small model often
     writes one message's fact under another's label, copies the message whole (the guard keeps
     a fact's first sentence), or leaves out the clause a later question asks about: "The play I
@@ -256,7 +256,11 @@ def restated_left(
     no one of the speaker's. A message the answer states nothing of is left as the model
     judged it (a message may give no fact). What no rule rewrites ("we", "myself"), what names
     nothing of its own ("I'll check out some of these channels") and what is said to the other
-    speaker ("I loved the photo you sent") stay unsaid."""
+    speaker ("I loved the photo you sent") stay unsaid, and so does a number: a count, a score
+    or a sum is the value a later session most often changes, and written without the model's
+    judgement it stayed active beside the later value (on LongMemEval's thirty, "... has
+    written four so far ..." beside seven, "... highest score so far is 124 points ..." beside
+    132); a count said again is ``counted_again``'s."""
     first = [statements_of(f.fact)[0] for _, f in answered if f is not None]
     stated = [(content_words(s), numbers_in(s)) for s in first]
     speakers = {m.speaker.lower() for e in episodes for m in e.messages}
@@ -278,7 +282,7 @@ def restated_left(
             # ("Maybe the user can find a similar deal again.")
             inside = restated.split(None, 1)[1] if " " in restated else ""
             named = [n for n in names_in(inside) if n.lower().removesuffix("'s") not in own]
-            if not numbers and not named:
+            if numbers or not named:
                 continue
             items.append(
                 ConsolidatedFact(
