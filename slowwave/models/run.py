@@ -212,9 +212,9 @@ class RunSummary(BaseModel):
     )
     second_look_restated: int = Field(
         default=0,
-        description="Statements shown to the second look that its answer left open, each "
-        "naming a value in its speaker's first person: restated without the model, before "
-        "the guard.",
+        description="Statements shown to the second look that its answer left open, each in "
+        "its speaker's first person, naming something and counting nothing: restated without "
+        "the model, before the guard.",
     )
     gray_zone_pairs: int = Field(
         default=0, description="New facts near a known one, not duplicates: asked the model."
