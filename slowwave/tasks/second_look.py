@@ -272,17 +272,15 @@ def restated_left(
         person = shown.person
         own = {part.lower() for part in person.split()} | speakers
         for sentence in uncovered.sentences:
-            numbers = numbers_in(sentence)
-            if _covered(content_words(sentence), numbers, stated):
-                continue
+            if numbers_in(sentence) or _covered(content_words(sentence), frozenset(), stated):
+                continue  # a count is never restated here: see above
             restated = restate(without_request(sentence), person)
             if restated is None or not_self_contained(restated) or _ADDRESSED.search(restated):
                 continue
             # a name inside the sentence: its first word is capitalised whatever it is
             # ("Maybe the user can find a similar deal again.")
             inside = restated.split(None, 1)[1] if " " in restated else ""
-            named = [n for n in names_in(inside) if n.lower().removesuffix("'s") not in own]
-            if numbers or not named:
+            if not [n for n in names_in(inside) if n.lower().removesuffix("'s") not in own]:
                 continue
             items.append(
                 ConsolidatedFact(
