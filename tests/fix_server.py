@@ -8,6 +8,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +37,14 @@ class Served:
     def client(self, key: str | None = None, **kwargs: object) -> httpx.Client:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=60, **kwargs)  # type: ignore[arg-type]
+
+    @contextmanager
+    def browser(self, key: str) -> Iterator[httpx.Client]:
+        """The memory browser's session of ``key``, as a sign-in leaves it (its cookie kept)."""
+        with httpx.Client(base_url=self.url, timeout=60) as web:
+            signed = web.post("/ui/login", data={"key": key, "next": "/ui"})
+            assert signed.status_code == 303, signed.text
+            yield web
 
     def stop(self) -> None:
         """Ctrl-C, as an operator stops it; killed by pid if it does not end in 20 s."""

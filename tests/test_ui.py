@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
@@ -158,14 +157,6 @@ def test_the_session_cookie_is_httponly_and_strict_and_a_form_without_its_token_
     assert all(key not in log for key in served.keys.values())
 
 
-@contextmanager
-def signed_in_client(served: Served, key: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=served.url, timeout=60) as web:
-        signed = web.post("/ui/login", data={"key": key, "next": "/ui"})
-        assert signed.status_code == 303, signed.text
-        yield web
-
-
 def ui_routes() -> list[str]:
     """Every page the browser serves (GET), from the application itself."""
     from fastapi.routing import APIRoute
@@ -197,7 +188,7 @@ def test_every_page_keeps_to_its_tenant(served: Served) -> None:
     secret = "quokka"  # not hex: a fact's id, which a page may echo, cannot contain it
     routes = ui_routes()
     assert {"/ui", "/ui/conversations/{conversation_id}", "/ui/facts/{fact_id}"} <= set(routes)
-    with signed_in_client(served, served.keys["acme"]) as web:
+    with served.browser(served.keys["acme"]) as web:
         for route in routes:
             answers = []
             for name, fact_id in ((conversation, fact), ("nobody-at-all", NO_FACT)):
@@ -229,7 +220,7 @@ def test_every_page_keeps_to_its_tenant(served: Served) -> None:
     ) as api:
         status = api.get(f"/v1/conversations/{OURS}").json()
         assert status["facts_active"] > 0 and status["episodes_quarantined"] == 1
-    with signed_in_client(served, served.keys["admin"]) as ours:  # theirs: it is released
+    with served.browser(served.keys["admin"]) as ours:  # theirs: it is released
         token = re.search(r'name="form_token" value="([^"]+)"', ours.get("/ui").text)
         assert token is not None
         released = ours.post(
@@ -250,7 +241,7 @@ def test_a_bare_date_shows_in_the_browser_the_facts_rest_answers_for_it(served: 
         day = latest["valid_at"][:10]
         assert latest["valid_at"][11:19] != "00:00:00"  # valid later in its day
         answered = api.get(f"/v1/conversations/{OURS}/facts", params={"as_of": day}).json()
-    with signed_in_client(served, served.keys["admin"]) as web:
+    with served.browser(served.keys["admin"]) as web:
         page = web.get(f"/ui/conversations/{OURS}", params={"as_of": day})
     assert page.status_code == 200
     shown = {f["id"] for f in everything if str(escape(f["fact"])) in page.text}
@@ -271,7 +262,7 @@ HOSTILE = [
 
 
 def test_hostile_input_to_a_page_gets_a_clear_4xx_and_changes_nothing(served: Served) -> None:
-    with signed_in_client(served, served.keys["admin"]) as web:
+    with served.browser(served.keys["admin"]) as web:
         before = web.get("/ui").text
         for path in HOSTILE:
             got = web.get(path)
