@@ -88,3 +88,20 @@ def make_key(home: Path, tenant: str, scope: str) -> str:
     made = run_cli(home, "keys", "create", "--tenant", tenant, "--scope", scope)
     assert made.returncode == 0, made.stderr
     return made.stdout.strip()
+
+
+def quarantine_latest(served: Served, conversation: str) -> str:
+    """Hold back the conversation's latest episode, as three failed attempts would; its id."""
+    from slowwave.models.settings import Settings
+    from slowwave.sql.db import Database
+
+    with Database(Settings(home=served.home)) as db, db.connection() as conn:
+        row = conn.execute(
+            "UPDATE episodic_memory SET quarantined_at = now(), attempts = 3, "
+            "last_error = 'the model answered with invalid JSON three times' "
+            "WHERE id = (SELECT id FROM episodic_memory WHERE conversation_id = %s "
+            "ORDER BY start_at DESC LIMIT 1) RETURNING id",
+            (conversation,),
+        ).fetchone()
+    assert row is not None
+    return str(row[0])

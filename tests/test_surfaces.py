@@ -31,7 +31,7 @@ from slowwave.models.settings import Settings
 from slowwave.service import Caller, Service
 from slowwave.sql.db import Database
 from tests.fix_processes import run_cli, slowwave_env
-from tests.fix_server import Served, make_key, start_server
+from tests.fix_server import Served, make_key, quarantine_latest, start_server
 
 pytestmark = pytest.mark.slow
 
@@ -469,21 +469,10 @@ BROWSER: dict[str, tuple[Callable[[Served], Any], Callable[[Served], Any]]] = {
 def test_the_browser_shows_what_python_answers(served: Served, operation: str) -> None:
     if operation.startswith("quarantine"):  # one held back, so that the list is not empty
         record_via("python", served, "held-browser")
-        quarantine_all(served, "held-browser")
+        quarantine_latest(served, "held-browser")
     shown, answered = (read(served) for read in BROWSER[operation])
     assert answered, f"{operation} answered nothing in Python"
     assert shown == answered, differences(shown, answered)
-
-
-def quarantine_all(served: Served, conversation: str) -> None:
-    """Hold back the conversation's episodes, as three failed attempts would."""
-    with Database(settings_of(served)) as db, db.connection() as conn:
-        conn.execute(
-            "UPDATE episodic_memory SET quarantined_at = now(), attempts = 3, "
-            "last_error = 'the model answered with invalid JSON three times' "
-            "WHERE conversation_id = %s",
-            (conversation,),
-        )
 
 
 # ── the flows ────────────────────────────────────────────────────────────────
@@ -495,8 +484,8 @@ def run_flow(served: Served, prefect_api_url: str, flow: str, **parameters: Any)
     program = (
         "import json, sys, pathlib\n"
         f"from slowwave.flows.{module} import {name}\n"
-        "result = {name}(**json.loads(sys.argv[1]))\n".replace("{name}", name)
-        + "pathlib.Path(sys.argv[2]).write_text(json.dumps(result, default=str))\n"
+        f"result = {name}(**json.loads(sys.argv[1]))\n"
+        "pathlib.Path(sys.argv[2]).write_text(json.dumps(result, default=str))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", program, json.dumps(parameters), str(result)],

@@ -17,7 +17,7 @@ import pytest
 
 from tests.fix_browser import CHROMIUM, browser_page, keep_screenshots
 from tests.fix_processes import run_cli
-from tests.fix_server import Served, make_key, start_server
+from tests.fix_server import Served, make_key, quarantine_latest, start_server
 
 pytestmark = [
     pytest.mark.slow,
@@ -57,23 +57,6 @@ def served(
     finally:
         server.stop()
         run_cli(home, "db", "stop")
-
-
-def quarantine_one(served: Served, conversation: str) -> str:
-    """Hold back one of the conversation's episodes, as three failed attempts would."""
-    from slowwave.models.settings import Settings
-    from slowwave.sql.db import Database
-
-    with Database(Settings(home=served.home)) as db, db.connection() as conn:
-        row = conn.execute(
-            "UPDATE episodic_memory SET quarantined_at = now(), attempts = 3, "
-            "last_error = 'the model answered with invalid JSON three times' "
-            "WHERE id = (SELECT id FROM episodic_memory WHERE conversation_id = %s "
-            "ORDER BY start_at DESC LIMIT 1) RETURNING id",
-            (conversation,),
-        ).fetchone()
-    assert row is not None
-    return str(row[0])
 
 
 def sign_in(page: Any, served: Served, key: str, target: str = "/ui") -> None:
@@ -203,7 +186,7 @@ def test_every_page_keeps_to_its_tenant(served: Served) -> None:
         # and what changes memory: another tenant's conversation and episode are not reached
         token = re.search(r'name="form_token" value="([^"]+)"', web.get("/ui").text)
         assert token is not None
-        held = quarantine_one(served, OURS)
+        held = quarantine_latest(served, OURS)
         for form in (
             {"conversation": OURS, "confirm": OURS, "reason": "x"},
             {"conversation": OURS, "confirm": OURS, "reason": "x", "tenant": "default"},
@@ -284,7 +267,7 @@ def test_a_person_signs_in_reads_a_conversation_and_its_facts_and_takes_memory_b
     latest = max(facts, key=lambda f: f["valid_at"])
     day = latest["valid_at"][:10]
     after = (date.fromisoformat(day) + timedelta(days=1)).isoformat()
-    quarantined = quarantine_one(served, OURS)
+    quarantined = quarantine_latest(served, OURS)
     shots = tmp_path / "shots"
     shots.mkdir()
     violations: dict[str, list[str]] = {}
