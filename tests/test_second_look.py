@@ -23,10 +23,20 @@ from slowwave.models.llm.base import GenerationRequest, ModelAnswer, Purpose
 from slowwave.models.plan import PlannedAction
 from slowwave.models.second_look import ShownMessage
 from slowwave.models.settings import Settings
+from slowwave.models.tenant import conversation_key
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.second_look import about_the_speaker, uncovered_messages
-from tests.fix_episodes import active, add, at, decisions, facts, make_episode, with_settings
+from tests.fix_episodes import (
+    active,
+    add,
+    at,
+    decisions,
+    episodes_state,
+    facts,
+    make_episode,
+    with_settings,
+)
 from tests.fix_models import ScriptedModel, fact
 from tests.test_changes import two_sessions
 from tests.test_consolidation import answer
@@ -319,6 +329,126 @@ def test_a_statement_the_second_look_leaves_open_that_names_a_value_is_restated_
     (written,) = [d for d in decisions(conn) if d["proposed_fact"] == play]
     assert written["action"] == "new"
     assert active(conn, "u")[play]["valid_at"] == episode.end_at
+
+
+BAKERY = "Theo and I are opening a second bakery by the river in Lyon next spring."
+
+
+def _two_conversations(
+    conn: psycopg.Connection,
+    *,
+    omar: str = "omar",
+    dana_text: str = MOVE,
+    omar_text: str = BAKERY,
+    dana_more: Sequence[str] = (),
+    omar_more: Sequence[str] = (),
+) -> ScriptedModel:
+    """Dana's and Omar's chats, each one episode whose answer passes over its news (and the
+    messages ``*_more`` after it), and a model whose second look states the news."""
+    episodes = [
+        make_episode("dana", "sd1", dana_text, at(2023, 5, 20)),
+        make_episode(omar, "so1", omar_text, at(2023, 5, 21)),
+    ]
+    for episode, more in zip(episodes, (dana_more, omar_more), strict=True):
+        episode.messages += [Message(speaker="user", text=text) for text in more]
+        episode.end_at = episode.start_at + timedelta(minutes=len(more))
+    add(conn, *episodes)
+    return ScriptedModel(
+        {
+            "sd1": lambda r: answer(fact("Dana likes chemistry.", "preference")),
+            "so1": lambda r: answer(fact("Omar likes baking bread.", "preference")),
+        },
+        second_look=lambda text: (
+            [("Dana is moving to Manchester in July for a new job at a college.", "identity")]
+            if "Manchester" in text
+            else [("Omar is opening a second bakery by the river in Lyon.", "goal")]
+            if "Lyon" in text
+            else []
+        ),
+    )
+
+
+def _looks(model: ScriptedModel) -> list[GenerationRequest]:
+    return [r for r in model.requests if r.purpose is Purpose.second_look]
+
+
+def _chunk_costs(conn: psycopg.Connection) -> tuple[int, int, int]:
+    row = conn.execute(
+        "SELECT sum(prompt_tokens), sum(completion_tokens), sum(model_calls) "
+        "FROM consolidation_chunks"
+    ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1]), int(row[2])
+
+
+def test_chunks_of_one_tenant_share_a_second_look_request_and_each_keeps_its_own_facts(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    one = with_settings(settings, chunk_size=1, episode_threshold=1)
+    model = _two_conversations(conn)
+    summary = consolidate(db, model, embedder, one)
+
+    # one request shows both chunks' messages (M1, M2), so its system prompt is sent once
+    (look,) = _looks(model)
+    assert "Manchester" in look.user and "Lyon" in look.user
+    assert summary.second_look_messages == 2 and summary.second_look_facts == 2
+    dana, omar = active(conn, "dana"), active(conn, "omar")
+    assert "Dana is moving to Manchester in July for a new job at a college." in dana
+    assert "Omar is opening a second bakery by the river in Lyon." in omar
+    assert not any("Lyon" in f for f in dana) and not any("Manchester" in f for f in omar)
+    moved = dana["Dana is moving to Manchester in July for a new job at a college."]
+    assert moved["source_episodic_ids"] == [episodes_state(conn)["sd1"]["id"]]
+    # the chunks' rows bill every request once, the shared one split between them
+    answers = model.generate(model.requests[:])  # the same requests, answered again alike
+    billed = (
+        sum(a.prompt_tokens for a in answers),
+        sum(a.completion_tokens for a in answers),
+        len(answers),
+    )
+    assert _chunk_costs(conn) == billed
+    assert (summary.prompt_tokens, summary.completion_tokens, summary.model_calls) == billed
+
+
+def test_a_second_look_request_never_shows_two_tenants_messages(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    one = with_settings(settings, chunk_size=1, episode_threshold=1)
+    model = _two_conversations(conn, omar=conversation_key("omar", "acme"))
+    consolidate(db, model, embedder, one)
+
+    looks = _looks(model)
+    assert len(looks) == 2
+    assert sorted("Lyon" in r.user for r in looks) == [False, True]
+    assert "Omar is opening a second bakery by the river in Lyon." in active(
+        conn, conversation_key("omar", "acme")
+    )
+
+
+def test_chunks_whose_messages_together_pass_what_one_request_shows_are_asked_apart(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    one = with_settings(settings, chunk_size=1, episode_threshold=1)  # six messages a request
+    model = _two_conversations(
+        conn,
+        dana_more=[
+            "My sister Mia climbs with me at the gym every Saturday morning.",
+            "I bought a secondhand road bike from a colleague last month.",
+            "I have started learning Portuguese with an evening class.",
+        ],
+        omar_more=[
+            "Our apprentice Lea bakes the sourdough loaves every single night.",
+            "I play chess in the park with my neighbour on Sundays.",
+        ],
+    )
+    summary = consolidate(db, model, embedder, one)
+
+    # four messages and three: seven, more than one request of six may show
+    shown = [
+        r.json_schema["$defs"]["MessageFact"]["properties"]["message"]["enum"]
+        for r in _looks(model)
+    ]
+    assert sorted(len(ids) for ids in shown) == [3, 4]
+    assert summary.second_look_messages == 7 and summary.second_look_facts == 2
 
 
 @pytest.mark.slow

@@ -152,14 +152,15 @@ class Plan(BaseModel):
     refusals: int = Field(default=0, description="429s and 503s its requests met first.")
     waited_s: float = Field(default=0.0, description="Seconds they waited those out.")
 
-    def charge(self, answer: ModelAnswer) -> None:
+    def charge(self, answer: ModelAnswer, *, calls: int = 1) -> None:
         """Add what a model answer for this chunk cost (its own, a second look's, a change
         check's) to the chunk's tokens and waits: the run counts them when the chunk is
-        applied."""
+        applied. ``calls``: 0 for this chunk's share of a request another chunk's plan counts
+        (``shares``)."""
         self.prompt_tokens += answer.prompt_tokens
         self.completion_tokens += answer.completion_tokens
         self.cached_tokens += answer.cached_tokens
-        self.model_calls += 1
+        self.model_calls += calls
         self.refusals += answer.refusals
         self.waited_s += answer.waited_s
 

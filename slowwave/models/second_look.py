@@ -5,7 +5,8 @@ passes over what is new: asked about Dana's fourth session, the default model re
 started teaching chemistry at a high school in Leeds." and wrote nothing of "Big news: I'm
 moving to Manchester in July for a new job at a sixth-form college." A person's message that
 no item of the answer covers is shown again here, alone with who said it and when, without
-the episodes around it or the facts known: one short request per chunk, each fact naming the
+the episodes around it or the facts known: one short request (several chunks' where each
+leaves few uncovered, ``tasks.second_look.shared_looks``), each fact naming the
 message (M1, M2, ...) it comes from.
 """
 
@@ -128,6 +129,13 @@ def render_second_look_prompt(messages: Sequence[ShownMessage]) -> str:
         lines += [_cut(shown.text, MESSAGE_CHARS), ""]
     lines.append("Answer with the facts these messages state, as JSON.")
     return "\n".join(lines)
+
+
+def longest_prompt(messages: int) -> int:
+    """The most characters a request of ``messages`` messages can show: each at its cut,
+    answering a message at its cut, said by a person of a long name."""
+    longest = ShownMessage("P" * 40, "m" * (MESSAGE_CHARS + 1), "r" * (REPLY_TO_CHARS + 1))
+    return len(render_second_look_prompt([longest] * messages))
 
 
 def _cut(text: str, limit: int) -> str:

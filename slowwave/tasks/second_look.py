@@ -1,5 +1,6 @@
 """second look: a person's message that no item of the chunk's answer covers is asked about
-again, alone, in one short request per chunk (``models.second_look``).
+again, alone, in one short request (``models.second_look``), shared by chunks of one tenant
+answered together while it shows no more than one chunk's may (``shared_looks``).
 
 Between the guard and embed. A person's message (not an agent's role) is read a statement at a
 time: a sentence that says something (at least ``MIN_WORDS`` content words, not a question) is
@@ -44,7 +45,13 @@ from slowwave.models.consolidation import (
 )
 from slowwave.models.episode import Episode, Message
 from slowwave.models.fact import Fact, numbers_in
-from slowwave.models.llm.base import GenerationRequest, Purpose, StructuredModel, generate_watched
+from slowwave.models.llm.base import (
+    GenerationRequest,
+    Purpose,
+    StructuredModel,
+    generate_watched,
+    shares,
+)
 from slowwave.models.llm.tokens import answer_cap
 from slowwave.models.plan import PlannedAction, Rejection, renumber_references
 from slowwave.models.run import RunSummary
@@ -52,10 +59,12 @@ from slowwave.models.second_look import (
     SECOND_LOOK_SYSTEM_PROMPT,
     SecondLookAnswer,
     ShownMessage,
+    longest_prompt,
     message_short_id,
     render_second_look_prompt,
 )
 from slowwave.models.settings import ConsolidationSettings
+from slowwave.models.tenant import tenant_of
 from slowwave.tasks.grounding import names_in
 from slowwave.tasks.guard import not_self_contained, statements_of
 from slowwave.tasks.restate import (
@@ -199,44 +208,86 @@ def second_look(
             summary.second_look_facts += len(counted)
             found[c] = ConsolidationOutput(facts=counted)
     looks: list[Look] = []
-    requests: list[GenerationRequest] = []
     for c, (item, actions) in enumerate(chunks):
         messages = uncovered_messages(item.visible, actions, policy.second_look_messages)
         if not messages:
             continue
         known = [f.fact for f in item.facts]  # stored facts: how a role's person is named
-        shown = [_shown(u, item.visible, known) for u in messages]
-        looks.append(Look(c, messages, shown))
-        user = render_second_look_prompt(shown)
-        requests.append(
-            GenerationRequest(
-                chunk_id=f"{item.plan.chunk_id}:{Purpose.second_look.value}",
-                purpose=Purpose.second_look,
-                system=SECOND_LOOK_SYSTEM_PROMPT,
-                user=user,
-                json_schema=SecondLookAnswer.response_schema(len(shown)),
-                max_tokens=answer_cap(user, len(shown)),
-            )
-        )
-    if not requests:
+        looks.append(Look(c, messages, [_shown(u, item.visible, known) for u in messages]))
+    shared = shared_looks(looks, [chunks[look.chunk][0] for look in looks], policy)
+    if not shared:
         return found
+    requests = [_request(chunks[group[0].chunk][0], group) for group in shared]
     summary.model_calls += len(requests)
     summary.second_look_messages += sum(len(look.messages) for look in looks)
     answers = generate_watched(model, requests)
-    for look, answer in zip(looks, answers, strict=True):
-        item = chunks[look.chunk][0]
-        item.plan.charge(answer)  # its chunk's cost
-        answered = _items(look, answer.text)
-        facts = [fact for _, fact in answered or [] if fact is not None]
-        kept = restated_left(look, answered or [], item.visible)
-        summary.second_look_facts += len(facts)
-        summary.second_look_restated += len(kept)
-        if facts or kept:
-            earlier = found.get(look.chunk)
-            found[look.chunk] = ConsolidationOutput(
-                facts=(earlier.facts if earlier is not None else []) + facts + kept
-            )
+    for group, answer in zip(shared, answers, strict=True):
+        parts = shares(answer, [len(look.messages) for look in group])
+        read = _read(answer.text)
+        offset = 0
+        for g, (look, part) in enumerate(zip(group, parts, strict=True)):
+            item = chunks[look.chunk][0]
+            item.plan.charge(part, calls=1 if g == 0 else 0)  # its chunk's share of the cost
+            answered = None if read is None else _items(look, read, offset)
+            offset += len(look.messages)
+            facts = [fact for _, fact in answered or [] if fact is not None]
+            kept = restated_left(look, answered or [], item.visible)
+            summary.second_look_facts += len(facts)
+            summary.second_look_restated += len(kept)
+            if facts or kept:
+                earlier = found.get(look.chunk)
+                found[look.chunk] = ConsolidationOutput(
+                    facts=(earlier.facts if earlier is not None else []) + facts + kept
+                )
     return found
+
+
+def shared_looks(
+    looks: Sequence[Look], items: Sequence[OpenChunk], policy: ConsolidationSettings
+) -> list[list[Look]]:
+    """The chunks' looks as requests: the looks of one tenant's chunks answered together
+    share one, in order, while it shows at most ``second_look_messages`` messages and no more
+    characters than that many at their cut: no request is larger than one chunk's may be.
+    Every request sends the whole system prompt (more than half of a look's prompt tokens),
+    and a chat's chunk often leaves one to three messages uncovered. Larger requests were
+    measured and refused: shown up to 15 short messages, the small default model wrote one
+    message's words under another's label, and precision fell from 0.61 to 0.55 on the six
+    LoCoMo nights (``benchmarks.nightly_cost``; the benchmarks page)."""
+    most_messages = policy.second_look_messages
+    most_chars = longest_prompt(most_messages)
+    groups: list[list[Look]] = []
+    last: dict[str, tuple[list[Look], int, int]] = {}  # by tenant: its group, messages, chars
+    for look, item in zip(looks, items, strict=True):
+        tenant = tenant_of(item.visible[0].conversation_id)
+        chars = len(render_second_look_prompt(look.shown))
+        group, messages, shown = last.get(tenant, ([], most_messages, most_chars))
+        if messages + len(look.messages) > most_messages or shown + chars > most_chars:
+            group, messages, shown = [], 0, 0
+            groups.append(group)
+        group.append(look)
+        last[tenant] = (group, messages + len(look.messages), shown + chars)
+    return groups
+
+
+def _request(first: OpenChunk, group: Sequence[Look]) -> GenerationRequest:
+    shown = [s for look in group for s in look.shown]
+    user = render_second_look_prompt(shown)
+    return GenerationRequest(
+        chunk_id=f"{first.plan.chunk_id}:{Purpose.second_look.value}",
+        purpose=Purpose.second_look,
+        system=SECOND_LOOK_SYSTEM_PROMPT,
+        user=user,
+        json_schema=SecondLookAnswer.response_schema(len(shown)),
+        max_tokens=answer_cap(user, len(shown)),
+    )
+
+
+def _read(text: str | None) -> SecondLookAnswer | None:
+    try:
+        return SecondLookAnswer.model_validate_json((text or "").strip())
+    except ValidationError:
+        logger.warning("second look: an answer that is not a list of facts was ignored")
+        return None
 
 
 def restated_left(
@@ -399,15 +450,12 @@ def about_the_speaker(fact: str, shown: ShownMessage) -> bool:
     return any(name in shown.text for name in names_in(fact))
 
 
-def _items(look: Look, text: str | None) -> list[tuple[int, ConsolidatedFact | None]] | None:
-    """The answer's items by the index of the message each names; None in place of one about
-    no one of the speaker's; None for an answer that cannot be read."""
-    try:
-        answer = SecondLookAnswer.model_validate_json((text or "").strip())
-    except ValidationError:
-        logger.warning("second look: an answer that is not a list of facts was ignored")
-        return None
-    by_id = {message_short_id(i): i for i in range(len(look.messages))}
+def _items(
+    look: Look, answer: SecondLookAnswer, offset: int = 0
+) -> list[tuple[int, ConsolidatedFact | None]]:
+    """The answer's items about this look's messages (shown from M{offset + 1} on) by the
+    index of the message each names; None in place of one about no one of the speaker's."""
+    by_id = {message_short_id(offset + i): i for i in range(len(look.messages))}
     items: list[tuple[int, ConsolidatedFact | None]] = []
     for stated in answer.facts:
         index = by_id.get(stated.message.strip().upper())

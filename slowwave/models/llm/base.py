@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
@@ -71,6 +71,38 @@ class ModelAnswer:
     # refusals (429, 503) the request met before this answer, and the seconds it waited them out
     refusals: int = 0
     waited_s: float = 0.0
+
+
+def shares(answer: ModelAnswer, weights: Sequence[int]) -> list[ModelAnswer]:
+    """``answer`` split between the parts of a request that several chunks shared, in
+    proportion to ``weights`` (what each part showed): its tokens, refusals and waits, each
+    count's parts adding up to the whole (largest remainders), so that the chunks' plans
+    together bill the request once."""
+    total = sum(weights)
+    if total <= 0:
+        raise ValueError("a shared answer needs a positive weight")
+
+    def split(whole: int) -> list[int]:
+        exact = [whole * w / total for w in weights]
+        parts = [int(x) for x in exact]
+        by_remainder = sorted(range(len(weights)), key=lambda i: parts[i] - exact[i])
+        for i in by_remainder[: whole - sum(parts)]:
+            parts[i] += 1
+        return parts
+
+    prompt, completion = split(answer.prompt_tokens), split(answer.completion_tokens)
+    cached, refusals = split(answer.cached_tokens), split(answer.refusals)
+    return [
+        replace(
+            answer,
+            prompt_tokens=prompt[i],
+            completion_tokens=completion[i],
+            cached_tokens=cached[i],
+            refusals=refusals[i],
+            waited_s=answer.waited_s * w / total,
+        )
+        for i, w in enumerate(weights)
+    ]
 
 
 @runtime_checkable
