@@ -184,10 +184,9 @@ def _swapped(known: str, later: str) -> str:
     return " ".join([*words[:-1], value]) + "."
 
 
-# a shown message: its label, then (after the message it answers, if shown) its own text
-_SHOWN_MESSAGE = re.compile(
-    r"^(M\d+) \| .*\n(?:\(the message before it, not theirs: .*\n)?(.*)$", re.M
-)
+# a shown message: its label, then everything shown under it up to the next label, as a
+# model reads it
+_SHOWN_MESSAGE = re.compile(r"^(M\d+) \| .*\n((?:(?!M\d+ \| |Answer with ).*\n?)*)", re.M)
 _CHANGE_PAIR = re.compile(r"^(P\d+)\nKnown: (.*)\nLater: (.*)$", re.M)
 
 

@@ -111,8 +111,9 @@ def test_a_question_that_opens_with_a_contraction_is_not_looked_at_again() -> No
 
 
 def test_what_the_second_look_states_of_no_one_of_the_speakers_is_not_taken() -> None:
-    """The message shown beside the speaker's (an assistant's, whose opening line the default
-    model wrote as facts: "Podcasts are an excellent way to stay informed!") is not theirs."""
+    """A remark about no one of the speaker's is not a fact about them (an assistant's opening
+    line, which the default model wrote as facts: "Podcasts are an excellent way to stay
+    informed!")."""
     shown = ShownMessage(
         "The user", "By the way, I've been listening to a playlist I made on Spotify, Summer Vibes."
     )
@@ -122,6 +123,42 @@ def test_what_the_second_look_states_of_no_one_of_the_speakers_is_not_taken() ->
     assert not about_the_speaker("Music discovery is a great topic!", shown)
     sister = ShownMessage("Dana", "My sister Mia is moving to Porto in May.")
     assert about_the_speaker("Mia is moving to Porto in May.", sister)  # someone she names
+
+
+def test_a_message_is_looked_at_again_without_the_other_speakers_message_before_it(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    """Shown the message a person's message answers, the small model wrote that message's news
+    under their label ("Melanie went to an LGBTQ+ pride parade.", Caroline's): a message is
+    shown alone, and nothing of another speaker's is the person's."""
+    one = with_settings(settings, chunk_size=1, episode_threshold=1)
+    said = "Last week I went to an LGBTQ+ pride parade with my friends."
+    episode = make_episode("cm", "cm1", said, at(2023, 7, 3), speaker="Caroline")
+    episode.messages.append(
+        Message(
+            speaker="Melanie",
+            text="That sounds awesome! By the way, I signed up for a pottery class in June.",
+        )
+    )
+    add(conn, episode)
+    parade = "Caroline went to an LGBTQ+ pride parade last week."
+    model = ScriptedModel(
+        {"cm1": lambda r: answer(fact(parade))},
+        # the small model's way: whatever the message's part of the request says is theirs
+        second_look=lambda shown: [
+            (said, kind)
+            for word, said, kind in (
+                ("parade", "Melanie went to an LGBTQ+ pride parade.", "experience"),
+                ("pottery", "Melanie signed up for a pottery class in June.", "interest"),
+            )
+            if word in shown
+        ],
+    )
+    consolidate(db, model, embedder, one)
+
+    (look,) = _looks(model)
+    assert "pottery class" in look.user and "parade" not in look.user
+    assert set(active(conn, "cm")) == {parade, "Melanie signed up for a pottery class in June."}
 
 
 def stated_facts(actions: Sequence[PlannedAction]) -> list[str]:

@@ -4,10 +4,10 @@ A small model shown a chunk and the facts already known often lists the known fa
 passes over what is new: asked about Dana's fourth session, the default model restated "Dana
 started teaching chemistry at a high school in Leeds." and wrote nothing of "Big news: I'm
 moving to Manchester in July for a new job at a sixth-form college." A person's message that
-no item of the answer covers is shown again here, alone with who said it and when, without
-the episodes around it or the facts known: one short request (several chunks' where each
-leaves few uncovered, ``tasks.second_look.shared_looks``), each fact naming the
-message (M1, M2, ...) it comes from.
+no item of the answer covers is shown again here, alone with who said it, without the
+episodes around it, the message it answers or the facts known: one short request (several
+chunks' where each leaves few uncovered, ``tasks.second_look.shared_looks``), each fact naming
+the message (M1, M2, ...) it comes from.
 """
 
 from __future__ import annotations
@@ -27,9 +27,8 @@ from slowwave.models.consolidation import (
     curly_quotes,
 )
 
-# what one request shows of a message, and of the message it answers
+# what one request shows of a message
 MESSAGE_CHARS = 600
-REPLY_TO_CHARS = 120
 MAX_FACTS_PER_MESSAGE = 4
 # where a message shown is cut short: a fact that copies it is refused (the guard)
 CUT_MARK = "[…]"
@@ -70,14 +69,16 @@ class SecondLookAnswer(BaseModel):
 
 @dataclass(frozen=True)
 class ShownMessage:
-    """A message as the second look shows it: who said it (by the name facts use) and the
-    message it answers, if another speaker's came just before. Not when: shown the day, the
-    default model wrote "Kenji is 13 years old." from "13 February 2024"; a fact is dated by
-    its episode anyway."""
+    """A message as the second look shows it: who said it (by the name facts use) and what it
+    says. Not when: shown the day, the default model wrote "Kenji is 13 years old." from "13
+    February 2024"; a fact is dated by its episode anyway. Nor the message it answers: shown
+    another speaker's message above it, the small model wrote that message's news under the
+    person's label ("Melanie went to an LGBTQ+ pride parade.", Caroline's), or copied it whole
+    under the label of the message that answered it; alone, each message's facts are its
+    speaker's (the benchmarks page, *What a night costs*)."""
 
     person: str
     text: str
-    reply_to: str | None = None
 
 
 def message_short_id(index: int) -> str:
@@ -112,29 +113,24 @@ passing small talk give no fact; a message may give none.
 Categories (exactly one per fact):
 {category_lines()}
 Answer with JSON only, like this example about someone else:
-{EXAMPLE}
-for M1 | Priya
-We finally moved to Porto in March! My three tortoises came too, all named after planets."""
+M1 | Priya
+We finally moved to Porto in March! My three tortoises came too, all named after planets.
+Answer: {EXAMPLE}"""
 
 
 def render_second_look_prompt(messages: Sequence[ShownMessage]) -> str:
     """The messages of one chunk, shown as M1, M2, ..., oldest first."""
     lines = []
     for i, shown in enumerate(messages):
-        lines.append(f"{message_short_id(i)} | {shown.person}")
-        if shown.reply_to:
-            lines.append(
-                f"(the message before it, not theirs: {_cut(shown.reply_to, REPLY_TO_CHARS)})"
-            )
-        lines += [_cut(shown.text, MESSAGE_CHARS), ""]
+        lines += [f"{message_short_id(i)} | {shown.person}", _cut(shown.text, MESSAGE_CHARS), ""]
     lines.append("Answer with the facts these messages state, as JSON.")
     return "\n".join(lines)
 
 
 def longest_prompt(messages: int) -> int:
     """The most characters a request of ``messages`` messages can show: each at its cut,
-    answering a message at its cut, said by a person of a long name."""
-    longest = ShownMessage("P" * 40, "m" * (MESSAGE_CHARS + 1), "r" * (REPLY_TO_CHARS + 1))
+    said by a person of a long name."""
+    longest = ShownMessage("P" * 40, "m" * (MESSAGE_CHARS + 1))
     return len(render_second_look_prompt([longest] * messages))
 
 

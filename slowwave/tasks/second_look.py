@@ -11,7 +11,7 @@ thinking of getting Emily to audition. The play I attended was The Glass Menager
 heard of it?"), the answer states the first, and the second is the one a question later asks
 about. The ``second_look_messages`` uncovered messages whose uncovered statements have the most
 content words are shown, oldest first, each with the name the chunk's facts give its speaker
-(``tasks.restate``) and the message it answers. What the answer states goes through the guard
+(``tasks.restate``), without the message it answers. What the answer states goes through the guard
 like any item (grounding, restating, the speaker check) as a ``new`` fact citing the message's
 episode, and the change check then asks whether it ends a known fact about the same person: what
 a person says of a change in their life is the message a small model most often passes over.
@@ -97,12 +97,10 @@ _OPENERS = frozenset("also and but so anyway oh well ok okay btw by the way now 
 @dataclass(frozen=True)
 class Uncovered:
     """A person's message with statements no item covers: its episode's index among the
-    chunk's visible episodes, those statements (what is shown of it), and the other speaker's
-    message just before it, if any."""
+    chunk's visible episodes, and those statements (what is shown of it)."""
 
     episode: int
     message: Message
-    reply_to: Message | None
     sentences: tuple[str, ...] = ()
 
     @property
@@ -115,26 +113,23 @@ def uncovered_messages(
 ) -> list[Uncovered]:
     """The ``limit`` uncovered messages of ``episodes`` that say the most, oldest first."""
     found: list[tuple[int, int, Uncovered]] = []  # (words left, order, message)
-    for order, (e, message, before, left) in enumerate(_uncovered(episodes, actions)):
-        answers = before is not None and before.speaker != message.speaker
-        reply_to = before if answers else None
+    for order, (e, message, left) in enumerate(_uncovered(episodes, actions)):
         words = sum(len(w) for _, w in left)
-        found.append((words, order, Uncovered(e, message, reply_to, tuple(t for t, _ in left))))
+        found.append((words, order, Uncovered(e, message, tuple(t for t, _ in left))))
     chosen = sorted(found, key=lambda f: (-f[0], f[1]))[:limit]
     return [u for _, _, u in sorted(chosen, key=lambda f: f[1])]
 
 
 def _uncovered(
     episodes: Sequence[Episode], actions: Sequence[PlannedAction], *, numbers: bool = False
-) -> Iterator[tuple[int, Message, Message | None, list[tuple[str, set[str]]]]]:
+) -> Iterator[tuple[int, Message, list[tuple[str, set[str]]]]]:
     """Each person's message with statements no item of ``actions`` covers, in order: its
-    episode's index, the message, the one just before it, and those statements. ``numbers``:
+    episode's index, the message and those statements. ``numbers``:
     an item covers a statement only if it also states every number the statement does (the
     answer wrote "excited to use their new beans in their French press" of a message that
     also said "1 tablespoon of coffee for every 5 ounces of water")."""
     stated = [(content_words(a.fact), numbers_in(a.fact)) for a in actions if a.fact]
     for e, episode in enumerate(episodes):
-        before: Message | None = None
         for message in episode.messages:
             if not said_by_agent(message):
                 left = [
@@ -143,8 +138,7 @@ def _uncovered(
                     if not _covered(words, numbers_in(sentence) if numbers else frozenset(), stated)
                 ]
                 if left:
-                    yield e, message, before, left
-            before = message
+                    yield e, message, left
 
 
 def statements(text: str) -> list[tuple[str, set[str]]]:
@@ -363,7 +357,7 @@ def counted_again(item: OpenChunk, actions: Sequence[PlannedAction]) -> list[Con
     names = [f.fact for f in item.facts]
     items: list[ConsolidatedFact] = []
     taken: set[str] = set()
-    for e, message, _, left in _uncovered(item.visible, actions, numbers=True):
+    for e, message, left in _uncovered(item.visible, actions, numbers=True):
         person = person_named(message.speaker, item.visible, names) or message.speaker
         for sentence, _ in left:
             restated = restate(sentence, person)
@@ -435,15 +429,15 @@ def _replaced(fact: str | None, updates: Sequence[tuple[str, str]]) -> tuple[str
 def _shown(uncovered: Uncovered, episodes: Sequence[Episode], known: Sequence[str]) -> ShownMessage:
     message = uncovered.message
     person = person_named(message.speaker, episodes, known) or message.speaker
-    reply_to = uncovered.reply_to.text if uncovered.reply_to is not None else None
-    return ShownMessage(person, uncovered.statements or message.text, reply_to)
+    return ShownMessage(person, uncovered.statements or message.text)
 
 
 def about_the_speaker(fact: str, shown: ShownMessage) -> bool:
     """Whether a fact of the second look is about the message's speaker or someone they name:
     it names the speaker (or a chat's ``user``), or a name their message says. What it says of
-    no one of theirs comes from the other speaker's message shown beside it ("Podcasts are an
-    excellent way to stay informed!", an assistant's opening line)."""
+    no one of theirs is no fact about them: a remark ("Music discovery is a great topic!"), or
+    another speaker's words (when the message it answered was shown beside it, an assistant's
+    opening line: "Podcasts are an excellent way to stay informed!")."""
     lowered = fact.lower()
     if shown.person.lower() in lowered or _USER.search(fact):
         return True

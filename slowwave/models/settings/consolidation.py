@@ -89,7 +89,7 @@ class ConsolidationSettings(BaseSettings):
     second_look: bool = Field(
         default=True,
         description="Show a person's messages that no item of a chunk's answer covers to the "
-        "model again, alone with who said them and when, in one short request (shared by "
+        "model again, alone with who said them, in one short request (shared by "
         "chunks of one tenant while it shows at most `second_look_messages`): what "
         "they state is written as new facts, and the change check asks whether each ends a "
         "known fact about the same person.",
