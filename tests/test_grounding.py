@@ -12,7 +12,12 @@ from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
 from slowwave.tasks.grounding import Grounding, sources_of, ungrounded_span
-from slowwave.tasks.guard import degenerate_reason, exclaimed, not_self_contained
+from slowwave.tasks.guard import (
+    copied_under_name,
+    degenerate_reason,
+    exclaimed,
+    not_self_contained,
+)
 from tests.fix_episodes import active, add, at, decisions, make_episode, with_settings
 from tests.fix_models import ScriptedModel, fact
 from tests.test_consolidation import answer
@@ -370,6 +375,28 @@ def test_an_exclamation_or_a_question_about_no_one_who_speaks_is_a_reply(
     item: str, refused: bool
 ) -> None:
     assert (exclaimed(item, ["user", "assistant", "Dana"]) is not None) is refused
+
+
+@pytest.mark.parametrize(
+    ("item", "refused"),
+    [
+        # a person's message under their name, then restated (LoCoMo, the second look)
+        ("James it’s a pity James didn’t get a chance to take a photo with them.", True),
+        ("Caroline this support network has been amazing.", True),
+        ("John yes, these have been with him on his journey since the beginning.", True),
+        ("Caroline, those lessons are great - self-acceptance and finding support are key.", True),
+        ("Caroline Caroline is so lucky to have such a great support system.", True),
+        ("Gina Lopez wow, the studio looks amazing.", True),
+        # a statement about them, however it goes on
+        ("Nate thanks Joanna for the recipe.", False),
+        ("James, Maria and Ana went hiking in the Alps.", False),
+        ("Caroline's support network has been amazing.", False),
+        ("Together, we can make a real difference.", False),  # no one's name: another rule's
+    ],
+)
+def test_a_message_copied_under_its_speakers_name_is_not_a_fact(item: str, refused: bool) -> None:
+    speakers = ["James", "Caroline", "John", "Gina Lopez", "Nate", "Joanna"]
+    assert (copied_under_name(item, speakers) is not None) is refused
 
 
 @pytest.mark.parametrize(

@@ -419,7 +419,12 @@ def _fact_problem(item: ConsolidatedFact, fact: str, speakers: set[str]) -> str 
         return f"unknown category {item.category!r}"
     if copied_from_example(item.fact):
         return "copied from the prompt's example answer"
-    return degenerate_reason(fact) or not_self_contained(fact) or exclaimed(fact, speakers)
+    return (
+        degenerate_reason(fact)
+        or not_self_contained(fact)
+        or exclaimed(fact, speakers)
+        or copied_under_name(fact, speakers)
+    )
 
 
 def _said_by_role(episodes: Sequence[Episode], known: Sequence[str]) -> tuple[str, str]:
@@ -464,6 +469,35 @@ def exclaimed(fact: str, speakers: Iterable[str]) -> str | None:
     if subject is not None and (subject in people or (subject == "The user" and role)):
         return None
     return "a reply, not a fact: an exclamation or a question about no one who speaks"
+
+
+# how a message opens, where a fact would go on with what its subject does: a pronoun, an
+# interjection ("thanks" also names what someone does: "Nate thanks Joanna for the recipe.")
+_MESSAGE_OPENING = re.compile(
+    rf"(?:{_PRONOUN_START.pattern[1:]}|(?:yes|yeah|yep|no|nope|well|oh|wow|hey|hi|hello|okay|"
+    r"ok|sure|sorry|thank you|congratulations|congrats|absolutely|great|glad)\b)",
+    re.I,
+)
+
+
+def copied_under_name(fact: str, speakers: Iterable[str]) -> str | None:
+    """Why ``fact``, one of the chunk's ``speakers``' names and then a message of theirs as it
+    was said ("James it’s a pity James didn’t get a chance to take a photo with them.", "John
+    yes, these have been with him ...", "Caroline Caroline is so lucky ..."), is a copy, not a
+    fact, or None. The small model writes a message under its speaker's name where it has
+    nothing to say of it; restating its "I" then makes it read almost as a sentence."""
+    text = without_opening(fact)
+    people = {s.strip() for s in speakers} | {s.split()[0] for s in speakers if s.strip()}
+    subject = next(
+        (p for p in sorted(people, key=len, reverse=True) if re.match(rf"{re.escape(p)}\b", text)),
+        None,
+    )
+    if subject is None:
+        return None
+    rest = text[len(subject) :].lstrip(" ,")
+    if _MESSAGE_OPENING.match(rest) or rest.startswith(f"{subject} "):
+        return f"a message copied under {subject}'s name, not a fact about them"
+    return None
 
 
 def _resolve_conflicts(
