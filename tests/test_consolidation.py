@@ -861,6 +861,37 @@ def test_a_fact_that_cites_no_episode_is_dated_by_its_most_similar_episode_not_t
     assert "attributed to the most similar episode" in logged["reason"]
 
 
+def test_a_fact_that_cites_an_episode_without_its_names_is_dated_by_the_episode_that_says_them(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    """The quick start's way: the default model cited Dana's April episode (short answers on
+    weekdays) for her move to Manchester, said in May, and Leeds ended seven weeks early."""
+    april, may = add(
+        conn,
+        make_episode("c", "mc1", "Please keep your answers short on weekdays.", at(2023, 4, 2)),
+        make_episode(
+            "c", "mc2", "Big news: I'm moving to Manchester in July for a new job.", at(2023, 5, 20)
+        ),
+    )
+    moving = "The user is moving to Manchester in July for a new job."
+    model = ScriptedModel(
+        {
+            "mc1": lambda r: answer(
+                fact("The user wants short answers on weekdays.", "guideline", episodes=["E1"]),
+                fact(moving, keywords=["Manchester"], episodes=["E1"]),
+            )
+        }
+    )
+    consolidate(db, model, embedder, with_settings(settings, episode_threshold=1))
+    now = active(conn, "c")
+    assert now[moving]["source_episodic_ids"] == [may.id]
+    assert now[moving]["valid_at"] == may.end_at
+    short = now["The user wants short answers on weekdays."]
+    assert short["source_episodic_ids"] == [april.id]  # its cited episode says what it says
+    (logged,) = [d for d in decisions(conn) if d["proposed_fact"] == moving]
+    assert "cited" in logged["reason"] and "Manchester" in logged["reason"]
+
+
 # ── actions checked against each other (review case 4) ──────────────────────────────────
 
 

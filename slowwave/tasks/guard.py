@@ -180,6 +180,35 @@ def _evidence(item: ConsolidatedFact, episodes: Sequence[Episode]) -> tuple[list
     return (found, True) if found else (list(episodes), False)
 
 
+def cited_elsewhere(
+    fact: str, cited: Sequence[Episode], episodes: Sequence[Episode]
+) -> tuple[list[Episode], list[str]] | None:
+    """The chunk's episodes that say the names ``fact`` gives (less its speakers' and its
+    subject's), and those names, where the episodes it ``cited`` say none of them; else None.
+    The small model cites a neighbouring episode of the chunk: it cited Dana's April episode
+    (short answers on weekdays) for her move to Manchester, said in May, and her Leeds fact
+    ended seven weeks early; a fact's event time is its evidence's."""
+    if len(episodes) < 2:
+        return None
+    speakers = {m.speaker.lower() for e in episodes for m in e.messages}
+    people = speakers | {s.split()[0] for s in speakers if s.strip()}
+    subject = (subject_name(fact) or "").lower()
+    names = [
+        n
+        for n in dict.fromkeys(w.removesuffix("'s").removesuffix("’s") for w in names_in(fact))
+        if n.lower() not in people and n.lower() != subject
+    ]
+
+    def says(episode: Episode, name: str) -> bool:
+        pattern = re.compile(rf"\b{re.escape(name)}\b")
+        return any(pattern.search(m.text) for m in episode.messages)
+
+    said = [n for n in names if any(says(e, n) for e in episodes)]
+    if not said or any(says(e, n) for e in cited for n in said):
+        return None
+    return [e for e in episodes if any(says(e, n) for n in said)], said
+
+
 def _answer_ref(value: str | None, position: int) -> int | None:
     """'N3' → 3 when it names an item before ``position`` (0-based) of the answer."""
     short = normalize_short_id(value, "N")
@@ -293,6 +322,15 @@ def guard(
             evidence, cited = [restated.episode], True
             note = "attributed to the episode whose message it restates"
             reason = f"{reason}; {note}" if reason else note
+        if writes and cited:
+            elsewhere = cited_elsewhere(said[0], evidence, episodes)
+            if elsewhere is not None:
+                evidence, named = elsewhere
+                note = (
+                    f"cited an episode that does not say {', '.join(named)}: attributed to the "
+                    "episode that does"
+                )
+                reason = f"{reason}; {note}" if reason else note
         if len(said) > 1 and writes:
             # one fact says one thing: the first sentence is the item's statement; what
             # follows is, from the small default model, a quote turned third person
