@@ -892,6 +892,26 @@ def test_a_fact_that_cites_an_episode_without_its_names_is_dated_by_the_episode_
     assert "cited" in logged["reason"] and "Manchester" in logged["reason"]
 
 
+def test_a_fact_whose_cited_episode_says_it_keeps_its_date_though_another_names_its_person(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    """The quick start's Mia: her overhangs are said in March's second episode, Dana's name
+    only in the first ("Hi! I'm Dana."); the fact names both and stays with what it says."""
+    _, overhangs = add(
+        conn,
+        make_episode("c", "mi1", "Hi! I'm Dana. I teach chemistry in Leeds.", at(2023, 3, 4)),
+        make_episode(
+            "c", "mi2", "My sister Mia is much better at overhangs than I am.", at(2023, 3, 11)
+        ),
+    )
+    better = "Mia is climbing overhangs better than Dana does."
+    model = ScriptedModel(
+        {"mi1": lambda r: answer(fact(better, "preference", keywords=["Mia"], episodes=["E2"]))}
+    )
+    consolidate(db, model, embedder, with_settings(settings, episode_threshold=1))
+    assert active(conn, "c")[better]["source_episodic_ids"] == [overhangs.id]
+
+
 # ── actions checked against each other (review case 4) ──────────────────────────────────
 
 

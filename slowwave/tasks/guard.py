@@ -71,6 +71,7 @@ from slowwave.tasks.grounding import (
 )
 from slowwave.tasks.restate import (
     PERSON_ROLES,
+    content_words,
     person_named,
     restate,
     said_by,
@@ -184,10 +185,12 @@ def cited_elsewhere(
     fact: str, cited: Sequence[Episode], episodes: Sequence[Episode]
 ) -> tuple[list[Episode], list[str]] | None:
     """The chunk's episodes that say the names ``fact`` gives (less its speakers' and its
-    subject's), and those names, where the episodes it ``cited`` say none of them; else None.
-    The small model cites a neighbouring episode of the chunk: it cited Dana's April episode
-    (short answers on weekdays) for her move to Manchester, said in May, and her Leeds fact
-    ended seven weeks early; a fact's event time is its evidence's."""
+    subject's) and more of its words than the episodes it ``cited``, which say none of those
+    names, with the names; else None. The small model cites a neighbouring episode of the
+    chunk: it cited Dana's April episode (short answers on weekdays) for her move to
+    Manchester, said in May, and her Leeds fact ended seven weeks early; a fact's event time
+    is its evidence's. A name alone does not move it: "Mia is climbing overhangs better than
+    Dana does." cites the episode of the overhangs, though only the one before says "Dana"."""
     if len(episodes) < 2:
         return None
     speakers = {m.speaker.lower() for e in episodes for m in e.messages}
@@ -206,7 +209,15 @@ def cited_elsewhere(
     said = [n for n in names if any(says(e, n) for e in episodes)]
     if not said or any(says(e, n) for e in cited for n in said):
         return None
-    return [e for e in episodes if any(says(e, n) for n in said)], said
+    words = content_words(fact)
+
+    def shares(episode: Episode) -> int:
+        return len(words & content_words("\n".join(m.text for m in episode.messages)))
+
+    saying = [e for e in episodes if any(says(e, n) for n in said)]
+    if max(map(shares, saying)) <= max(map(shares, cited)):
+        return None
+    return saying, said
 
 
 def _answer_ref(value: str | None, position: int) -> int | None:
