@@ -1342,4 +1342,4 @@ def test_the_prompt_shows_a_quoted_title_in_quotes_that_cannot_end_a_json_string
         shown
         == "user: I'm now on page 220 of “The Nightingale”, and “Circe” is next. He said ”wait"
     )
-    assert '"' not in render_second_look_prompt([ShownMessage("Dana", said, 'Is "it" good?')])
+    assert '"' not in render_second_look_prompt([ShownMessage("Dana", said)])
