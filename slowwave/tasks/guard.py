@@ -181,8 +181,14 @@ def _evidence(item: ConsolidatedFact, episodes: Sequence[Episode]) -> tuple[list
     return (found, True) if found else (list(episodes), False)
 
 
+def speaker_names(speakers: Iterable[str]) -> set[str]:
+    """The chunk's speakers as a fact may name them: each whole, and each by its first name."""
+    named = {s.strip() for s in speakers} - {""}
+    return named | {s.split()[0] for s in named}
+
+
 def cited_elsewhere(
-    fact: str, cited: Sequence[Episode], episodes: Sequence[Episode]
+    fact: str, cited: Sequence[Episode], episodes: Sequence[Episode], speakers: Iterable[str]
 ) -> tuple[list[Episode], list[str]] | None:
     """The chunk's episodes that say the names ``fact`` gives (less its speakers' and its
     subject's) and more of its words than the episodes it ``cited``, which say none of those
@@ -193,8 +199,7 @@ def cited_elsewhere(
     Dana does." cites the episode of the overhangs, though only the one before says "Dana"."""
     if len(episodes) < 2:
         return None
-    speakers = {m.speaker.lower() for e in episodes for m in e.messages}
-    people = speakers | {s.split()[0] for s in speakers if s.strip()}
+    people = {p.lower() for p in speaker_names(speakers)}
     subject = (subject_name(fact) or "").lower()
     names = [
         n
@@ -334,7 +339,7 @@ def guard(
             note = "attributed to the episode whose message it restates"
             reason = f"{reason}; {note}" if reason else note
         if writes and cited:
-            elsewhere = cited_elsewhere(said[0], evidence, episodes)
+            elsewhere = cited_elsewhere(said[0], evidence, episodes, speakers)
             if elsewhere is not None:
                 evidence, named = elsewhere
                 note = (
@@ -536,7 +541,7 @@ def copied_under_name(fact: str, speakers: Iterable[str]) -> str | None:
     fact, or None. The small model writes a message under its speaker's name where it has
     nothing to say of it; restating its "I" then makes it read almost as a sentence."""
     text = without_opening(fact)
-    people = {s.strip() for s in speakers} | {s.split()[0] for s in speakers if s.strip()}
+    people = speaker_names(speakers)
     subject = next(
         (p for p in sorted(people, key=len, reverse=True) if re.match(rf"{re.escape(p)}\b", text)),
         None,
