@@ -35,14 +35,15 @@ def wait_gone(pid: int, timeout: float = 10.0) -> bool:
 @pytest.fixture(scope="session")
 def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     home = tmp_path_factory.mktemp("slowwave-home")
-    # chunk_size pinned, and short episodes not packed beyond it: the tests describe chunking
-    # by their own numbers, not the defaults'. Grounding off: a scripted answer says what its
-    # test describes, not what its episodes say; tests.test_grounding turns it on
+    # chunk_size pinned, and short or lone episodes not packed beyond it: the tests describe
+    # chunking by their own numbers, not the defaults'. Grounding off: a scripted answer says
+    # what its test describes, not what its episodes say; tests.test_grounding turns it on
     return Settings(
         home=home,
         database_url=None,
         chunk_size=8,
         chunk_min_tokens=0,
+        chunk_lone_joins=False,
         grounding="off",
         _env_file=None,
     )

@@ -337,3 +337,36 @@ def test_a_floor_never_packs_past_the_context_budget() -> None:
     chunks = pack(short, budget)
     assert [len(c) for c in chunks] == [2, 2, 2]
     assert all(chunk_tokens(c, budget) <= 2 * one for c in chunks)
+
+
+# ── a lone last episode joins the chunk before it ─────────────────────────────────────────
+
+
+def test_a_lone_last_episode_joins_the_chunk_before_it() -> None:
+    episodes = [long_episode(f"e{i}", [f"message {i}", "reply"], day=i + 1) for i in range(5)]
+    alone = pack(episodes, ChunkBudget(max_episodes=2))
+    joined = pack(episodes, ChunkBudget(max_episodes=2, lone_joins=True))
+    assert [len(c) for c in alone] == [2, 2, 1]
+    assert [len(c) for c in joined] == [2, 3]
+    assert [p.episode.id for c in joined for p in c] == [e.id for e in episodes]
+    # one episode in all is a chunk of its own: there is nothing before it to join
+    assert [len(c) for c in pack(episodes[:1], ChunkBudget(2, lone_joins=True))] == [1]
+
+
+def test_a_lone_last_episode_stays_alone_where_joining_would_pass_the_context_budget() -> None:
+    episodes = [long_episode(f"e{i}", [words(30, 100 + 40 * i)], day=i + 1) for i in range(3)]
+    one = max(episode_tokens(e, estimate_tokens, index=2, deep=True) for e in episodes)
+    budget = ChunkBudget(max_episodes=2, max_tokens=2 * one + 2, lone_joins=True)
+    chunks = pack(episodes, budget)
+    assert [len(c) for c in chunks] == [2, 1]
+    assert all(chunk_tokens(c, budget) <= budget.max_tokens for c in chunks)  # type: ignore[operator]
+
+
+def test_the_last_part_of_a_split_episode_never_joins_its_own_earlier_part() -> None:
+    episode = long_episode("long", [words(40, 100), words(40, 200)])
+    alone = [episode.model_copy(update={"messages": [m]}) for m in episode.messages]
+    one_message = max(episode_tokens(e, estimate_tokens, index=2, deep=True) for e in alone)
+    budget = ChunkBudget(max_episodes=2, max_tokens=one_message + 1, lone_joins=True)
+    chunks = pack([episode], budget)
+    assert [len(c) for c in chunks] == [1, 1]
+    assert {p.episode.id for c in chunks for p in c} == {episode.id}

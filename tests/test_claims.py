@@ -518,3 +518,20 @@ def test_a_conversation_claimed_in_part_while_another_claimer_committed_is_given
         ).fetchall()
     )
     assert held == {"k0-0": other, "k0-1": None, "k1-0": mine, "k1-1": mine}
+
+
+def test_a_conversations_lone_last_episode_is_consolidated_in_the_request_before_it(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    joining = with_settings(settings, chunk_size=2, chunk_lone_joins=True)
+    _seed(conn, conversations=1)  # 3 episodes: one request of 3, not one of 2 and one of 1
+    model = ScriptedModel(
+        {
+            "k0-0": lambda r: ConsolidationOutput(facts=[fact("User collects coins", "interest")]),
+            "k0-2": lambda r: ConsolidationOutput(facts=[fact("User keeps coins in albums")]),
+        }
+    )
+    summary = consolidate(db, model, embedder, joining, kind="nightly")
+    assert summary.chunks == 1 and len(model.requests) == 1
+    assert all(s["consolidated_at"] is not None for s in episodes_state(conn).values())
+    assert {f["fact"] for f in facts(conn)} == {"User collects coins", "User keeps coins in albums"}

@@ -57,7 +57,8 @@ class ChunkBudget:
     episode count alone decides (today's behaviour). A chunk that holds ``max_episodes``
     takes one more episode while the whole stays within ``min_tokens`` (0: never).
     ``flashbulb_surprise`` decides which episodes add an "## Attention" line to the prompt;
-    0.0 charges every episode for one.
+    0.0 charges every episode for one. ``lone_joins``: a conversation's last episode, which the
+    count would leave alone in a chunk, joins the chunk before it while ``max_tokens`` allows.
     """
 
     max_episodes: int
@@ -65,6 +66,7 @@ class ChunkBudget:
     count: TokenCounter = estimate_tokens
     flashbulb_surprise: float = 0.0
     min_tokens: int = 0
+    lone_joins: bool = False
 
     def __post_init__(self) -> None:
         if self.max_episodes < 1:
@@ -91,12 +93,13 @@ def chunk_budget(
     count: TokenCounter = estimate_tokens,
     flashbulb_surprise: float = 0.0,
     min_tokens: int = 0,
+    lone_joins: bool = False,
 ) -> ChunkBudget:
     """The budget left for episodes once the answer, the fixed prompt, the facts and the margin
     are set aside; an unknown context (None) leaves only the episode count (and the floor
     below which short episodes share a chunk)."""
     if context_tokens is None:
-        return ChunkBudget(max_episodes, None, count, flashbulb_surprise, min_tokens)
+        return ChunkBudget(max_episodes, None, count, flashbulb_surprise, min_tokens, lone_joins)
     margin = math.ceil(context_tokens * MARGIN_FRACTION) + MARGIN_TOKENS
     left = context_tokens - answer_tokens - fixed_prompt_tokens - facts_reserve_tokens - margin
     if left <= 0:
@@ -105,7 +108,7 @@ def chunk_budget(
             f"prompt {fixed_prompt_tokens} - facts {facts_reserve_tokens} - margin {margin} = "
             f"{left} tokens; raise the context length or lower max_tokens / the facts shown"
         )
-    return ChunkBudget(max_episodes, left, count, flashbulb_surprise, min_tokens)
+    return ChunkBudget(max_episodes, left, count, flashbulb_surprise, min_tokens, lone_joins)
 
 
 def fixed_prompt_tokens(count: TokenCounter) -> int:
@@ -194,7 +197,9 @@ def split_episode(
     count, limit = budget.count, budget.max_tokens
     # cost as the widest short id a chunk can give it (E99 where short episodes may pack past
     # the count: a hundred in a chunk would be a token over per line, which the margin takes)
-    index = max(budget.max_episodes, 99 if budget.min_tokens else 0) - 1
+    # (one more where a lone last episode joins the chunk before it)
+    most = budget.max_episodes + budget.lone_joins
+    index = max(most, 99 if budget.min_tokens else 0) - 1
     deep = shown_surprise(episode) >= budget.flashbulb_surprise
     rest = episode
     if done_messages:
@@ -330,7 +335,24 @@ def pack(
                 used = 0
             chunks[-1].append(part)
             used += part.tokens
+    if budget.lone_joins:
+        _join_lone_last(chunks, budget)
     return chunks
+
+
+def _join_lone_last(chunks: list[list[EpisodePart]], budget: ChunkBudget) -> None:
+    """The last chunk, when it holds one part, joined to the chunk before it: one request
+    fewer, whose system prompt (most of a short chunk's tokens) is not sent again. Not when the
+    two hold parts of one episode, nor past the token limit."""
+    if len(chunks) < 2 or len(chunks[-1]) != 1:
+        return
+    (lone,), before = chunks[-1], chunks[-2]
+    if before[-1].episode.id == lone.episode.id:
+        return
+    tokens = sum(p.tokens for p in before) + lone.tokens
+    if budget.max_tokens is not None and tokens > budget.max_tokens:
+        return
+    before.append(chunks.pop()[0])
 
 
 # ── the run's budget, and chunks as the stages see them ───────────────────────────────────
@@ -350,6 +372,7 @@ def run_budget(model: object, settings: Settings) -> ChunkBudget:
         count,
         settings.consolidation.flashbulb_surprise,
         settings.consolidation.chunk_min_tokens,
+        settings.consolidation.chunk_lone_joins,
     )
 
 

@@ -39,6 +39,7 @@ def settings_for(url: str, home: Path, max_conversations: int = 10_000) -> Setti
         home=home,
         chunk_size=CHUNK_SIZE,
         chunk_min_tokens=0,  # the scenarios count chunks of CHUNK_SIZE
+        chunk_lone_joins=False,
         claim_max_conversations=max_conversations,
         _env_file=None,
     )

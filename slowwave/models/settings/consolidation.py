@@ -50,6 +50,12 @@ class ConsolidationSettings(BaseSettings):
         "8.0, at fact recall 0.100 instead of 0.218 (`benchmarks.nightly_cost "
         "--episode-messages 4`). For a larger model, or where tokens count more than recall.",
     )
+    chunk_lone_joins: bool = Field(
+        default=True,
+        description="A conversation's last episode, which `chunk_size` would leave alone in a "
+        "chunk, joins the chunk before it (while the context allows): one call fewer, and "
+        "every call sends the whole system prompt.",
+    )
     related_facts_limit: int = Field(
         default=20, ge=0, description="Most existing facts shown to the model per chunk."
     )
