@@ -2,7 +2,8 @@
 
 A chunk holds at most ``max_episodes`` episodes, or more short ones while they stay within
 ``min_tokens`` tokens together (each call sends the whole system prompt, so two-message
-episodes share one rather than pay one each), and, when the context is known, at most
+episodes share one rather than pay one each; so does a conversation's last episode that the
+count would leave alone), and, when the context is known, at most
 ``max_tokens`` tokens of rendered episodes. An episode too long for one chunk is split by
 messages into consecutive parts (and a message too long for one part, by text), so nothing is
 ever sent over budget. Pure: no database, no runtime; the token counter is passed in.
