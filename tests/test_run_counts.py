@@ -211,11 +211,15 @@ def _wait_committed(night: Night, model: FakeModel, child: subprocess.Popen[str]
     raise AssertionError("the run committed nothing before the model held its calls")
 
 
+# the scenarios count a chunk an episode: a conversation's last one stays alone
+ONE_EPISODE_A_CHUNK = {"SLOWWAVE_CHUNK_SIZE": "1", "SLOWWAVE_CHUNK_LONE_JOINS": "false"}
+
+
 def _start(night: Night, model: FakeModel, *args: str) -> subprocess.Popen[str]:
     with (night.home.parent / f"{args[0]}-{len(night.runs)}.log").open("w") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "slowwave", *args],
-            env={**night.env, **model.env(SLOWWAVE_CHUNK_SIZE="1")},
+            env={**night.env, **model.env(**ONE_EPISODE_A_CHUNK)},
             stdout=log,
             stderr=subprocess.STDOUT,
             text=True,
@@ -288,7 +292,7 @@ def _play(night: Night) -> None:
 
     # 3. the rest of the night, to the end: every conversation due, one chunk never answered
     with fake_model(garble=(GARBLED,)) as model:
-        finished = night.cli("consolidate", **model.env(SLOWWAVE_CHUNK_SIZE="1"))
+        finished = night.cli("consolidate", **model.env(**ONE_EPISODE_A_CHUNK))
     assert finished.returncode == 1, finished.stderr[-3000:]  # CompletedWithFailures
     with night.connect() as conn:
         known = set(night.runs.values())
