@@ -171,6 +171,27 @@ def test_an_excerpt_keeps_what_each_channel_found_and_the_neighbours_nearest_the
     assert alone.startswith("Dana: Filler line number 0")
 
 
+def test_a_long_answer_that_repeats_the_query_does_not_crowd_out_what_the_window_found() -> None:
+    from slowwave.tasks.memories import excerpt
+
+    advice = " ".join(
+        f"Tip {n}: a running shoe for a marathon should fit well and feel light." for n in range(12)
+    )
+    chat = [said(n, f"Filler line number {n} about nothing much.") for n in range(20)]
+    chat[4] = said(
+        4,
+        "I just bought my first pair of trail shoes in Leeds, after a month of reading reviews "
+        "and trying on every pair the shop on Briggate had in my size.",
+        speaker="user",
+    )
+    chat[12] = said(12, f"What running shoe for a marathon? {advice}", speaker="assistant")
+    for budget in (150, 240, 400):  # the long answer (220 tokens) fits the larger two whole
+        text, cut = excerpt(chat, "which running shoe for a marathon", budget, window=(2, 6))
+        assert cut and "trail shoes in Leeds" in text, budget
+    text, _ = excerpt(chat, "which running shoe for a marathon", 400, window=(2, 6))
+    assert "Tip 11" in text  # and where room is left after them, it is shown too
+
+
 @pytest.mark.slow
 def test_an_excerpt_shows_the_message_that_answers_not_one_that_shares_its_small_words(
     db: Database, settings: Settings

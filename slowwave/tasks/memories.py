@@ -82,21 +82,31 @@ def excerpt(
     not "where" or "the"), and the messages ``[start, stop)`` of the episode's window nearest
     the query's meaning (``window``): "I'm a research engineer at Anthropic" shares no word
     with that question, and a later message about an email draft that said "the" and "does"
-    was shown in its place."""
+    was shown in its place. The message sharing most words comes first only while it takes at
+    most half the budget; a longer one (most often an assistant's long answer that repeats the
+    question's words) comes after the window's messages: where it fitted the budget it took
+    it whole and left out what the window found."""
     shown = lines(messages)
     costs = [average_tokens(line) + 1 for line in shown]
     if sum(costs) <= budget:
         return "\n".join(shown), False
     wanted = query_words(query)
     overlap = [len(wanted & query_words(str(m.get("text", "")))) for m in messages]
+
+    def most_words(among: Sequence[int]) -> int:
+        return max(among, key=lambda i: (overlap[i], -i))
+
     anchors: list[int] = []
-    best = max(range(len(shown)), key=lambda i: (overlap[i], -i))
-    if overlap[best] > 0 or window is None:
-        anchors.append(best)
+    short = [i for i in range(len(shown)) if costs[i] * 2 <= budget]
+    if short and overlap[most_words(short)] > 0:  # leaves room for what the window found
+        anchors.append(most_words(short))
     if window is not None:
         start, stop = max(0, window[0]), min(len(shown), window[1])
         middle = (start + stop - 1) / 2
         anchors += sorted(range(start, stop), key=lambda i: (-overlap[i], abs(i - middle), i))
+    best = most_words(range(len(shown)))
+    if overlap[best] > 0 or window is None:  # a long one, after the window's
+        anchors.append(best)
     if not anchors:  # a window past the episode's messages (it grew since): its start
         anchors.append(0)
     kept: set[int] = set()
