@@ -98,8 +98,9 @@ def excerpt(
 
     anchors: list[int] = []
     short = [i for i in range(len(shown)) if costs[i] * 2 <= budget]
-    if short and overlap[most_words(short)] > 0:  # leaves room for what the window found
-        anchors.append(most_words(short))
+    first = most_words(short) if short else None
+    if first is not None and overlap[first] > 0:  # leaves room for what the window found
+        anchors.append(first)
     if window is not None:
         start, stop = max(0, window[0]), min(len(shown), window[1])
         middle = (start + stop - 1) / 2
