@@ -420,13 +420,32 @@ def test_the_fused_list_puts_an_episode_before_the_fact_it_taught_at_the_same_ra
     memories = [_memory(moved), _memory(climbing)]
     ranked = fuse(facts, memories, 10, rrf_k=10)
     # at each rank the memory first: the episode's excerpt carries the messages its fact was
-    # drawn from, and the fact, reaching no other episode, is left out
+    # drawn from, and the fact, reaching no other episode, comes after what does
     assert [(r.kind, r.id) for r in ranked] == [
         ("memory", moved),
         ("memory", climbing),
         ("fact", lab_fact),
+        ("fact", move_fact),
     ]
-    assert [r.score for r in ranked] == [1 / 11, 1 / 12, 1 / 12]
+    assert [r.score for r in ranked] == [1 / 11, 1 / 12, 1 / 12, 1 / 11]
     # a better rank still comes first, whatever the kind
     first = fuse([(lab_fact, [lab])], [_memory(climbing), _memory(moved)], 10, rrf_k=10)
     assert [r.id for r in first] == [climbing, lab_fact, moved]
+
+
+def test_the_fused_list_fills_its_places_with_what_reaches_no_new_episode_after_what_does() -> None:
+    """Two facts of one episode: the second reaches no episode the first has not, so it comes
+    after the fact of another episode, and fills a place the list would otherwise leave empty
+    (it carries other messages of that episode); a list too short for all keeps the reach."""
+    moved, lab = uuid.uuid4(), uuid.uuid4()
+    move_fact, college_fact, lab_fact = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    facts = [(move_fact, [moved]), (college_fact, [moved]), (lab_fact, [lab])]
+    assert [r.id for r in fuse(facts, [], 3, rrf_k=10)] == [move_fact, lab_fact, college_fact]
+    assert [r.id for r in fuse(facts, [], 2, rrf_k=10)] == [move_fact, lab_fact]
+    # an episode's memory and a fact drawn from it: the fact after the other episode's fact
+    both = fuse([(college_fact, [moved]), (lab_fact, [lab])], [_memory(moved)], 3, rrf_k=10)
+    assert [(r.kind, r.id) for r in both] == [
+        ("memory", moved),
+        ("fact", lab_fact),
+        ("fact", college_fact),
+    ]

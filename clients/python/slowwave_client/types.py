@@ -385,7 +385,7 @@ class SearchAnswer(BaseModel):
     query: str = Field(..., title="Query")
     ranked: list[Ranked] | None = Field(None, title="Ranked")
     """
-    When asked (fused): facts and memories in one list, best first, at most k long, each scored by its rank in its own list (by the reranker's score when the search reranked); an item that reaches no episode the items above it have not is left out.
+    When asked (fused): facts and memories in one list, best first, at most k long, each scored by its rank in its own list (by the reranker's score when the search reranked); an item that reaches no episode the items above it have not comes after every item that does.
     """
 
 

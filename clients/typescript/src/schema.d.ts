@@ -933,7 +933,7 @@ export interface components {
             query: string;
             /**
              * Ranked
-             * @description When asked (fused): facts and memories in one list, best first, at most k long, each scored by its rank in its own list (by the reranker's score when the search reranked); an item that reaches no episode the items above it have not is left out.
+             * @description When asked (fused): facts and memories in one list, best first, at most k long, each scored by its rank in its own list (by the reranker's score when the search reranked); an item that reaches no episode the items above it have not comes after every item that does.
              */
             ranked?: components["schemas"]["Ranked"][] | null;
         };
