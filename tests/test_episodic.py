@@ -191,6 +191,32 @@ def test_a_long_answer_that_repeats_the_query_does_not_crowd_out_what_the_window
     assert "Tip 11" in text  # at 400, room is left after them, and it is shown too
 
 
+def test_asked_what_the_agent_said_the_agents_answer_is_shown_first_cut_to_its_start() -> None:
+    """ "Which shoe did you recommend?" asks for the assistant's own answer: it goes first,
+    whole where it fits and its start where it does not, instead of after the user's turns
+    that the window found (the same chat as above)."""
+    from slowwave.tasks.memories import asks_what_agent_said, excerpt
+
+    advice = " ".join(
+        f"Tip {n}: a running shoe for a marathon should fit well and feel light." for n in range(12)
+    )
+    chat = [said(n, f"Filler line number {n} about nothing much.") for n in range(20)]
+    chat[4] = said(4, "I just bought my first pair of trail shoes in Leeds.", speaker="user")
+    chat[12] = said(12, f"What running shoe for a marathon? {advice}", speaker="assistant")
+    query = "Which running shoe did you recommend for a marathon?"
+    text, cut = excerpt(chat, query, 150, window=(2, 6))  # the answer is 220 tokens
+    assert cut and text.startswith("assistant: What running shoe for a marathon? Tip 0")
+    assert text.endswith(" …") and "Leeds" not in text
+    for budget in (240, 400):  # whole, and at 400 with room left after it
+        text, cut = excerpt(chat, query, budget, window=(2, 6))
+        assert cut and "Tip 11: a running shoe for a marathon should fit well" in text, budget
+    assert "trail shoes in Leeds" in text
+    assert asks_what_agent_said("I remember you told me about CITGO. Can you remind me?")
+    assert asks_what_agent_said("What sealant did you say to use?")
+    assert not asks_what_agent_said("Can you recommend a running shoe for a marathon?")
+    assert not asks_what_agent_said("Which running shoe for a marathon did I buy?")
+
+
 @pytest.mark.slow
 def test_an_excerpt_shows_the_message_that_answers_not_one_that_shares_its_small_words(
     db: Database, settings: Settings

@@ -25,6 +25,7 @@ from fsrs import Card, Rating, Scheduler, State
 from psycopg.rows import dict_row
 
 from slowwave import sql
+from slowwave.models.consolidation import AGENT_ROLES
 from slowwave.models.embedding.base import Embedder, as_queries
 from slowwave.models.episode import EpisodicHit
 from slowwave.models.llm.tokens import average_tokens
@@ -85,7 +86,10 @@ def excerpt(
     was shown in its place. The message sharing most words comes first only while it takes at
     most half the budget; a longer one (most often an assistant's long answer that repeats the
     question's words) comes after the window's messages: where it fitted the budget it took
-    it whole and left out what the window found."""
+    it whole and left out what the window found. Asked what the agent said ("which shoe did
+    you recommend", ``asks_what_agent_said``), that long answer is what is asked for: the
+    agent's message sharing most words goes first, and where it alone is over the budget, its
+    start is the excerpt (where a list or a recipe begins)."""
     shown = lines(messages)
     costs = [average_tokens(line) + 1 for line in shown]
     if sum(costs) <= budget:
@@ -97,6 +101,12 @@ def excerpt(
         return max(among, key=lambda i: (overlap[i], -i))
 
     anchors: list[int] = []
+    agents = [i for i, m in enumerate(messages) if str(m.get("speaker", "")).lower() in AGENT_ROLES]
+    if agents and asks_what_agent_said(query) and overlap[most_words(agents)] > 0:
+        answered = most_words(agents)
+        if costs[answered] > budget:
+            return _start_of(shown[answered], costs[answered], budget), True
+        anchors.append(answered)
     short = [i for i in range(len(shown)) if costs[i] * 2 <= budget]
     first = most_words(short) if short else None
     if first is not None and overlap[first] > 0:  # leaves room for what the window found
@@ -117,9 +127,7 @@ def excerpt(
             kept.add(i)
             used += costs[i]
     if not kept:  # the best message alone is longer than the budget: its start
-        first = anchors[0]
-        cut = shown[first][: max(1, len(shown[first]) * budget // costs[first])]
-        return cut.rstrip() + " …", True
+        return _start_of(shown[anchors[0]], costs[anchors[0]], budget), True
     centres = set(kept)
     for step in range(1, len(shown)):  # then the neighbours, nearest the anchors first
         for i in sorted({j + d for j in centres for d in (-step, step)}):
@@ -135,6 +143,11 @@ def excerpt(
     if ordered[-1] < len(shown) - 1:
         parts.append("…")
     return "\n".join(parts), True
+
+
+def _start_of(line: str, cost: int, budget: int) -> str:
+    """The start of a message ``line`` of ``cost`` tokens that fits ``budget``, marked cut."""
+    return line[: max(1, len(line) * budget // cost)].rstrip() + " …"
 
 
 _SUFFIXES = ("ing", "ed", "es", "s")
@@ -393,6 +406,15 @@ _NOW = re.compile(
     re.I,
 )
 
+# a question about what the agent said: "the restaurant you recommended", "I remember you told
+# me", "how many eggs did you say"; a request ("can you recommend") asks for something new
+_AGENT_SAID = re.compile(
+    r"\byou\s+(?:\w+\s+){0,2}?(?:said|told|recommended|mentioned|provided|suggested|gave|"
+    r"wrote|made|listed|explained|described|shared|offered|showed)\b|"
+    r"\bdid you\s+(?:say|tell|recommend|mention|provide|suggest|give|write|make|list|explain|"
+    r"describe|share|offer|show)\b",
+    re.I,
+)
 
 T = TypeVar("T")
 
@@ -424,6 +446,12 @@ def successors_first(
     for item in ranked:
         emit(item, frozenset())
     return out
+
+
+def asks_what_agent_said(query: str) -> bool:
+    """Whether ``query`` asks what the agent itself said (``_AGENT_SAID``): "you recommended",
+    "did you say", not "can you recommend"."""
+    return _AGENT_SAID.search(query) is not None
 
 
 def asks_about_now(query: str) -> bool:
