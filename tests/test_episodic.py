@@ -574,6 +574,69 @@ def test_asked_about_now_an_episode_whose_facts_a_later_one_replaced_comes_after
     assert "(2023-03-04 12:00 UTC, consolidated, superseded)" in rendered
 
 
+@pytest.mark.slow
+def test_an_episodes_words_for_search_are_its_peoples_not_the_agents_answers(
+    db: Database, conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    """ "Which bike did I buy?": the user said it once in a short chat; the assistant's long
+    answer in another chat says "bike" seven times. By the words alone (no vector channel) the
+    user's chat comes first, pending and consolidated alike; a chat of agents only is still
+    found by its words."""
+    from slowwave.models.consolidation import AGENT_ROLES
+    from slowwave.models.episode import Episode, Message
+    from slowwave.models.ids import new_id
+
+    conversation = f"bikes-{uuid.uuid4().hex[:8]}"
+
+    def chat(key: str, day: int, *lines: tuple[str, str]) -> Episode:
+        return Episode(
+            id=new_id(),
+            conversation_id=conversation,
+            external_key=key,
+            messages=[Message(speaker=who, text=text) for who, text in lines],
+            start_at=at(2024, 3, day),
+            end_at=at(2024, 3, day),
+        )
+
+    bought = chat(
+        "bought", 1, ("user", "I bought a steel Bianchi bike today!"), ("assistant", "Nice.")
+    )
+    advice = chat(
+        "advice",
+        2,
+        ("user", "Any tips for the weekend?"),
+        ("assistant", " ".join(f"Tip {n}: check the bike, oil the bike chain." for n in range(4))),
+    )
+    agents = chat("agents", 3, ("assistant", "The tandem order shipped."), ("tool", "ok"))
+    add(conn, bought, advice, agents)
+    words_only = settings.search.model_copy(update={"memory_vector_weight": 0.0})
+
+    def order(query: str) -> list[str]:
+        hits = search_memories(
+            conn, embedder, query, conversation, k=3, memory_tokens=200, policy=words_only
+        )
+        return [{bought.id: "bought", advice.id: "advice", agents.id: "agents"}[h.id] for h in hits]
+
+    assert order("Which bike did I buy?")[0] == "bought"
+    assert order("tandem order")[0] == "agents"
+    # the roles the SQL leaves out are the agents' roles the prompts know (AGENT_ROLES)
+    roles = [{"speaker": f" {r.title()} ", "text": r} for r in sorted(AGENT_ROLES)]
+    texts = conn.execute(
+        "SELECT slowwave_person_texts(%s::jsonb)",
+        (json.dumps([*roles, {"speaker": "Dana", "text": "mine"}, {"text": "no speaker"}]),),
+    ).fetchone()
+    assert texts == (["mine", "no speaker"],)
+    model = ScriptedModel({key: lambda r: answer() for key in ("bought", "advice", "agents")})
+    consolidate(db, model, embedder, with_settings(settings, chunk_size=1, episode_threshold=1))
+    stored = conn.execute(
+        "SELECT count(*) FROM episodic_memory WHERE conversation_id = %s AND search_tsv IS NULL",
+        (conversation,),
+    ).fetchone()
+    assert stored == (0,)  # consolidated: the words are the stored ones now
+    assert order("Which bike did I buy?")[0] == "bought"
+    assert order("tandem order")[0] == "agents"
+
+
 def test_what_replaced_an_episodes_facts_comes_before_it_and_the_rest_keep_their_order() -> None:
     ranked = ["leeds", "climbing", "manchester", "japan"]
     replaced_by = {"leeds": ["manchester", "not-found"], "climbing": [], "manchester": []}

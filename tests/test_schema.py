@@ -69,6 +69,36 @@ def test_a_different_embedding_dimension_on_a_migrated_database_is_a_clear_error
         migrate(db)
 
 
+def test_an_upgrade_parses_the_stored_words_of_an_episode_again_as_its_peoples(
+    settings: Settings, fresh_database_url: str
+) -> None:
+    """Migration 0036: an episode consolidated before it kept every message's words, the
+    assistant's long answer's too; the upgrade parses them again without the agent's."""
+    with _fresh(settings, fresh_database_url) as db:
+        migrate(db)
+        with db.raw_connection() as conn:
+            add(
+                conn,
+                make_episode("upgrade", "u1", "I bought a steel bike.", NOW),
+            )
+            conn.execute(  # as apply stored it before: every message's words
+                """UPDATE episodic_memory
+                   SET messages = messages || '[{"speaker": "assistant", "text": "Lovely gears."}]',
+                       consolidated_at = now(),
+                       search_tsv = to_tsvector('english', 'I bought a steel bike. Lovely gears.')
+                   WHERE external_key = 'u1'"""
+            )
+            conn.execute("DELETE FROM slowwave_schema_migrations WHERE version = 36")
+            conn.commit()
+        report = migrate(db)
+        with db.raw_connection() as conn:
+            (words,) = conn.execute(
+                "SELECT search_tsv::text FROM episodic_memory WHERE external_key = 'u1'"
+            ).fetchone() or (None,)
+    assert report.applied == ["0036_person_words"]
+    assert words is not None and "'bike'" in words and "gear" not in words
+
+
 def test_an_applied_migration_that_was_edited_is_refused(
     settings: Settings, fresh_database_url: str
 ) -> None:

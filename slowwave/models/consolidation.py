@@ -144,6 +144,7 @@ def normalize_slot(slot: str | None, speakers: Iterable[str] | None = None) -> s
 # How a model names the person speaking when it does not use their name, and the speaker
 # roles of an agent rather than a person.
 _FIRST_PERSON = frozenset({"i", "me", "my", "myself", "user", "the_user", "speaker"})
+# (the SQL function slowwave_person_texts, migration 0036, leaves the same roles' words out)
 AGENT_ROLES = frozenset({"assistant", "agent", "ai", "bot", "system", "tool"})
 
 

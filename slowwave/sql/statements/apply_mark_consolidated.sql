@@ -1,8 +1,8 @@
 -- apply, last step: the chunk's episodes are consolidated by this run. A part that does not
 -- finish its episode (messages_to not null) only moves the episode's progress on; the episode
--- stays pending and claimed for its next part. Either way the episode's words for search are
--- parsed now, with the first facts that can cite it (its messages no longer change once
--- claimed).
+-- stays pending and claimed for its next part. Either way the episode's words for search (its
+-- people's: slowwave_person_texts) are parsed now, with the first facts that can cite it (its
+-- messages no longer change once claimed).
 UPDATE episodic_memory e
 SET consolidated_at = CASE WHEN p.messages_to IS NULL THEN now() END,
     consolidation_run_id = CASE WHEN p.messages_to IS NULL THEN %(run_id)s::uuid END,
@@ -12,7 +12,7 @@ SET consolidated_at = CASE WHEN p.messages_to IS NULL THEN now() END,
     last_error = NULL,
     search_tsv = coalesce(
         e.search_tsv,
-        to_tsvector('english'::regconfig, jsonb_path_query_array(e.messages, '$[*].text'))),
+        to_tsvector('english'::regconfig, slowwave_person_texts(e.messages))),
     claimed_by = CASE WHEN p.messages_to IS NULL THEN NULL ELSE e.claimed_by END,
     claim_shard = CASE WHEN p.messages_to IS NULL THEN NULL ELSE e.claim_shard END,
     claimed_until = CASE WHEN p.messages_to IS NULL THEN NULL ELSE e.claimed_until END

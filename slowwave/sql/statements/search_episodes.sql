@@ -2,8 +2,10 @@
 -- memories a search returns beside its facts). Every episode that is not quarantined, pending
 -- or consolidated, that began by %(as_of)s (event time; null: all), found through
 -- episodic_memory_latest_idx. Two channels, fused by reciprocal rank fusion (%(rrf_k)s):
---   full text: BM25 (k1 = 1.2, b = 0.75) over the whole episode's words, any of the query's
---              words matching (OR), document frequencies among the conversation's episodes; a
+--   full text: BM25 (k1 = 1.2, b = 0.75) over the episode's people's words (an agent's
+--              messages left out where a person speaks: slowwave_person_texts), any of the
+--              query's words matching (OR), document frequencies among the conversation's
+--              episodes; a
 --              consolidated episode's words are stored (search_tsv, apply_mark_consolidated),
 --              a pending one's parsed here, so a message is found the moment it is recorded;
 --   vector:    the cosine distance of the episode's nearest window of messages (returned as
@@ -20,9 +22,8 @@
 -- about now puts them before it: tasks.memories).
 WITH scope AS MATERIALIZED (
     SELECT e.id, jsonb_array_length(e.messages) AS messages,
-           coalesce(e.search_tsv, to_tsvector('english'::regconfig,
-                                              jsonb_path_query_array(e.messages, '$[*].text')))
-               AS tsv
+           coalesce(e.search_tsv,
+                    to_tsvector('english'::regconfig, slowwave_person_texts(e.messages))) AS tsv
     FROM episodic_memory e
     WHERE e.conversation_id = %(conversation_id)s AND e.quarantined_at IS NULL
       AND (%(as_of)s::timestamptz IS NULL OR e.start_at <= %(as_of)s::timestamptz)
