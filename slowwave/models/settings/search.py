@@ -128,8 +128,11 @@ class SearchSettings(BaseSettings):
         "episodic memories the reranker reads (each list; at least the k asked for).",
     )
     memory_vector_weight: float = Field(
-        default=1.0,
+        default=0.5,
         ge=0,
         description="Search: weight of the episodic memories' vector channel against their "
-        "full-text channel in the fusion (0: full text only, and no episode is embedded).",
+        "full-text channel in the fusion (0: full text only, and no episode is embedded). At "
+        "0.5 rather than 1, LongMemEval's session recall@5 is 0.891 rather than 0.843 and "
+        "LoCoMo's fused recall@10 0.952 rather than 0.953 (benchmarks.longmemeval_recall, "
+        "benchmarks.locomo_recall).",
     )
