@@ -150,7 +150,12 @@ AGENT_ROLES = frozenset({"assistant", "agent", "ai", "bot", "system", "tool"})
 
 def said_by_agent(message: Message) -> bool:
     """Whether an agent's role (``AGENT_ROLES``), not a person, said ``message``."""
-    return message.speaker.strip().lower() in AGENT_ROLES
+    return is_agent_role(message.speaker)
+
+
+def is_agent_role(speaker: str) -> bool:
+    """Whether ``speaker`` names an agent's role (``AGENT_ROLES``, any case and spacing)."""
+    return speaker.strip().lower() in AGENT_ROLES
 
 
 def _slot_part(text: str) -> str:

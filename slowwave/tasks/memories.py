@@ -25,7 +25,7 @@ from fsrs import Card, Rating, Scheduler, State
 from psycopg.rows import dict_row
 
 from slowwave import sql
-from slowwave.models.consolidation import AGENT_ROLES
+from slowwave.models.consolidation import is_agent_role
 from slowwave.models.embedding.base import Embedder, as_queries
 from slowwave.models.episode import EpisodicHit
 from slowwave.models.llm.tokens import average_tokens
@@ -101,12 +101,13 @@ def excerpt(
         return max(among, key=lambda i: (overlap[i], -i))
 
     anchors: list[int] = []
-    agents = [i for i, m in enumerate(messages) if str(m.get("speaker", "")).lower() in AGENT_ROLES]
-    if agents and asks_what_agent_said(query) and overlap[most_words(agents)] > 0:
-        answered = most_words(agents)
-        if costs[answered] > budget:
-            return _start_of(shown[answered], costs[answered], budget), True
-        anchors.append(answered)
+    if asks_what_agent_said(query):
+        agents = [i for i, m in enumerate(messages) if is_agent_role(str(m.get("speaker", "")))]
+        answered = most_words(agents) if agents else None
+        if answered is not None and overlap[answered] > 0:
+            if costs[answered] > budget:
+                return _start_of(shown[answered], costs[answered], budget), True
+            anchors.append(answered)
     short = [i for i in range(len(shown)) if costs[i] * 2 <= budget]
     first = most_words(short) if short else None
     if first is not None and overlap[first] > 0:  # leaves room for what the window found
