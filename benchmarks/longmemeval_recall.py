@@ -5,8 +5,11 @@ recorded as an episode of one conversation, dated as the session, its turns the 
 role as the speaker), and every question that has evidence (abstention questions, ``_abs``, are
 left out) is searched against all of them with the shipped search of episodic memories
 (``tasks.memories.search_memories``: windows embedded as a server would, then the fusion of
-the full-text and vector channels, FSRS weighing, each episode's text cut to the token budget
-as a search returns it). Per question:
+the full-text, vector and temporal channels, FSRS weighing, each episode's text cut to the
+token budget as a search returns it), as asked at the question's own date
+(``question_date``): "two weeks ago" counts back from it, and retrievability is taken then.
+Sessions dated after it (other questions') stay in the haystack, as if just recorded
+(retrievability 1), which favours none of a question's own. Per question:
 
 - session recall@k (k = 5, 10): whether an evidence session (``answer_session_ids``) is among
   the top k episodes;
@@ -175,6 +178,7 @@ def measure(haystack: Haystack, settings: Any, *, rerank: bool = False) -> dict[
                 k=depth,
                 memory_tokens=policy.memory_tokens,
                 policy=policy,
+                now=parse_date(question["question_date"]),  # "two weeks ago" counts from it
                 embed_first=False,
             )
             latencies.append(time.perf_counter() - started)

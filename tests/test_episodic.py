@@ -487,7 +487,7 @@ def test_a_message_not_embedded_yet_is_found_first_by_its_own_words(
             )
     finally:
         embedder.close()
-    assert "zq7" in found.text and found.ranks == {"fulltext": 1, "vector": None}
+    assert "zq7" in found.text and found.ranks == {"fulltext": 1, "vector": None, "temporal": None}
 
 
 @pytest.mark.slow
@@ -635,6 +635,53 @@ def test_an_episodes_words_for_search_are_its_peoples_not_the_agents_answers(
     assert stored == (0,)  # consolidated: the words are the stored ones now
     assert order("Which bike did I buy?")[0] == "bought"
     assert order("tandem order")[0] == "agents"
+
+
+@pytest.mark.slow
+def test_an_episode_from_the_time_a_query_counts_back_comes_first(
+    conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    """ "Which concert did I go to two weeks ago?", asked on 1 July: of three chats about
+    concerts, the one of mid-June comes first, though another says "concert" more often; asked
+    with no time, the words' order stands; asked as of another day, its own two weeks ago."""
+    conversation = f"concerts-{uuid.uuid4().hex[:8]}"
+    chats = {
+        "march": (at(2023, 3, 4), "Concert season! I love a concert, any concert at all."),
+        "june": (at(2023, 6, 17), "I saw Phoebe Bridgers at the Greek, a great concert."),
+        "may": (at(2023, 5, 20), "Concert tickets, concert dates: the concert calendar is full."),
+    }
+    episodes = [make_episode(conversation, key, text, when) for key, (when, text) in chats.items()]
+    add(conn, *episodes)
+    keys = {e.id: e.external_key for e in episodes}
+
+    def order(query: str, **kw: Any) -> list[tuple[str, int | None]]:
+        hits = search_memories(
+            conn,
+            embedder,
+            query,
+            conversation,
+            k=3,
+            memory_tokens=200,
+            policy=settings.search,
+            **kw,
+        )
+        return [(keys[h.id], h.ranks["temporal"]) for h in hits]
+
+    asked = datetime(2023, 7, 1, 9, tzinfo=UTC)
+    assert order("Which concert did I go to two weeks ago?", now=asked)[0] == ("june", 1)
+    plain = order("Which concert did I go to?", now=asked)
+    assert plain[0][0] != "june" and {rank for _, rank in plain} == {None}
+    # as of 3 June, two weeks ago is in May; June had not happened yet
+    assert order("Which concert did I go to two weeks ago?", as_of=at(2023, 6, 3))[0] == (
+        "may",
+        1,
+    )
+    off = settings.search.model_copy(update={"memory_temporal_weight": 0.0})
+    hits = search_memories(
+        conn, embedder, "Which concert two weeks ago?", conversation, k=3, memory_tokens=200,
+        policy=off, now=asked,
+    )  # fmt: skip
+    assert {h.ranks["temporal"] for h in hits} == {None}
 
 
 def test_what_replaced_an_episodes_facts_comes_before_it_and_the_rest_keep_their_order() -> None:

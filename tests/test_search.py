@@ -19,14 +19,8 @@ from slowwave.service.answers import fuse
 from slowwave.sql.copy import copy_rows
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
-from slowwave.tasks.search import (
-    context,
-    named_dates,
-    render_markdown,
-    render_split,
-    search,
-    temporal_window,
-)
+from slowwave.tasks.search import context, render_markdown, render_split, search
+from slowwave.tasks.timeframe import counted_back, named_dates, named_days, temporal_window
 from tests.fix_episodes import add, at, make_episode, with_settings
 from tests.fix_facts import COLUMNS, copy_facts
 from tests.fix_models import ScriptedModel, fact, shown_facts
@@ -270,6 +264,79 @@ def test_named_dates_reads_a_day_or_a_month_with_its_year() -> None:
         datetime(2023, 6, 2, tzinfo=UTC),
         datetime(2023, 6, 4 + SearchSettings().temporal_after_days, tzinfo=UTC),
     )
+
+
+def test_a_time_counted_back_from_the_search_is_read_as_the_days_it_names() -> None:
+    today = date(2023, 7, 1)  # a Saturday
+
+    def days(query: str) -> tuple[str, str] | None:
+        named = counted_back(query, today)
+        return None if named is None else (named[0].isoformat(), named[1].isoformat())
+
+    # the day counted back, widened by a quarter of the count (half where the count is vague)
+    assert days("I mentioned a sports event two weeks ago. What was it?") == (
+        "2023-06-14",
+        "2023-06-20",
+    )
+    assert days("What did I post 5 days ago?") == ("2023-06-25", "2023-06-27")
+    assert days("what did I buy a day ago") == ("2023-06-30", "2023-06-30")
+    assert days("the museum I visited a couple of months ago") == ("2023-04-02", "2023-06-01")
+    assert days("What did I do yesterday?") == ("2023-06-30", "2023-06-30")
+    assert days("Who did I meet for lunch last Tuesday?") == ("2023-06-27", "2023-06-27")
+    assert days("Where did I go last Saturday?") == ("2023-06-24", "2023-06-24")  # not today
+    assert days("What game did I beat last weekend?") == ("2023-06-24", "2023-06-25")
+    assert days("How far did I run last week?") == ("2023-06-19", "2023-06-25")
+    assert days("What certification did I complete last month?") == ("2023-06-01", "2023-06-30")
+    assert days("books I read last year") == ("2022-01-01", "2022-12-31")
+    # a span up to today
+    assert days("How many plants did I buy in the last month?") == ("2023-06-01", "2023-07-01")
+    assert days("What did I spend in the past few months?") == ("2023-04-02", "2023-07-01")
+    assert days("How often did I bake in the past two weeks?") == ("2023-06-17", "2023-07-01")
+    assert days("the jewelry I bought over the last 3 months") == ("2023-04-02", "2023-07-01")
+    assert days("How many days did I camp this year?") == ("2023-01-01", "2023-07-01")
+    assert days("What did I spend since the start of the month?") == ("2023-07-01", "2023-07-01")
+    # a month with no year: the latest one begun by today
+    assert days("How many doctor's appointments did I go to in March?") == (
+        "2023-03-01",
+        "2023-03-31",
+    )
+    assert days("my trips in August") == ("2022-08-01", "2022-08-31")
+    assert days("the rides from November to February") == ("2022-11-01", "2023-02-28")
+    for none in (
+        "How many days ago did I meet Emma?",  # asks for a count, names no time
+        "What did I do on the last day of the trip?",
+        "Can you recommend a show to watch tonight?",  # ahead, not back
+        "Any plans for this weekend?",
+        "I may go in May 2024",  # a month with its year is named_dates'
+        "Where does Priya work?",
+    ):
+        assert days(none) is None, none
+    # a date with its year is read first; the window counts from the search's time
+    june_3 = (date(2023, 6, 3), date(2023, 6, 3))
+    assert named_days("two weeks ago, on 3 June, 2023", today) == june_3
+    then = datetime(2023, 7, 1, 9, tzinfo=UTC)
+    start, end = temporal_window("yesterday", SearchSettings(temporal_before_days=1), then)
+    assert (start, end) == (
+        datetime(2023, 6, 29, tzinfo=UTC),
+        datetime(2023, 7, 1 + SearchSettings().temporal_after_days, tzinfo=UTC),
+    )
+
+
+def test_the_temporal_channel_prefers_facts_from_the_time_the_query_counts_back(
+    conn: psycopg.Connection, embedder: Embedder
+) -> None:
+    row = [("experience", "Sam went hiking in the hills", ["hiking"])]
+    vector = embedder.embed([row[0][1]])
+    (january,) = copy_facts(conn, "sam-back", row, vector, datetime(2023, 1, 10, tzinfo=UTC))
+    (june,) = copy_facts(conn, "sam-back", row, vector, datetime(2023, 6, 5, tzinfo=UTC))
+    query = "What did Sam do a month ago?"
+    asked = datetime(2023, 7, 4, tzinfo=UTC)
+    first, second = search(conn, embedder, query, "sam-back", 2, as_of=asked)
+    assert (first.id, first.temporal_rank) == (june, 1)
+    assert (second.id, second.temporal_rank) == (january, None)
+    # asked in February, a month ago is January (and June's fact was not valid yet)
+    (first,) = search(conn, embedder, query, "sam-back", 2, as_of=datetime(2023, 2, 10, tzinfo=UTC))
+    assert (first.id, first.temporal_rank) == (january, 1)
 
 
 def test_the_temporal_channel_prefers_facts_from_the_date_the_query_names(

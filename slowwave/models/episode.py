@@ -106,7 +106,8 @@ class EpisodicHit(BaseModel):
     )
     ranks: dict[str, int | None] = Field(
         description="The episode's rank in each channel (fulltext: BM25 over the "
-        "conversation's episodes)."
+        "conversation's episodes; vector: by its window nearest the query; temporal: among "
+        "the episodes begun within the time the query names, null when it names none)."
     )
     retrievability: float = Field(
         description="FSRS retrievability now (or as of the search's time): the probability it "

@@ -31,6 +31,7 @@ from slowwave.models.episode import EpisodicHit
 from slowwave.models.llm.tokens import average_tokens
 from slowwave.models.settings import SearchSettings
 from slowwave.models.words import FUNCTION_WORDS
+from slowwave.tasks.timeframe import temporal_window
 
 # Reviews are computed the same on every replica: no fuzzing of intervals.
 _SCHEDULER = Scheduler(enable_fuzzing=False)
@@ -271,6 +272,9 @@ def search_memories(
         if vector is None:
             vector = embedder.embed(as_queries(embedder, [query]))[0]
     at = as_of or now or datetime.now(UTC)
+    time_from, time_to = (
+        temporal_window(query, policy, at) if policy.memory_temporal_weight > 0 else (None, None)
+    )
     with conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(
             sql.statement("search_episodes"),
@@ -282,6 +286,9 @@ def search_memories(
                 "rrf_k": policy.rrf_k,
                 "vector": vector if use_vector else np.zeros(embedder.dim, dtype=np.float32),
                 "vector_weight": policy.memory_vector_weight,
+                "time_from": time_from,
+                "time_to": time_to,
+                "temporal_weight": policy.memory_temporal_weight if time_from is not None else 0.0,
             },
             prepare=False,  # a generic plan (psycopg prepares from the sixth run) is 7x slower
         ).fetchall()
@@ -313,7 +320,11 @@ def search_memories(
                 text=text,
                 excerpt=cut,
                 score=round(score / best, 6),
-                ranks={"fulltext": row["fulltext_rank"], "vector": row["vector_rank"]},
+                ranks={
+                    "fulltext": row["fulltext_rank"],
+                    "vector": row["vector_rank"],
+                    "temporal": row["temporal_rank"],
+                },
                 retrievability=round(recall, 6),
                 reviews=row["reviews"],
             )

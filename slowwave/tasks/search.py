@@ -1,7 +1,7 @@
 """search: what an agent gets back out of semantic memory.
 
-Hybrid retrieval (full text + exact vector, a temporal channel when the query names a date
-or a month, and the source episodes' transcripts, fused by reciprocal rank fusion; then a
+Hybrid retrieval (full text + exact vector, a temporal channel when the query names a time:
+``tasks.timeframe``, and the source episodes' transcripts, fused by reciprocal rank fusion; then a
 session channel and a diversity that follow how alike the best source episodes score; see
 ``sql/statements/search.sql``) over one conversation's facts: the active ones, or those valid
 at a point in event time (``as_of``).
@@ -12,10 +12,8 @@ always have into a token budget.
 
 from __future__ import annotations
 
-import calendar
-import re
 from collections.abc import Iterable, Sequence
-from datetime import UTC, date, datetime, timedelta
+from datetime import datetime
 from typing import Literal
 from uuid import UUID
 
@@ -31,6 +29,7 @@ from slowwave.models.errors import InvalidK, SearchError, UnknownConversation
 from slowwave.models.llm.tokens import average_tokens
 from slowwave.models.settings import SearchSettings
 from slowwave.models.tenant import shown
+from slowwave.tasks.timeframe import temporal_window
 
 Ranker = Literal["hybrid", "vector", "fulltext"]
 
@@ -97,59 +96,6 @@ def require_known(conn: psycopg.Connection, conversations: Iterable[str]) -> Non
         )
 
 
-_MONTH = (
-    r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
-    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
-)
-_ORDINAL = r"(\d{1,2})(?:st|nd|rd|th)?"
-_ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
-_DAY_MONTH_YEAR = re.compile(rf"\b{_ORDINAL}\s+(?:of\s+)?{_MONTH},?\s*(\d{{4}})\b", re.I)
-_MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH}\s+{_ORDINAL},?\s*(\d{{4}})\b", re.I)
-_MONTH_YEAR = re.compile(rf"\b{_MONTH},?\s+(\d{{4}})\b", re.I)
-
-
-def _month(name: str) -> int:
-    return [m.lower() for m in calendar.month_abbr].index(name[:3].lower())
-
-
-def named_dates(query: str) -> tuple[date, date] | None:
-    """The first and last day of the date or month (with its year) the query names, if any:
-    "on 3 June, 2023", "October 13, 2023", "2023-06-03", "in April 2022"."""
-    try:
-        if match := _ISO_DATE.search(query):
-            day = date(int(match[1]), int(match[2]), int(match[3]))
-            return day, day
-        if match := _DAY_MONTH_YEAR.search(query):
-            day = date(int(match[3]), _month(match[2]), int(match[1]))
-            return day, day
-        if match := _MONTH_DAY_YEAR.search(query):
-            day = date(int(match[3]), _month(match[1]), int(match[2]))
-            return day, day
-        if match := _MONTH_YEAR.search(query):
-            year, month = int(match[2]), _month(match[1])
-            return date(year, month, 1), date(year, month, calendar.monthrange(year, month)[1])
-    except ValueError:  # "February 30, 2023": no such day
-        return None
-    return None
-
-
-def temporal_window(
-    query: str, policy: SearchSettings
-) -> tuple[datetime, datetime] | tuple[None, None]:
-    """When facts about what the query's date names were recorded: from ``before`` days ahead
-    of it to ``after`` days past it (an event is often told of days later), in UTC."""
-    named = named_dates(query)
-    if named is None:
-        return None, None
-    first, last = named
-    start = datetime(first.year, first.month, first.day, tzinfo=UTC)
-    end = datetime(last.year, last.month, last.day, tzinfo=UTC) + timedelta(days=1)
-    return (
-        start - timedelta(days=policy.temporal_before_days),
-        end + timedelta(days=policy.temporal_after_days),
-    )
-
-
 def check_query(
     query: str, k: int, *, max_k: int | None = None, max_chars: int | None = None
 ) -> None:
@@ -197,7 +143,9 @@ def search(
         vector = embedder.embed(as_queries(embedder, [query]))[0]
     hybrid = ranker == "hybrid"  # the channels beyond the two rankers serve hybrid search only
     time_from, time_to = (
-        temporal_window(query, policy) if hybrid and policy.temporal_weight > 0 else (None, None)
+        temporal_window(query, policy, as_of)
+        if hybrid and policy.temporal_weight > 0
+        else (None, None)
     )
     with conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(

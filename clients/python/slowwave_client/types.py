@@ -48,7 +48,7 @@ class EpisodicHit(BaseModel):
     """
     ranks: dict[str, int | None] = Field(..., title="Ranks")
     """
-    The episode's rank in each channel (fulltext: BM25 over the conversation's episodes).
+    The episode's rank in each channel (fulltext: BM25 over the conversation's episodes; vector: by its window nearest the query; temporal: among the episodes begun within the time the query names, null when it names none).
     """
     retrievability: float = Field(..., title="Retrievability")
     """

@@ -376,7 +376,7 @@ export interface components {
             pending: boolean;
             /**
              * Ranks
-             * @description The episode's rank in each channel (fulltext: BM25 over the conversation's episodes).
+             * @description The episode's rank in each channel (fulltext: BM25 over the conversation's episodes; vector: by its window nearest the query; temporal: among the episodes begun within the time the query names, null when it names none).
              */
             ranks: {
                 [key: string]: number | null;

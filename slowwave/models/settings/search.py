@@ -50,8 +50,9 @@ class SearchSettings(BaseSettings):
         default=2.0,
         ge=0,
         description="Search: weight of the temporal channel in the fusion: when the query names "
-        "a date or a month with its year, the facts valid from within that window, nearest "
-        "the query first (0: off).",
+        "a date, a month with its year or a time counted back from the search's time (\"two "
+        'weeks ago", "last Tuesday", "in the past month"), the facts valid from within '
+        "that window, nearest the query first (0: off).",
     )
     temporal_before_days: int = Field(
         default=1,
@@ -135,4 +136,13 @@ class SearchSettings(BaseSettings):
         "0.5 rather than 1, LongMemEval's session recall@5 is 0.891 rather than 0.843 and "
         "LoCoMo's fused recall@10 0.952 rather than 0.953 (benchmarks.longmemeval_recall, "
         "benchmarks.locomo_recall).",
+    )
+    memory_temporal_weight: float = Field(
+        default=1.0,
+        ge=0,
+        description="Search: weight of the episodic memories' temporal channel in the fusion: "
+        "when the query names a date, a month with its year or a time counted back from the "
+        'search\'s time ("two weeks ago", "last Tuesday"), the episodes begun within '
+        "`temporal_before_days` before it to `temporal_after_days` after it, nearest the query "
+        "first (0: off).",
     )

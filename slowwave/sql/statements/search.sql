@@ -8,8 +8,8 @@
 --              or semantic_memory_validity_idx as of a time: tests/test_plans.py);
 --   vector:    exact cosine distance over the scoped rows (cosine_distance(), not <=>, so the
 --              planner cannot swap in an approximate, post-filtered HNSW scan);
---   temporal:  when the query names a date or a month (%(time_from)s .. %(time_to)s, found by
---              tasks/search.py), the facts valid from within that window, nearest the query
+--   temporal:  when the query names a time (%(time_from)s .. %(time_to)s, found by
+--              tasks/timeframe.py), the facts valid from within that window, nearest the query
 --              vector first; weighted by %(temporal_weight)s in the fusion;
 --   episode:   BM25 over the transcripts of the scope's source episodes (document frequencies
 --              among them); a fact ranks by its best source episode's score (a fact a later

@@ -15,13 +15,16 @@
 --              by a server's thread), weighted by %(vector_weight)s (0: off): what the query
 --              means without its words. An episode whose messages are not all embedded yet
 --              counts in it as high as its full-text rank (it cannot be judged there yet, and
---              is not pushed down for that while the server embeds it).
+--              is not pushed down for that while the server embeds it);
+--   temporal:  when the query names a time (%(time_from)s .. %(time_to)s: tasks.timeframe,
+--              "two weeks ago", "in April 2023"), the episodes begun within it, nearest the
+--              query first (then by BM25), weighted by %(temporal_weight)s (0: off).
 -- Up to %(candidates)s from each channel; the best %(candidates)s fused, each with its FSRS
 -- card, weighed by the caller, and the episodes that replaced what it taught: those holding a
 -- later version (supersedes_id) of one of its facts, begun by %(as_of)s or now (a question
 -- about now puts them before it: tasks.memories).
 WITH scope AS MATERIALIZED (
-    SELECT e.id, jsonb_array_length(e.messages) AS messages,
+    SELECT e.id, e.start_at, jsonb_array_length(e.messages) AS messages,
            coalesce(e.search_tsv,
                     to_tsvector('english'::regconfig, slowwave_person_texts(e.messages))) AS tsv
     FROM episodic_memory e
@@ -73,15 +76,28 @@ WITH scope AS MATERIALIZED (
     FROM nearest
     ORDER BY r
     LIMIT %(candidates)s
+), temporal AS (
+    SELECT s.id, row_number() OVER (ORDER BY n.d NULLS LAST, b.bm25 DESC NULLS LAST, s.id) AS r
+    FROM scope s
+    LEFT JOIN nearest n USING (id)
+    LEFT JOIN scores b USING (id)
+    WHERE %(temporal_weight)s::float8 > 0
+      AND s.start_at >= %(time_from)s::timestamptz AND s.start_at < %(time_to)s::timestamptz
+      AND (n.id IS NOT NULL OR b.id IS NOT NULL)
+    ORDER BY r
+    LIMIT %(candidates)s
 ), fused AS (
-    SELECT id, f.r AS fulltext_rank, v.r AS vector_rank, n.best_from, n.best_to,
+    SELECT id, f.r AS fulltext_rank, v.r AS vector_rank, t.r AS temporal_rank,
+           n.best_from, n.best_to,
            coalesce(1.0 / (%(rrf_k)s + f.r), 0)
            + %(vector_weight)s::float8 * greatest(
                coalesce(1.0 / (%(rrf_k)s + v.r), 0),
                CASE WHEN coalesce(n.covered, 0) < s.messages
-                    THEN coalesce(1.0 / (%(rrf_k)s + f.r), 0) ELSE 0 END) AS fused
+                    THEN coalesce(1.0 / (%(rrf_k)s + f.r), 0) ELSE 0 END)
+           + coalesce(%(temporal_weight)s::float8 / (%(rrf_k)s + t.r), 0) AS fused
     FROM fulltext f
     FULL JOIN semantic v USING (id)
+    FULL JOIN temporal t USING (id)
     JOIN scope s USING (id)
     LEFT JOIN nearest n USING (id)
     ORDER BY fused DESC, id
@@ -100,7 +116,7 @@ WITH scope AS MATERIALIZED (
     GROUP BY u.id
 )
 SELECT e.id, e.conversation_id, e.start_at, e.end_at, e.consolidated_at IS NULL AS pending,
-       e.messages, f.fused::float8 AS fused, f.fulltext_rank, f.vector_rank,
+       e.messages, f.fused::float8 AS fused, f.fulltext_rank, f.vector_rank, f.temporal_rank,
        f.best_from, f.best_to, coalesce(r.replaced_by, '{}') AS replaced_by,
        e.review_stability, e.review_difficulty, e.review_state, e.review_step, e.reviewed_at,
        e.reviews
