@@ -294,6 +294,7 @@ def test_a_time_counted_back_from_the_search_is_read_as_the_days_it_names() -> N
     assert days("How often did I bake in the past two weeks?") == ("2023-06-17", "2023-07-01")
     assert days("the jewelry I bought over the last 3 months") == ("2023-04-02", "2023-07-01")
     assert days("How many days did I camp this year?") == ("2023-01-01", "2023-07-01")
+    assert days("I've been sneezing a lot lately. Why?") == ("2023-06-01", "2023-07-01")
     assert days("What did I spend since the start of the month?") == ("2023-07-01", "2023-07-01")
     # a month with no year: the latest one begun by today
     assert days("How many doctor's appointments did I go to in March?") == (

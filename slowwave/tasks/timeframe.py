@@ -90,6 +90,8 @@ _PAST = re.compile(
 _LAST_WEEKDAY = re.compile(rf"\blast\s+({'|'.join(_WEEKDAYS)})\b", re.I)
 _LAST_CALENDAR = re.compile(r"\blast\s+(weekend|week|month|year)\b", re.I)
 _YESTERDAY = re.compile(r"\byesterday\b", re.I)
+# "recently", "lately": the month up to today
+_RECENTLY = re.compile(r"\b(?:recently|lately|of late)\b", re.I)
 # "this month", "since the start of the year": from the unit's start to today
 _THIS = re.compile(
     r"\b(?:this|since\s+the\s+(?:start|beginning)\s+of\s+(?:the|this))\s+(week|month|year)\b",
@@ -122,7 +124,7 @@ def counted_back(query: str, today: date) -> Days | None:
     "last weekend", "last week" / "last month" / "last year" (the calendar's one before this
     one), "in the past month", "over the last few weeks" (from that far back to today), "this
     month", "since the start of the year" (from its start to today), "in March" (the latest
-    March), "from July to October"."""
+    March), "from July to October", "recently" and "lately" (the month up to today)."""
     if match := _AGO.search(query):
         n, vague = _count(match[1])
         span = n * _UNIT_DAYS[match[2].lower()]
@@ -151,6 +153,8 @@ def counted_back(query: str, today: date) -> Days | None:
         return first[0], last[1]
     if match := _IN_MONTH.search(query):
         return _latest_month(match[1], today)
+    if _RECENTLY.search(query):
+        return today - timedelta(days=_UNIT_DAYS["month"]), today
     return None
 
 
