@@ -323,24 +323,7 @@ def test_a_time_counted_back_from_the_search_is_read_as_the_days_it_names() -> N
     )
 
 
-def test_the_temporal_channel_prefers_facts_from_the_time_the_query_counts_back(
-    conn: psycopg.Connection, embedder: Embedder
-) -> None:
-    row = [("experience", "Sam went hiking in the hills", ["hiking"])]
-    vector = embedder.embed([row[0][1]])
-    (january,) = copy_facts(conn, "sam-back", row, vector, datetime(2023, 1, 10, tzinfo=UTC))
-    (june,) = copy_facts(conn, "sam-back", row, vector, datetime(2023, 6, 5, tzinfo=UTC))
-    query = "What did Sam do a month ago?"
-    asked = datetime(2023, 7, 4, tzinfo=UTC)
-    first, second = search(conn, embedder, query, "sam-back", 2, as_of=asked)
-    assert (first.id, first.temporal_rank) == (june, 1)
-    assert (second.id, second.temporal_rank) == (january, None)
-    # asked in February, a month ago is January (and June's fact was not valid yet)
-    (first,) = search(conn, embedder, query, "sam-back", 2, as_of=datetime(2023, 2, 10, tzinfo=UTC))
-    assert (first.id, first.temporal_rank) == (january, 1)
-
-
-def test_the_temporal_channel_prefers_facts_from_the_date_the_query_names(
+def test_the_temporal_channel_prefers_facts_from_the_time_the_query_names(
     conn: psycopg.Connection, embedder: Embedder
 ) -> None:
     row = [("experience", "Sam went hiking in the hills", ["hiking"])]
@@ -353,6 +336,13 @@ def test_the_temporal_channel_prefers_facts_from_the_date_the_query_names(
     assert (second.id, second.temporal_rank) == (january, None)
     off = search(conn, embedder, query, "sam", 2, policy=SearchSettings(temporal_weight=0))
     assert {h.temporal_rank for h in off} == {None}
+    # a time counted back counts from the search's time: asked on 4 July, a month ago is June
+    back = "What did Sam do a month ago?"
+    first, second = search(conn, embedder, back, "sam", 2, as_of=datetime(2023, 7, 4, tzinfo=UTC))
+    assert (first.id, first.temporal_rank, second.temporal_rank) == (june, 1, None)
+    # asked in February, January (and June's fact was not valid yet)
+    (first,) = search(conn, embedder, back, "sam", 2, as_of=datetime(2023, 2, 10, tzinfo=UTC))
+    assert (first.id, first.temporal_rank) == (january, 1)
 
 
 def _facts_at(
