@@ -387,6 +387,9 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
                 "rrf_k": 10,
                 "vector": VECTOR,
                 "vector_weight": 1.0,
+                "time_from": None,
+                "time_to": None,
+                "temporal_weight": 0.0,
             },
             {latest, "Bitmap Index Scan on episode_windows_conversation_idx"},
         ),
@@ -399,8 +402,27 @@ def cases(conn: psycopg.Connection) -> dict[str, tuple[dict[str, Any], set[str]]
                 "rrf_k": 10,
                 "vector": VECTOR,
                 "vector_weight": 1.0,
+                "time_from": None,
+                "time_to": None,
+                "temporal_weight": 0.0,
             },
             {latest, "Index Scan on episode_windows_pkey"},
+        ),
+        # a query that names a time: the temporal channel reads the same windows and episodes
+        "search_episodes naming a time": (
+            {
+                "conversation_id": "conv-3",
+                "query": "an ordinary message two weeks ago",
+                "as_of": None,
+                "candidates": 100,
+                "rrf_k": 10,
+                "vector": VECTOR,
+                "vector_weight": 1.0,
+                "time_from": T0,
+                "time_to": T0 + timedelta(days=21),
+                "temporal_weight": 1.0,
+            },
+            {latest, "Bitmap Index Scan on episode_windows_conversation_idx"},
         ),
         # the backlog per tenant: the pending episodes only, by their partial index
         "backlog": ({}, {"Bitmap Index Scan on episodic_memory_pending_idx"}),
@@ -713,13 +735,19 @@ NOT_PLANNED = {
 }
 
 
+def statement_of(case: str) -> str:
+    """The statement a case plans: its name less what it varies (" as of a time", " naming a
+    time")."""
+    return case.split(" as of")[0].split(" naming")[0]
+
+
 @pytest.mark.slow
 def test_every_statement_uses_the_index_it_relies_on_at_realistic_size(
     big: psycopg.Connection,
 ) -> None:
     wrong = {}
     for name, (values, expected) in cases(big).items():
-        statement = name.split(" as of")[0]
+        statement = statement_of(name)
         found = scans(plan_of(big, statement, values))
         unexpected_seq = {s for s in found if s.startswith("Seq Scan") and s not in expected}
         if not expected <= found or unexpected_seq:
@@ -728,7 +756,7 @@ def test_every_statement_uses_the_index_it_relies_on_at_realistic_size(
 
 
 def test_every_statement_file_is_planned_or_said_why_not(big: psycopg.Connection) -> None:
-    planned = {name.split(" as of")[0] for name in cases(big)}
+    planned = {statement_of(name) for name in cases(big)}
     files = {path.stem for path in sql.statements_dir().glob("*.sql")}
     assert files == planned | NOT_PLANNED
 
@@ -736,7 +764,7 @@ def test_every_statement_file_is_planned_or_said_why_not(big: psycopg.Connection
 def test_every_index_in_the_schema_is_used_by_a_statement(big: psycopg.Connection) -> None:
     used = set()
     for name, (values, _) in cases(big).items():
-        for access in scans(plan_of(big, name.split(" as of")[0], values)):
+        for access in scans(plan_of(big, statement_of(name), values)):
             used.add(access.rsplit(" on ", 1)[1])
     indexes = set(
         _some(
