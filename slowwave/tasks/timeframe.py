@@ -44,6 +44,11 @@ def _month(name: str) -> int:
     return [m.lower() for m in calendar.month_abbr].index(name[:3].lower())
 
 
+def _month_days(year: int, month: int) -> Days:
+    """The first and last day of a month."""
+    return date(year, month, 1), date(year, month, calendar.monthrange(year, month)[1])
+
+
 def named_dates(query: str) -> Days | None:
     """The first and last day of the date or month (with its year) the query names, if any:
     "on 3 June, 2023", "October 13, 2023", "2023-06-03", "in April 2022"."""
@@ -58,8 +63,7 @@ def named_dates(query: str) -> Days | None:
             day = date(int(match[3]), _month(match[1]), int(match[2]))
             return day, day
         if match := _MONTH_YEAR.search(query):
-            year, month = int(match[2]), _month(match[1])
-            return date(year, month, 1), date(year, month, calendar.monthrange(year, month)[1])
+            return _month_days(int(match[2]), _month(match[1]))
     except ValueError:  # "February 30, 2023": no such day
         return None
     return None
@@ -170,8 +174,7 @@ def _calendar_start(unit: str, today: date) -> date:
 def _latest_month(name: str, today: date) -> Days:
     """The first and last day of the latest month of this name begun by ``today``."""
     month = _month(name)
-    year = today.year if month <= today.month else today.year - 1
-    return date(year, month, 1), date(year, month, calendar.monthrange(year, month)[1])
+    return _month_days(today.year if month <= today.month else today.year - 1, month)
 
 
 def _bare_last(said: str) -> bool:
@@ -187,13 +190,8 @@ def _calendar_before(unit: str, today: date) -> Days:
         if today.weekday() >= 5:  # said at the weekend: the one before
             saturday -= timedelta(days=7)
         return saturday, saturday + timedelta(days=1)
-    if unit == "week":
-        monday = today - timedelta(days=today.weekday() + 7)
-        return monday, monday + timedelta(days=6)
-    if unit == "month":
-        last = today.replace(day=1) - timedelta(days=1)
-        return last.replace(day=1), last
-    return date(today.year - 1, 1, 1), date(today.year - 1, 12, 31)
+    last = _calendar_start(unit, today) - timedelta(days=1)
+    return _calendar_start(unit, last), last
 
 
 def named_days(query: str, today: date) -> Days | None:
