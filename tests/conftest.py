@@ -10,6 +10,27 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
+
+def cores_per_worker(cores: int, workers: str | None) -> int:
+    """The cores one of pytest-xdist's test processes may count as its own: its share of
+    the machine's, at least one; all of them outside xdist."""
+    if not workers or not workers.isdigit() or int(workers) < 1:
+        return cores
+    return max(1, cores // int(workers))
+
+
+# Under `-n auto` each test process (and every command it starts, which inherits this
+# environment) computes on its share of the cores. llama.cpp's and torch's thread pools wait
+# for each other by spinning: two workers each running threads for every core took a llama.cpp
+# test from 25 s alone to 100 s beside a busy neighbour on two cores, 33 s with a core each.
+# A user's own setting wins (setdefault).
+_share = str(
+    cores_per_worker(len(os.sched_getaffinity(0)), os.environ.get("PYTEST_XDIST_WORKER_COUNT"))
+)
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
+    for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "SLOWWAVE_LLAMACPP_THREADS"):
+        os.environ.setdefault(_threads, _share)
+
 # slowwave's folders are its subpackages (slowwave.tasks, ...). The repository root links the
 # bare names to them (flows -> slowwave/flows) and is on sys.path; importing one would load a
 # second copy of a module: a second settings cache, fault points the tests do not arm,
