@@ -684,6 +684,33 @@ def test_an_episode_from_the_time_a_query_counts_back_comes_first(
     assert {h.ranks["temporal"] for h in hits} == {None}
 
 
+def test_within_the_time_a_query_names_an_episode_with_its_words_and_meaning_comes_first(
+    conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    """ "What did I bake two weeks ago?": of two chats of that week, the one that says it baked
+    among errands ranks first in the temporal channel, above the one nearer in meaning that
+    never says "bake" (both orders, words' and meaning's, fused within the window)."""
+    conversation = f"baking-{uuid.uuid4().hex[:8]}"
+    chats = {
+        "cakes": (at(2023, 6, 16), "I made a chocolate cake and some cookies for my niece's birthday."),
+        "errands": (at(2023, 6, 17), "Tax forms, a dentist appointment, new tyres for the car, and I bake on Sundays."),
+        "spring": (at(2023, 3, 4), "I bake every weekend: bake, bake, bake."),
+    }  # fmt: skip
+    episodes = [make_episode(conversation, key, text, when) for key, (when, text) in chats.items()]
+    add(conn, *episodes)
+    keys = {e.id: e.external_key for e in episodes}
+
+    hits = search_memories(
+        conn, embedder, "What did I bake two weeks ago?", conversation, k=3, memory_tokens=200,
+        policy=settings.search, now=datetime(2023, 7, 1, 9, tzinfo=UTC),
+    )  # fmt: skip
+
+    ranks = {keys[h.id]: h.ranks for h in hits}
+    assert ranks["errands"]["temporal"] == 1 and ranks["cakes"]["temporal"] == 2
+    assert ranks["cakes"]["vector"] < ranks["errands"]["vector"]  # nearer in meaning
+    assert ranks["cakes"]["fulltext"] is None and ranks["spring"]["temporal"] is None
+
+
 def test_what_replaced_an_episodes_facts_comes_before_it_and_the_rest_keep_their_order() -> None:
     ranked = ["leeds", "climbing", "manchester", "japan"]
     replaced_by = {"leeds": ["manchester", "not-found"], "climbing": [], "manchester": []}

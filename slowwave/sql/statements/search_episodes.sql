@@ -17,8 +17,10 @@
 --              counts in it as high as its full-text rank (it cannot be judged there yet, and
 --              is not pushed down for that while the server embeds it);
 --   temporal:  when the query names a time (%(time_from)s .. %(time_to)s: tasks.timeframe,
---              "two weeks ago", "in April 2023"), the episodes begun within it, nearest the
---              query first (then by BM25), weighted by %(temporal_weight)s (0: off).
+--              "two weeks ago", "in April 2023"), the episodes begun within it, in the order
+--              of both others fused among them (by reciprocal rank: an episode that says the
+--              query's words and one nearest in meaning both rise), weighted by
+--              %(temporal_weight)s (0: off).
 -- Up to %(candidates)s from each channel; the best %(candidates)s fused, each with its FSRS
 -- card, weighed by the caller, and the episodes that replaced what it taught: those holding a
 -- later version (supersedes_id) of one of its facts, begun by %(as_of)s or now (a question
@@ -77,13 +79,22 @@ WITH scope AS MATERIALIZED (
     ORDER BY r
     LIMIT %(candidates)s
 ), temporal AS (
-    SELECT s.id, row_number() OVER (ORDER BY n.d NULLS LAST, b.bm25 DESC NULLS LAST, s.id) AS r
-    FROM scope s
-    LEFT JOIN nearest n USING (id)
-    LEFT JOIN scores b USING (id)
-    WHERE %(temporal_weight)s::float8 > 0
-      AND s.start_at >= %(time_from)s::timestamptz AND s.start_at < %(time_to)s::timestamptz
-      AND (n.id IS NOT NULL OR b.id IS NOT NULL)
+    SELECT id, row_number() OVER (
+               ORDER BY coalesce(1.0 / (%(rrf_k)s + vr), 0) + coalesce(1.0 / (%(rrf_k)s + br), 0)
+                        DESC, id) AS r
+    FROM (
+        SELECT s.id,
+               CASE WHEN n.id IS NOT NULL
+                    THEN row_number() OVER (ORDER BY n.d NULLS LAST, s.id) END AS vr,
+               CASE WHEN b.id IS NOT NULL
+                    THEN row_number() OVER (ORDER BY b.bm25 DESC NULLS LAST, s.id) END AS br
+        FROM scope s
+        LEFT JOIN nearest n USING (id)
+        LEFT JOIN scores b USING (id)
+        WHERE %(temporal_weight)s::float8 > 0
+          AND s.start_at >= %(time_from)s::timestamptz AND s.start_at < %(time_to)s::timestamptz
+          AND (n.id IS NOT NULL OR b.id IS NOT NULL)
+    ) AS within
     ORDER BY r
     LIMIT %(candidates)s
 ), fused AS (
