@@ -691,11 +691,13 @@ def test_within_the_time_a_query_names_an_episode_with_its_words_and_meaning_com
     among errands ranks first in the temporal channel, above the one nearer in meaning that
     never says "bake" (both orders, words' and meaning's, fused within the window)."""
     conversation = f"baking-{uuid.uuid4().hex[:8]}"
+    cakes = "I made a chocolate cake and some cookies for my niece's birthday."
+    errands = "Tax forms, a dentist appointment, new tyres for the car, and I bake on Sundays."
     chats = {
-        "cakes": (at(2023, 6, 16), "I made a chocolate cake and some cookies for my niece's birthday."),
-        "errands": (at(2023, 6, 17), "Tax forms, a dentist appointment, new tyres for the car, and I bake on Sundays."),
+        "cakes": (at(2023, 6, 16), cakes),
+        "errands": (at(2023, 6, 17), errands),
         "spring": (at(2023, 3, 4), "I bake every weekend: bake, bake, bake."),
-    }  # fmt: skip
+    }
     episodes = [make_episode(conversation, key, text, when) for key, (when, text) in chats.items()]
     add(conn, *episodes)
     keys = {e.id: e.external_key for e in episodes}
