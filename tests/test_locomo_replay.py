@@ -8,9 +8,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from slowwave.models.change import ChangeJudgement
 from slowwave.models.embedding import EmbeddingDimensionMismatch, check_dimension
 from slowwave.models.embedding.base import Embedder
+from slowwave.models.llm.base import GenerationRequest, ModelAnswer, Purpose
 from slowwave.models.llm.replay import LoCoMoReplayModel, categorize, keywords_of
+from slowwave.models.merge import MergeJudgement
 from slowwave.models.settings import Settings, setting_default
 from slowwave.sql.db import Database
 from slowwave.tasks.consolidate import consolidate
@@ -100,3 +103,25 @@ def test_replay_categories_and_keywords_are_deterministic_rules() -> None:
 def test_an_embedding_model_of_another_dimension_is_a_clear_error(embedder: Embedder) -> None:
     with pytest.raises(EmbeddingDimensionMismatch, match="makes 384-dimensional vectors"):
         check_dimension(embedder, 1024)
+
+
+def test_the_replay_model_judges_no_pair_changed_or_the_same_and_summarises_nothing(
+    locomo_path: Path,
+) -> None:
+    """Gold observations carry no judgement of a pair: the replay model answers the change
+    check and the gray zone with none (every fact as the file writes it), where it answered an
+    error that each run logged as an unreadable judgement hundreds of times; what it cannot
+    answer at all stays an error that says so."""
+    model = LoCoMoReplayModel(locomo_path)
+
+    def ask(purpose: Purpose) -> ModelAnswer:
+        request = GenerationRequest("c1", purpose, "system", "P1 ...", {})
+        (answer,) = model.generate([request])
+        return answer
+
+    change, merge = ask(Purpose.change), ask(Purpose.merge)
+    assert change.error is None and merge.error is None
+    assert ChangeJudgement.model_validate_json(change.text or "").pairs == []
+    assert MergeJudgement.model_validate_json(merge.text or "").pairs == []
+    summarize = ask(Purpose.summarize)
+    assert summarize.text is None and "replay" in (summarize.error or "")

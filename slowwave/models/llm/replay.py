@@ -17,6 +17,7 @@ from functools import cached_property
 from pathlib import Path
 
 from slowwave.models.category import Category
+from slowwave.models.change import ChangeJudgement
 from slowwave.models.consolidation import (
     ConsolidatedFact,
     ConsolidationOutput,
@@ -26,6 +27,7 @@ from slowwave.models.consolidation import (
 )
 from slowwave.models.llm.base import GenerationRequest, ModelAnswer, Purpose
 from slowwave.models.locomo import locomo_message
+from slowwave.models.merge import MergeJudgement
 
 _EPISODE_HEADER = re.compile(r"^### (E\d+) \| ")
 
@@ -169,7 +171,15 @@ class LoCoMoReplayModel:
             return ModelAnswer(request.chunk_id, self.answer(request).model_dump_json())
         if request.purpose is Purpose.second_look:  # its answers hold every gold observation
             return ModelAnswer(request.chunk_id, ConsolidationOutput(facts=[]).model_dump_json())
-        return ModelAnswer(request.chunk_id, None, "the replay runtime answers consolidation only")
+        # the file judges no pair: no known fact ended, none the same as another (each fact
+        # as the file writes it)
+        if request.purpose is Purpose.change:
+            return ModelAnswer(request.chunk_id, ChangeJudgement(pairs=[]).model_dump_json())
+        if request.purpose is Purpose.merge:
+            return ModelAnswer(request.chunk_id, MergeJudgement(pairs=[]).model_dump_json())
+        return ModelAnswer(
+            request.chunk_id, None, f"the replay runtime does not answer {request.purpose}"
+        )
 
     def close(self) -> None:
         return None
