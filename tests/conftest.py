@@ -24,12 +24,10 @@ def cores_per_worker(cores: int, workers: str | None) -> int:
 # for each other by spinning: two workers each running threads for every core took a llama.cpp
 # test from 25 s alone to 100 s beside a busy neighbour on two cores, 33 s with a core each.
 # A user's own setting wins (setdefault).
-_share = str(
-    cores_per_worker(len(os.sched_getaffinity(0)), os.environ.get("PYTEST_XDIST_WORKER_COUNT"))
-)
-if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
+CORES = len(os.sched_getaffinity(0))
+if (_workers := os.environ.get("PYTEST_XDIST_WORKER_COUNT")) is not None:
     for _threads in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "SLOWWAVE_LLAMACPP_THREADS"):
-        os.environ.setdefault(_threads, _share)
+        os.environ.setdefault(_threads, str(cores_per_worker(CORES, _workers)))
 
 # slowwave's folders are its subpackages (slowwave.tasks, ...). The repository root links the
 # bare names to them (flows -> slowwave/flows) and is on sys.path; importing one would load a
@@ -65,4 +63,4 @@ MAX_WORKERS = 4
 
 
 def pytest_xdist_auto_num_workers(config: object) -> int:
-    return max(1, min(len(os.sched_getaffinity(0)), MAX_WORKERS))
+    return max(1, min(CORES, MAX_WORKERS))
