@@ -217,6 +217,39 @@ def test_asked_what_the_agent_said_the_agents_answer_is_shown_first_cut_to_its_s
     assert not asks_what_agent_said("Which running shoe for a marathon did I buy?")
 
 
+def test_an_excerpt_takes_the_messages_sharing_words_and_the_windows_in_turn() -> None:
+    """A chat's second mention of what is asked is shown beside its first and the window's
+    nearest messages, instead of the window's eight filling the budget after the first."""
+    from slowwave.tasks.memories import excerpt, query_words
+
+    assert query_words("a recipe, two recipes; stored in the store") >= {"recip", "stor"}
+    chatter = [said(n, f"Filler line number {n} about nothing much.") for n in range(40)]
+    chatter[2] = said(2, "Made bread for the bake sale on Sunday.")
+    chatter[33] = said(33, "Another loaf of bread is rising now.")
+    text, cut = excerpt(chatter, "How many times did I bake bread?", 60, window=(12, 20))
+    assert cut and "bake sale" in text and "Another loaf of bread" in text
+    assert "Filler line number 15" in text or "Filler line number 16" in text
+
+
+def test_asked_to_be_reminded_the_agents_last_answer_on_it_is_shown() -> None:
+    """ "Can you remind me…" asks what the agent said; of two of its answers sharing as many of
+    the query's words, the later one (an updated version) is shown."""
+    from slowwave.tasks.memories import asks_what_agent_said, excerpt
+
+    rows = " ".join(f"Row {n}: agent {n} on shift {n % 4}." for n in range(14))
+    chat = [
+        said(n, f"Filler line number {n} about nothing much.", speaker="user") for n in range(12)
+    ]
+    chat[3] = said(3, f"Here is the shift rotation sheet. {rows}", speaker="assistant")
+    chat[9] = said(9, f"Here is the updated shift rotation sheet. {rows}", speaker="assistant")
+    query = "Can you remind me what the shift rotation sheet said for Admon?"
+    text, cut = excerpt(chat, query, 150, window=(0, 8))
+    assert cut and "the updated shift rotation sheet" in text
+    assert "Here is the shift rotation sheet" not in text
+    assert asks_what_agent_said("Can you remind me of the restaurant in Cihampelas Walk?")
+    assert asks_what_agent_said("I'm going back to our previous chat about the one-shot.")
+
+
 @pytest.mark.slow
 def test_an_excerpt_shows_the_message_that_answers_not_one_that_shares_its_small_words(
     db: Database, settings: Settings

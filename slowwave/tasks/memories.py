@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import zip_longest
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -79,18 +80,24 @@ def excerpt(
     messages that answer the query, and their neighbours, nearer ones first (``…`` where
     messages were left out); a single message longer than the budget is cut.
 
-    What answers is what each channel of the search found: the message whose text shares
-    most of the query's words (``query_words``: "Where does the user work?" asks for "work",
-    not "where" or "the"), and the messages ``[start, stop)`` of the episode's window nearest
-    the query's meaning (``window``): "I'm a research engineer at Anthropic" shares no word
-    with that question, and a later message about an email draft that said "the" and "does"
-    was shown in its place. The message sharing most words comes first only while it takes at
+    What answers is what each channel of the search found, taken in turn as the search fuses
+    its channels: the messages whose text shares the query's words (``query_words``: "Where
+    does the user work?" asks for "work", not "where" or "the"), most shared first, and the
+    messages ``[start, stop)`` of the episode's window nearest the query's meaning
+    (``window``): "I'm a research engineer at Anthropic" shares no word with that question,
+    and a later message about an email draft that said "the" and "does" was shown in its
+    place. Taken in turn, neither channel fills the budget alone: the best-matching message
+    only, then the window's eight, left out a chat's second mention of what was asked ("I
+    recently tried baking…" after the sourdough question), and the matching messages before
+    the window left out what the window alone found (LoCoMo's messages are short: a dozen share
+    a word with the question). A message sharing words is taken so only while it takes at
     most half the budget; a longer one (most often an assistant's long answer that repeats the
     question's words) comes after the window's messages: where it fitted the budget it took
     it whole and left out what the window found. Asked what the agent said ("which shoe did
-    you recommend", ``asks_what_agent_said``), that long answer is what is asked for: the
-    agent's message sharing most words goes first, and where it alone is over the budget, its
-    start is the excerpt (where a list or a recipe begins)."""
+    you recommend", "can you remind me", ``asks_what_agent_said``), that long answer is what
+    is asked for: the agent's message sharing most words goes first (of two sharing as many,
+    the later, its last word on it: "here's an updated version of the sheet"), and where it
+    alone is over the budget, its start is the excerpt (where a list or a recipe begins)."""
     shown = lines(messages)
     costs = [average_tokens(line) + 1 for line in shown]
     if sum(costs) <= budget:
@@ -104,19 +111,21 @@ def excerpt(
     anchors: list[int] = []
     if asks_what_agent_said(query):
         agents = [i for i, m in enumerate(messages) if is_agent_role(str(m.get("speaker", "")))]
-        answered = most_words(agents) if agents else None
+        answered = max(agents, key=lambda i: (overlap[i], i)) if agents else None
         if answered is not None and overlap[answered] > 0:
             if costs[answered] > budget:
                 return _start_of(shown[answered], costs[answered], budget), True
             anchors.append(answered)
-    short = [i for i in range(len(shown)) if costs[i] * 2 <= budget]
-    first = most_words(short) if short else None
-    if first is not None and overlap[first] > 0:  # leaves room for what the window found
-        anchors.append(first)
+    sharing = sorted(
+        (i for i in range(len(shown)) if overlap[i] > 0 and costs[i] * 2 <= budget),
+        key=lambda i: (-overlap[i], i),
+    )
+    nearest: list[int] = []
     if window is not None:
         start, stop = max(0, window[0]), min(len(shown), window[1])
         middle = (start + stop - 1) / 2
-        anchors += sorted(range(start, stop), key=lambda i: (-overlap[i], abs(i - middle), i))
+        nearest = sorted(range(start, stop), key=lambda i: (-overlap[i], abs(i - middle), i))
+    anchors += [i for pair in zip_longest(sharing, nearest) for i in pair if i is not None]
     best = most_words(range(len(shown)))
     if overlap[best] > 0 or window is None:  # a long one, after the window's
         anchors.append(best)
@@ -159,8 +168,9 @@ _QUESTION_WORDS = frozenset({"do", "does", "did", "which", "why", "can", "could"
 
 def query_words(text: str) -> set[str]:
     """The words of ``text`` that can answer or ask something, lower-cased, without the
-    function words and with a plural's or a tense's ending dropped ("works", "worked" and
-    "working" are "work")."""
+    function words, with a plural's or a tense's ending dropped ("works", "worked" and
+    "working" are "work") and then a final "e" ("recipe" and "recipes" are "recip", "store"
+    and "stored" "stor"), each only where four letters are left."""
     found = set()
     for word in _WORD.findall(text.lower()):
         if word in FUNCTION_WORDS or word in _QUESTION_WORDS:
@@ -169,6 +179,8 @@ def query_words(text: str) -> set[str]:
             if len(word) > len(suffix) + 3 and word.endswith(suffix):
                 word = word[: -len(suffix)]
                 break
+        if len(word) > 4 and word.endswith("e"):
+            word = word[:-1]
         found.add(word)
     return found
 
@@ -424,7 +436,8 @@ _AGENT_SAID = re.compile(
     r"\byou\s+(?:\w+\s+){0,2}?(?:said|told|recommended|mentioned|provided|suggested|gave|"
     r"wrote|made|listed|explained|described|shared|offered|showed)\b|"
     r"\bdid you\s+(?:say|tell|recommend|mention|provide|suggest|give|write|make|list|explain|"
-    r"describe|share|offer|show)\b",
+    r"describe|share|offer|show)\b|"
+    r"\bremind me\b|\bour (?:previous|last|earlier) (?:chat|conversation)\b",
     re.I,
 )
 
@@ -462,7 +475,7 @@ def successors_first(
 
 def asks_what_agent_said(query: str) -> bool:
     """Whether ``query`` asks what the agent itself said (``_AGENT_SAID``): "you recommended",
-    "did you say", not "can you recommend"."""
+    "did you say", "can you remind me", "our previous chat", not "can you recommend"."""
     return _AGENT_SAID.search(query) is not None
 
 
