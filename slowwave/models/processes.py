@@ -42,10 +42,13 @@ def watched(args: Sequence[str]) -> list[str]:
 
 def unwind_on_sigterm() -> None:
     """Make a SIGTERM (a cancelled job, a stopped service) unwind this process like Ctrl-C,
-    through every ``finally``, so the servers it started stop with it; exit status 143. Only
-    the main thread can set a signal handler: elsewhere this does nothing."""
+    through every ``finally``, so the servers it started stop with it; exit status 143. A
+    process inherits the signals blocked where it was started, and a blocked SIGTERM would wait
+    unseen, handler or not: it is unblocked. Only the main thread can set a signal handler:
+    elsewhere this does nothing."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
