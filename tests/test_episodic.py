@@ -759,3 +759,45 @@ def test_what_replaced_an_episodes_facts_comes_before_it_and_the_rest_keep_their
     assert asks_about_now("How many bikes do I currently own?")
     assert not asks_about_now("Where did Dana teach in March?")
     assert not asks_about_now("Is she known for it?")  # "now" inside a word
+
+
+def test_a_question_offering_alternatives_finds_an_episode_for_each(
+    conn: psycopg.Connection, embedder: Embedder, settings: Settings
+) -> None:
+    """ "Which did I set up first, the smart thermostat or the mesh network?" compares what two
+    episodes say: the one about the mesh is among the three returned, in place of the third,
+    though four chats about the thermostat share more of the question's words (and were, before,
+    the first four); a question offering no alternatives, or a search with no room for both,
+    keeps the fused order."""
+    from slowwave.tasks.memories import alternatives
+
+    conversation = f"devices-{uuid.uuid4().hex[:8]}"
+    chats = {
+        "thermostat": "I set up the smart thermostat first thing: the device joined the network.",
+        "schedule": "Which network for the smart thermostat? I set it up first on the guest one.",
+        "battery": "The smart thermostat device battery: set up a reminder to change it first.",
+        "firmware": "Set up the smart thermostat device first: which firmware did it need?",
+        "mesh": "The mesh arrived, three routers, and the garden finally gets a signal.",
+    }
+    episodes = [
+        make_episode(conversation, key, text, at(2023, 5, 1 + n))
+        for n, (key, text) in enumerate(chats.items())
+    ]
+    add(conn, *episodes)
+    keys = {e.id: e.external_key for e in episodes}
+
+    def found(query: str, k: int = 3) -> list[str]:
+        hits = search_memories(
+            conn, embedder, query, conversation, k=k, memory_tokens=200, policy=settings.search,
+            now=at(2023, 6, 1),
+        )  # fmt: skip
+        return [keys[h.id] for h in hits]
+
+    query = "Which device did I set up first, the smart thermostat or the mesh network?"
+    assert alternatives(query) == ("the smart thermostat", "the mesh network")
+    offering_none = "Which device did I set up first, the smart thermostat and the mesh network?"
+    assert alternatives(offering_none) == () and "mesh" not in found(offering_none)
+    assert found(query) == [*found(offering_none)[:2], "mesh"]
+    assert found(query, k=2) == found(offering_none, k=2)  # no room for both: as it ranks
+    assert alternatives("Did I switch to more water per tablespoon of coffee, or less?") == ()
+    assert alternatives("Did I visit with a friend or not?") == ()

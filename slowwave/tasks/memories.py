@@ -284,40 +284,30 @@ def search_memories(
         if vector is None:
             vector = embedder.embed(as_queries(embedder, [query]))[0]
     at = as_of or now or datetime.now(UTC)
-    time_from, time_to = (
-        temporal_window(query, policy, at) if policy.memory_temporal_weight > 0 else (None, None)
+    ranked = _weighed(
+        conn, embedder, query, conversation_id, vector, k=k, as_of=as_of, at=at, policy=policy
     )
-    with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(
-            sql.statement("search_episodes"),
-            {
-                "conversation_id": conversation_id,
-                "query": query,
-                "as_of": as_of,
-                "candidates": max(policy.candidates, k),
-                "rrf_k": policy.rrf_k,
-                "vector": vector if use_vector else np.zeros(embedder.dim, dtype=np.float32),
-                "vector_weight": policy.memory_vector_weight,
-                "time_from": time_from,
-                "time_to": time_to,
-                "temporal_weight": policy.memory_temporal_weight if time_from is not None else 0.0,
-            },
-            prepare=False,  # a generic plan (psycopg prepares from the sixth run) is 7x slower
-        ).fetchall()
-    if not rows:
+    if not ranked:
         return []
-    w = policy.retrievability_weight
-    about_now = asks_about_now(query)
-    scored = []
-    for n, row in enumerate(rows):
-        recall = retrievability(row, at)
-        scored.append((row["fused"] * (1 - w + w * recall), n, recall, row))
-    scored.sort(key=lambda s: (-s[0], s[1]))  # ties: as the fusion had them
-    best = scored[0][0] or 1.0  # the best one scores 1
-    if about_now:  # what replaced an episode's facts before it
-        scored = successors_first(scored, lambda s: s[3]["id"], lambda s: s[3]["replaced_by"])
+    best = ranked[0][0] or 1.0  # the best one scores 1
+    if asks_about_now(query):  # what replaced an episode's facts before it
+        ranked = successors_first(ranked, lambda s: s[3]["id"], lambda s: s[3]["replaced_by"])
+    scored = ranked[:k]
+    offered = alternatives(query)
+    if offered and k > len(offered):  # each alternative's best episode among the k
+        vectors = embedder.embed(as_queries(embedder, list(offered))) if use_vector else None
+        score_of = {s[3]["id"]: s[0] for s in ranked}
+        last = k
+        for n, text in enumerate(offered):
+            own = _weighed(
+                conn, embedder, text, conversation_id, None if vectors is None else vectors[n],
+                k=1, as_of=as_of, at=at, policy=policy,
+            )  # fmt: skip
+            if own and own[0][3]["id"] not in {s[3]["id"] for s in scored}:
+                last -= 1  # in place of the last one the question's own ranking kept
+                scored[last : last + 1] = [(score_of.get(own[0][3]["id"], 0.0), *own[0][1:])]
     hits = []
-    for score, _, recall, row in scored[:k]:
+    for score, _, recall, row in scored:
         nearest = None if row["best_from"] is None else (row["best_from"], row["best_to"])
         text, cut = excerpt(row["messages"], query, memory_tokens, nearest)
         hits.append(
@@ -342,6 +332,62 @@ def search_memories(
             )
         )
     return hits
+
+
+Weighed = tuple[float, int, float, dict[str, Any]]
+
+
+def _weighed(
+    conn: psycopg.Connection,
+    embedder: Embedder,
+    query: str,
+    conversation_id: str,
+    vector: np.ndarray | None,
+    *,
+    k: int,
+    as_of: datetime | None,
+    at: datetime,
+    policy: SearchSettings,
+) -> list[Weighed]:
+    """The episodes ``search_episodes`` fuses for ``query`` (its embedding ``vector``; none:
+    the vector channel off), each as (its fused score weighed by its retrievability at ``at``,
+    its place in the fusion, that retrievability, its row), best first."""
+    time_from, time_to = (
+        temporal_window(query, policy, at) if policy.memory_temporal_weight > 0 else (None, None)
+    )
+    with conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(
+            sql.statement("search_episodes"),
+            {
+                "conversation_id": conversation_id,
+                "query": query,
+                "as_of": as_of,
+                "candidates": max(policy.candidates, k),
+                "rrf_k": policy.rrf_k,
+                "vector": np.zeros(embedder.dim, dtype=np.float32) if vector is None else vector,
+                "vector_weight": policy.memory_vector_weight if vector is not None else 0.0,
+                "time_from": time_from,
+                "time_to": time_to,
+                "temporal_weight": policy.memory_temporal_weight if time_from is not None else 0.0,
+            },
+            prepare=False,  # a generic plan (psycopg prepares from the sixth run) is 7x slower
+        ).fetchall()
+    w = policy.retrievability_weight
+    scored = []
+    for n, row in enumerate(rows):
+        recall = retrievability(row, at)
+        scored.append((row["fused"] * (1 - w + w * recall), n, recall, row))
+    scored.sort(key=lambda s: (-s[0], s[1]))  # ties: as the fusion had them
+    return scored
+
+
+def alternatives(query: str) -> tuple[str, ...]:
+    """The alternatives a question offers after a comma, each what one of the episodes it
+    compares says: "Which did I set up first, the smart thermostat or the mesh network?" →
+    ("the smart thermostat", "the mesh network"); none in "…, or less?" or "a friend or
+    not?"."""
+    offered = _ALTERNATIVES.search(query)
+    return (offered["first"], offered["second"]) if offered else ()
 
 
 def record_reviews(conn: psycopg.Connection, ids: Sequence[UUID], at: datetime) -> int:
@@ -440,6 +486,9 @@ _AGENT_SAID = re.compile(
     r"\bremind me\b|\bour (?:previous|last|earlier) (?:chat|conversation)\b",
     re.I,
 )
+
+# "…, the bike or the car?": a question that ends offering two alternatives after a comma
+_ALTERNATIVES = re.compile(r",\s*(?P<first>[^,?]+?)\s+or\s+(?P<second>[^,?]+?)\s*\?\s*$", re.I)
 
 T = TypeVar("T")
 
