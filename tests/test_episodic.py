@@ -765,10 +765,11 @@ def test_a_question_offering_alternatives_finds_an_episode_for_each(
     conn: psycopg.Connection, embedder: Embedder, settings: Settings
 ) -> None:
     """ "Which did I set up first, the smart thermostat or the mesh network?" compares what two
-    episodes say: the one about the mesh is among the three returned, in place of the third,
-    though four chats about the thermostat share more of the question's words (and were, before,
-    the first four); a question offering no alternatives, or a search with no room for both,
-    keeps the fused order."""
+    episodes say: the one about the mesh is among the three returned (after the best; among
+    five, after the best three), though four chats about the thermostat share more of the
+    question's words (and were, before, the first four);
+    a question offering no alternatives, or a search with no room for both, keeps the fused
+    order."""
     from slowwave.tasks.memories import alternatives
 
     conversation = f"devices-{uuid.uuid4().hex[:8]}"
@@ -797,7 +798,11 @@ def test_a_question_offering_alternatives_finds_an_episode_for_each(
     assert alternatives(query) == ("the smart thermostat", "the mesh network")
     offering_none = "Which device did I set up first, the smart thermostat and the mesh network?"
     assert alternatives(offering_none) == () and "mesh" not in found(offering_none)
-    assert found(query) == [*found(offering_none)[:2], "mesh"]
+    before = found(offering_none, k=5)
+    assert before[-1] == "mesh"
+    first, *alternatives_best = found(query)  # after as many as k leaves room for
+    assert first == before[0] and alternatives_best[-1] == "mesh"
+    assert found(query, k=5) == [*before[:3], "mesh", before[3]]
     assert found(query, k=2) == found(offering_none, k=2)  # no room for both: as it ranks
     assert alternatives("Did I switch to more water per tablespoon of coffee, or less?") == ()
     assert alternatives("Did I visit with a friend or not?") == ()

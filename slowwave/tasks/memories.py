@@ -292,20 +292,23 @@ def search_memories(
     best = ranked[0][0] or 1.0  # the best one scores 1
     if asks_about_now(query):  # what replaced an episode's facts before it
         ranked = successors_first(ranked, lambda s: s[3]["id"], lambda s: s[3]["replaced_by"])
-    scored = ranked[:k]
     offered = alternatives(query)
-    if offered and k > len(offered):  # each alternative's best episode among the k
+    if offered and k > len(offered):  # each alternative's best episode after the question's
+        place = min(ALTERNATIVES_AFTER, k - len(offered))
         vectors = embedder.embed(as_queries(embedder, list(offered))) if use_vector else None
         score_of = {s[3]["id"]: s[0] for s in ranked}
-        last = k
+        picked: list[Weighed] = []
         for n, text in enumerate(offered):
             own = _weighed(
                 conn, embedder, text, conversation_id, None if vectors is None else vectors[n],
                 k=1, as_of=as_of, at=at, policy=policy,
             )  # fmt: skip
-            if own and own[0][3]["id"] not in {s[3]["id"] for s in scored}:
-                last -= 1  # in place of the last one the question's own ranking kept
-                scored[last : last + 1] = [(score_of.get(own[0][3]["id"], 0.0), *own[0][1:])]
+            shown = {s[3]["id"] for s in ranked[:place] + picked}
+            if own and own[0][3]["id"] not in shown:
+                picked.append((score_of.get(own[0][3]["id"], 0.0), *own[0][1:]))
+        moved = {s[3]["id"] for s in picked}
+        ranked = ranked[:place] + picked + [s for s in ranked[place:] if s[3]["id"] not in moved]
+    scored = ranked[:k]
     hits = []
     for score, _, recall, row in scored:
         nearest = None if row["best_from"] is None else (row["best_from"], row["best_to"])
@@ -488,6 +491,9 @@ _AGENT_SAID = re.compile(
 )
 
 # "…, the bike or the car?": a question that ends offering two alternatives after a comma
+# Where each alternative's best episode goes: after the question's own best five (or fewer,
+# where ``k`` leaves no room for them after five), so a longer list begins as a shorter one
+ALTERNATIVES_AFTER = 5
 _ALTERNATIVES = re.compile(r",\s*(?P<first>[^,?]+?)\s+or\s+(?P<second>[^,?]+?)\s*\?\s*$", re.I)
 
 T = TypeVar("T")
