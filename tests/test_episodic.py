@@ -767,9 +767,8 @@ def test_a_question_offering_alternatives_finds_an_episode_for_each(
     """ "Which did I set up first, the smart thermostat or the mesh network?" compares what two
     episodes say: the one about the mesh is among the three returned (after the best; among
     five, after the best three), though four chats about the thermostat share more of the
-    question's words (and were, before, the first four);
-    a question offering no alternatives, or a search with no room for both, keeps the fused
-    order."""
+    question's words (and were, before, the first four); a question offering no alternatives,
+    or a search with no room for both, keeps the fused order."""
     from slowwave.tasks.memories import alternatives
 
     conversation = f"devices-{uuid.uuid4().hex[:8]}"

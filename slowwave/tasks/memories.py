@@ -490,10 +490,10 @@ _AGENT_SAID = re.compile(
     re.I,
 )
 
-# "…, the bike or the car?": a question that ends offering two alternatives after a comma
 # Where each alternative's best episode goes: after the question's own best five (or fewer,
 # where ``k`` leaves no room for them after five), so a longer list begins as a shorter one
 ALTERNATIVES_AFTER = 5
+# "…, the bike or the car?": a question that ends offering two alternatives after a comma
 _ALTERNATIVES = re.compile(r",\s*(?P<first>[^,?]+?)\s+or\s+(?P<second>[^,?]+?)\s*\?\s*$", re.I)
 
 T = TypeVar("T")
