@@ -23,7 +23,7 @@ class VLLMEmbedder:
         self.name = reference
         self.query_prefix = ""  # queries are embedded as they are
         path = resolve_model_path(reference)
-        self._llm: Any = LLM(model=str(path), runner="pooling", enforce_eager=True, dtype=dtype)  # type: ignore[arg-type]
+        self._llm: Any = LLM(model=str(path), runner="pooling", enforce_eager=True, dtype=dtype)
         self.dim = len(self._llm.embed(["dimension probe"], use_tqdm=False)[0].outputs.embedding)
 
     def embed(self, texts: Sequence[str]) -> Vectors:
