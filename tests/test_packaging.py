@@ -39,3 +39,26 @@ def test_every_module_of_the_checkout_loads_under_slowwave_and_no_bare_name_is_l
     assert result.returncode == 0, result.stderr[-3000:]
     count, bare = result.stdout.split(" ", 1)
     assert int(count) > 70 and bare.strip() == "[]"
+
+
+def test_a_command_starts_without_building_the_clients_models_and_they_load_when_named() -> None:
+    """The server and every `slowwave` command need only the client's errors: its schemas'
+    models and its HTTP client load when a caller names them, not at each command's start."""
+    probe = textwrap.dedent(
+        """
+        import sys
+        import slowwave.cli, slowwave.errors
+        started = sorted(n for n in sys.modules if n.startswith("slowwave_client"))
+        assert "slowwave_client.types" not in started, started
+        assert "slowwave_client.client" not in started, started
+        from slowwave_client import DEFAULT_BASE_URL, AsyncClient, Client, types
+        import slowwave_client
+        assert Client.__module__ == "slowwave_client.client" and types.SearchAnswer
+        assert {"Client", "types"} <= set(dir(slowwave_client))
+        assert slowwave.errors.SlowwaveError is slowwave_client.SlowwaveError
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
