@@ -41,6 +41,7 @@ def test_every_module_of_the_checkout_loads_under_slowwave_and_no_bare_name_is_l
     assert int(count) > 70 and bare.strip() == "[]"
 
 
+@pytest.mark.slow  # a fresh interpreter: 1.15 s alone, more beside a busy neighbour
 def test_a_command_starts_without_building_the_clients_models_and_they_load_when_named() -> None:
     """The server and every `slowwave` command need only the client's errors: its schemas'
     models and its HTTP client load when a caller names them, not at each command's start."""
