@@ -28,6 +28,7 @@ from slowwave.tasks.ids import shorten
 from slowwave.tasks.ingest.load import load_episodes
 from tests.fix_episodes import with_settings
 from tests.fix_forget import consolidated_secret, new_marker, transcript
+from tests.fix_locomo import locomo_subset
 from tests.fix_processes import run_cli
 from tests.reliability.fix_commands import CommandModel, HashEmbedder, said, story
 
@@ -349,9 +350,9 @@ def test_polars_reads_back_what_facts_all_json_prints_and_a_forget_reaches_the_e
         "SLOWWAVE_REPLAY_DATA": str(locomo_path),
         "PREFECT_API_URL": prefect_api_url,
     }
-    backfill = run_cli(
-        tmp_path, "backfill", str(locomo_path), "-c", "conv-30", "-c", "conv-26", **env
-    )
+    # two conversations' first eight sessions: versions of each to export, in half the time
+    two = locomo_subset(tmp_path, "conv-30", "conv-26", sessions=8)
+    backfill = run_cli(tmp_path, "backfill", str(two), **env)
     assert backfill.returncode == 0, backfill.stderr[-2000:]
     lake = tmp_path / "lake"
     every = "facts,versions,decisions,runs,episodes"
