@@ -1,8 +1,9 @@
 """`slowwave serve` over the wire: record and read, keys and tenants, limits and errors, MCP.
 
-One server for the module, on 127.0.0.1, with its own home: LoCoMo's conv-30 backfilled into
-the default tenant (the replay model), keys of two tenants. Every route of the OpenAPI document
-and every MCP tool is enumerated, so that a new one cannot escape the tenancy checks.
+One server for the module, on 127.0.0.1, with its own home: LoCoMo's conv-30 (its first eight
+sessions) backfilled into the default tenant (the replay model), keys of two tenants. Every
+route of the OpenAPI document and every MCP tool is enumerated, so that a new one cannot escape
+the tenancy checks.
 """
 
 from __future__ import annotations
