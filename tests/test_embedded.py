@@ -16,7 +16,13 @@ import pytest
 
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database
-from slowwave.sql.db.embedded import postmaster_pid, stop_embedded, warden_pid
+from slowwave.sql.db.embedded import (
+    holders_locked,
+    postmaster_pid,
+    stop_embedded,
+    stop_embedded_locked,
+    warden_pid,
+)
 from slowwave.sql.db.warden import POLL_S as WARDEN_POLL_S
 from tests.fix_db import wait_gone
 from tests.fix_processes import run_cli, slowwave_env
@@ -117,6 +123,36 @@ def test_db_stop_refuses_while_a_live_process_holds_the_server(
     assert result.returncode == 1
     assert f"in use by pid(s) [{proc.pid}]" in result.stderr
     assert postmaster_pid(tmp_path / "pgdata") == pid
+
+
+@pytest.mark.slow
+def test_db_stop_waits_for_a_warden_stopping_the_server_and_reports_none_left(
+    tmp_path: Path, holder: tuple[subprocess.Popen[str], int]
+) -> None:
+    """The warden stops a server under the lock holders join by; `db stop` at that moment must
+    wait for it and find nothing to stop, not send its own stop to a server already going."""
+    proc, _ = holder
+    pgdata = tmp_path / "pgdata"
+    with holders_locked(pgdata):  # as the warden holds it while it stops the server
+        stop = subprocess.Popen(
+            [sys.executable, "-m", "slowwave", "db", "stop", "--force"],
+            env=slowwave_env(tmp_path),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            with pytest.raises(subprocess.TimeoutExpired):
+                stop.wait(5)  # a command starts in under 2 s here; this one waits on the lock
+            proc.kill()
+            proc.wait()
+            assert stop_embedded_locked(pgdata, force=True)
+        finally:
+            if stop.poll() is None and postmaster_pid(pgdata) is not None:
+                stop.kill()
+    out, err = stop.communicate(timeout=60)
+    assert stop.returncode == 0, err
+    assert "no embedded Postgres running" in out
 
 
 REJOINER = """

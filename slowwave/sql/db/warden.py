@@ -20,7 +20,7 @@ from slowwave.sql.db.embedded import (
     holders_locked,
     live_holders,
     postmaster_pid,
-    stop_embedded,
+    stop_embedded_locked,
     warden_file,
 )
 
@@ -38,7 +38,7 @@ def watch_holders(pgdata: Path) -> None:
                 continue
             if postmaster_pid(pgdata) is not None:
                 log.warning("no live process holds the embedded Postgres %s: stopping it", pgdata)
-                stop_embedded(pgdata)
+                stop_embedded_locked(pgdata)
             warden_file(pgdata).unlink(missing_ok=True)
             return
 
