@@ -79,7 +79,9 @@ def served(
         yield server
     finally:
         server.stop()
-        run_cli(home, "db", "stop")
+        # without --force: a handle this process left open would hold it, and fail here
+        stopped = run_cli(home, "db", "stop")
+        assert stopped.returncode == 0, stopped.stderr
 
 
 # Every surface ranks episodic memories alike only while their reviews do not weigh them: a
@@ -194,8 +196,8 @@ def test_recording_the_same_messages_leaves_the_same_episodes_on_every_surface(
 # ── reads ────────────────────────────────────────────────────────────────────
 READS: dict[str, dict[str, Callable[[Served], Any]]] = {
     "search": {
-        "python": lambda s: (
-            Memory(settings_of(s)).search(QUESTION, THEIRS, 5, as_of=None).model_dump(mode="json")
+        "python": lambda s: ask(s, "search", QUESTION, THEIRS, 5, as_of=None).model_dump(
+            mode="json"
         ),
         "cli": lambda s: cli_json(
             s, "search", QUESTION, "-c", THEIRS, "-k", "5", "--format", "json"
