@@ -27,6 +27,13 @@ def run_cli(home: Path, *args: str, **extra: str) -> subprocess.CompletedProcess
     )
 
 
+def stop_db(home: Path) -> None:
+    """Stop ``home``'s embedded Postgres at a fixture's end, as a user would, without
+    ``--force``: a handle the test process left open still holds it, and fails here."""
+    stopped = run_cli(home, "db", "stop")
+    assert stopped.returncode == 0, stopped.stderr
+
+
 def api_backfill(home: Path, source: Path, **extra: str) -> subprocess.CompletedProcess[str]:
     """``slowwave.backfill(SOURCE)`` in a process of its own, with its own home: what `slowwave
     backfill` leaves (tests/test_backfill_parity.py), through the Python API; it prints the

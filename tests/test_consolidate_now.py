@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.fix_model_server import fake_model
-from tests.fix_processes import run_cli
+from tests.fix_processes import stop_db
 from tests.fix_server import Served, make_key, start_server
 
 pytestmark = pytest.mark.slow
@@ -52,7 +52,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         finally:
             server.stop()
             assert server.process.returncode is not None
-            run_cli(home, "db", "stop")
+            stop_db(home)
 
 
 def _followed(served: Served, key: str, run_id: str, within_s: float = 300) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from slowwave.tasks.memories import (
 )
 from tests.fix_episodes import add, at, make_episode, with_settings
 from tests.fix_models import ScriptedModel, fact
-from tests.fix_processes import run_cli
+from tests.fix_processes import run_cli, stop_db
 from tests.fix_server import Served, make_key, start_server
 from tests.test_consolidation import answer
 
@@ -279,7 +279,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     finally:
         server.stop()
         assert server.process.returncode is not None
-        run_cli(home, "db", "stop")
+        stop_db(home)
 
 
 def _found_within(search: Any, text: str, seconds: float = 1.0) -> float:

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.fix_processes import run_cli
+from tests.fix_processes import run_cli, stop_db
 from tests.fix_server import Served, make_key, start_server
 
 pytestmark = pytest.mark.slow
@@ -65,7 +65,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     finally:
         server.stop()
         assert server.process.returncode is not None
-        run_cli(home, "db", "stop")
+        stop_db(home)
 
 
 def rpc(served: Served, key: str | None, method: str, params: dict[str, Any]) -> httpx.Response:

@@ -20,7 +20,7 @@ from pydantic import TypeAdapter, ValidationError, constr
 import slowwave.errors
 from slowwave.models.tenant import conversation_problem
 from slowwave.server.deps import CONVERSATION_ID_PATTERN, NO_NUL_PATTERN, TEXT_PATTERN
-from tests.fix_processes import run_cli
+from tests.fix_processes import stop_db
 from tests.fix_server import Served, make_key, start_server
 
 # Python's whitespace beside ECMAScript's (JSON Schema's) \s, which differ on U+0085 and U+FEFF
@@ -87,7 +87,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     finally:
         server.stop()
         assert server.process.returncode is not None
-        run_cli(home, "db", "stop")
+        stop_db(home)
 
 
 @pytest.mark.slow

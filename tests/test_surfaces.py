@@ -31,7 +31,7 @@ from slowwave.models.settings import Settings
 from slowwave.service import Caller, Service
 from slowwave.sql.db import Database
 from tests.fix_locomo import locomo_subset
-from tests.fix_processes import run_cli, slowwave_env
+from tests.fix_processes import run_cli, slowwave_env, stop_db
 from tests.fix_server import Served, make_key, quarantine_latest, start_server
 
 pytestmark = pytest.mark.slow
@@ -79,9 +79,7 @@ def served(
         yield server
     finally:
         server.stop()
-        # without --force: a handle this process left open would hold it, and fail here
-        stopped = run_cli(home, "db", "stop")
-        assert stopped.returncode == 0, stopped.stderr
+        stop_db(home)
 
 
 # Every surface ranks episodic memories alike only while their reviews do not weigh them: a
