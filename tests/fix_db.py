@@ -12,6 +12,7 @@ import pytest
 
 from slowwave.models.settings import Settings
 from slowwave.sql.db import Database, migrate
+from tests.fix_processes import with_prepared_embedder
 
 TABLES = (
     "decision_log, consolidation_chunks, semantic_memory, ingested_messages, episodic_memory, "
@@ -34,7 +35,7 @@ def wait_gone(pid: int, timeout: float = 10.0) -> bool:
 
 @pytest.fixture(scope="session")
 def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    home = tmp_path_factory.mktemp("slowwave-home")
+    home = with_prepared_embedder(tmp_path_factory.mktemp("slowwave-home"))
     # chunk_size pinned, and short or lone episodes not packed beyond it: the tests describe
     # chunking by their own numbers, not the defaults'. Grounding off: a scripted answer says
     # what its test describes, not what its episodes say; tests.test_grounding turns it on

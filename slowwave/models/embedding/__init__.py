@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,19 +39,41 @@ def embedder_factory(settings: Settings) -> partial[Any]:
             query_prefix=spec.query_prefix if spec else "",
             max_tokens=spec.max_tokens if spec else 512,
         )
+    options: dict[str, Any] = {
+        "device": settings.embedding.device,
+        "batch_size": settings.embedding.batch_size,
+        "dtype": settings.embedding.dtype,
+    }
+    if settings.embedding.runtime == "auto":
+        return partial(auto_embedder, settings.home, settings.embedding.model, options)
     if settings.embedding.runtime == "vllm":
         from slowwave.models.embedding.vllm_pooling import VLLMEmbedder
 
         return partial(VLLMEmbedder, settings.embedding.model, dtype=settings.embedding.dtype)
     from slowwave.models.embedding.sentence_transformer import SentenceTransformerEmbedder
 
-    return partial(
-        SentenceTransformerEmbedder,
-        settings.embedding.model,
-        device=settings.embedding.device,
-        batch_size=settings.embedding.batch_size,
-        dtype=settings.embedding.dtype,
-    )
+    return partial(SentenceTransformerEmbedder, settings.embedding.model, **options)
+
+
+def auto_embedder(home: Path, reference: str, options: dict[str, Any]) -> Embedder:
+    """The ``auto`` runtime, decided where the model is loaded (an actor on another machine
+    looks in its own home): the package's ONNX export on the CPU in float32 where `slowwave
+    models setup` made one (``models.embedding.export``), else sentence-transformers (a GPU,
+    bfloat16, a local directory, or no export)."""
+    from slowwave.models.embedding.export import exportable, exported_model, read_manifest
+
+    on_cpu = options.get("device", "cpu") == "cpu" and options.get("dtype", "float32") == "float32"
+    folder = exported_model(home, reference) if on_cpu and exportable(reference) else None
+    if folder is not None:
+        from slowwave.models.embedding.onnx import OnnxEmbedder
+
+        manifest = read_manifest(folder)
+        return OnnxEmbedder(
+            folder, name=reference, max_tokens=manifest["max_tokens"], pooling=manifest["pooling"]
+        )
+    from slowwave.models.embedding.sentence_transformer import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder(reference, **options)
 
 
 class RayEmbedder:

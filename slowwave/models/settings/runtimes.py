@@ -207,10 +207,12 @@ class EmbeddingSettings(BaseSettings):
         description="Dimension of fact embeddings; the schema's vector column follows it "
         "at migration time and the embedding model is checked against it.",
     )
-    runtime: Literal["sentence-transformers", "vllm", "onnx"] = Field(
-        default="sentence-transformers",
-        description="Embedding runtime: `sentence-transformers`, `vllm` (pooling runner) or "
-        "`onnx` (onnxruntime; a catalog model prepared by `slowwave models setup`, "
+    runtime: Literal["auto", "sentence-transformers", "vllm", "onnx"] = Field(
+        default="auto",
+        description="Embedding runtime: `auto` (the model's ONNX export on onnxruntime where "
+        "`slowwave models setup` made one in this home, the same vectors without loading "
+        "torch; else sentence-transformers), `sentence-transformers`, `vllm` (pooling runner) "
+        "or `onnx` (onnxruntime; a catalog model prepared by `slowwave models setup`, "
         "`bge-small-en-v1.5`, or a directory holding model.onnx and tokenizer.json).",
     )
     model: str = Field(
