@@ -56,6 +56,7 @@ from pydantic import SecretStr
 
 import slowwave.tasks.apply as apply_module
 import slowwave.tasks.apply_writes as apply_writes_module
+from benchmarks.homes import fresh_home
 from benchmarks.report import print_figures
 from slowwave import sql
 from slowwave.models.category import Category
@@ -583,7 +584,7 @@ def run(data: Path, conversations: int, per: int | None) -> Results:
     digests: dict[str, tuple[int, str]] = {}
     explains: dict[str, list[str]] = {}
     with tempfile.TemporaryDirectory(prefix="slowwave-apply-") as home:
-        settings = Settings(home=Path(home), _env_file=None)
+        settings = Settings(home=fresh_home(home), _env_file=None)
         policy = settings.consolidation
         with (
             Database(settings) as server,

@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.homes import fresh_home
 from benchmarks.report import print_figures
 from slowwave.models.processes import unwind_on_sigterm
 
@@ -54,7 +55,10 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="slowwave-bench-") as home:
         settings = Settings(
-            home=Path(home), replay_data=args.data, chunk_size=args.chunk_size, _env_file=None
+            home=fresh_home(home),
+            replay_data=args.data,
+            chunk_size=args.chunk_size,
+            _env_file=None,
         )
         embedder = load_embedder(settings)
         with Database(settings) as db:

@@ -56,6 +56,7 @@ from uuid import UUID
 
 import numpy as np
 
+from benchmarks.homes import fresh_home
 from benchmarks.locomo_recall import (
     DEFAULT_DATA,
     KS,
@@ -302,7 +303,7 @@ def fresh_database(settings: Settings) -> Iterator[Database]:
     """A migrated embedded Postgres in a temporary home, stopped and deleted on exit, errors
     included; ``settings.home`` (the prepared models) is left alone."""
     with tempfile.TemporaryDirectory(prefix="slowwave-extraction-") as home:
-        local = settings.evolve(home=Path(home), database_url=None)
+        local = settings.evolve(home=fresh_home(home), database_url=None)
         with Database(local) as db:
             migrate(db)
             yield db

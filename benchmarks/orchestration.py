@@ -45,6 +45,7 @@ from typing import Any
 
 import psutil
 
+from benchmarks.homes import fresh_home
 from slowwave.models.processes import stop_process_tree, unwind_on_sigterm
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
@@ -165,6 +166,7 @@ def measure(
 ) -> dict[str, Any]:
     """Run one child on a fresh home; its figures plus the peak RSS of its process tree."""
     with tempfile.TemporaryDirectory(prefix="slowwave-orch-") as home:
+        fresh_home(home)
         env = {k: v for k, v in os.environ.items() if not k.endswith("DATABASE_URL")}
         env.update(
             SLOWWAVE_HOME=home,

@@ -53,6 +53,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from benchmarks.homes import fresh_home
 from benchmarks.report import print_figures
 from slowwave.models.processes import unwind_on_sigterm
 
@@ -136,7 +137,7 @@ def main() -> None:
 
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="slowwave-reliability-") as tmp:
-        home = Path(tmp)
+        home = fresh_home(tmp)
         settings = Settings(home=home, _env_file=None)
         with Database(settings) as db:
             migrate(db)

@@ -42,6 +42,7 @@ from typing import Any
 
 import httpx
 
+from benchmarks.homes import fresh_home
 from slowwave.models.processes import unwind_on_sigterm
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared/datasets/locomo/locomo7.json"
@@ -201,7 +202,7 @@ def through_consolidate(
     model = CountedStreaming(engine) if name == "chains" else Counted(engine)
     conversations = len({e.conversation_id for e in episodes})
     with tempfile.TemporaryDirectory(prefix="slowwave-schedules-db-") as home:
-        local = settings.evolve(home=Path(home), database_url=None)
+        local = settings.evolve(home=fresh_home(home), database_url=None)
         with Database(local) as db:
             migrate(db)
             with db.connection() as conn:

@@ -24,11 +24,11 @@ import statistics
 import tempfile
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from benchmarks.homes import fresh_home
 from slowwave.models.processes import unwind_on_sigterm
 
 EXACT = """
@@ -68,7 +68,7 @@ def main() -> None:
     rng = np.random.default_rng(7)
     figures: dict[str, Any] = {"others": args.others, "k": args.k}
     with tempfile.TemporaryDirectory(prefix="slowwave-scope-") as home:
-        settings = Settings(home=Path(home), _env_file=None)
+        settings = Settings(home=fresh_home(home), _env_file=None)
         with Database(settings) as db:
             migrate(db)
             with db.connection() as conn:

@@ -45,6 +45,7 @@ from typing import Any
 import httpx
 import psutil
 
+from benchmarks.homes import fresh_home
 from benchmarks.report import print_figures
 from slowwave.models.processes import free_port, unwind_on_sigterm
 
@@ -350,7 +351,7 @@ def main() -> None:
     cores = psutil.cpu_count() or 1
 
     with tempfile.TemporaryDirectory(prefix="slowwave-serve-bench-") as tmp:
-        home = Path(tmp)
+        home = fresh_home(tmp)
         questions = prepare(home, args.data, args.conversations, args.sessions)[: args.questions]
         baseline = in_process(home, questions)
         key = make_key(home)

@@ -22,9 +22,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
+from benchmarks.homes import fresh_home
 from slowwave.models.embedding import Embedder, load_embedder
 from slowwave.models.episode import Episode, Message
 from slowwave.models.ids import new_id
@@ -117,7 +117,7 @@ def run_scenario(
 ) -> dict[str, Any]:
     nights = (datetime(2025, 1, 10, 20, tzinfo=UTC), datetime(2025, 6, 15, 20, tzinfo=UTC))
     with tempfile.TemporaryDirectory(prefix="slowwave-slots-") as home:
-        local = settings.evolve(home=Path(home), database_url=None)
+        local = settings.evolve(home=fresh_home(home), database_url=None)
         with Database(local) as db:
             migrate(db)
             for night, text in zip(nights, scenario.said, strict=True):

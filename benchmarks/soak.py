@@ -36,6 +36,7 @@ from typing import Any
 
 import httpx
 
+from benchmarks.homes import fresh_home
 from benchmarks.report import print_figures
 from benchmarks.serve import DEFAULT_DATA, questions_of, start_server, stop
 from slowwave.models.processes import free_port, unwind_on_sigterm
@@ -234,7 +235,7 @@ def run_soak(
         tempfile.TemporaryDirectory(prefix="slowwave-soak-") as tmp,
         tempfile.TemporaryDirectory(prefix="slowwave-soak-quiet-") as quiet_tmp,
     ):
-        home, quiet = Path(tmp), Path(quiet_tmp)
+        home, quiet = fresh_home(tmp), fresh_home(quiet_tmp)
         try:
             ports = (port, port + 1) if port else _two_free_ports()
             return _soak_in(home, quiet, data, samples, ports, seconds, clients, sessions)

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.homes import fresh_home
 from benchmarks.report import print_figures
 
 TENANT = "bench"
@@ -173,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     unwind_on_sigterm()  # stopped with SIGTERM, it stops its server and database as it goes
 
     with tempfile.TemporaryDirectory() as tmp:
-        home = Path(tmp)
+        home = fresh_home(tmp)
         env = {k: v for k, v in os.environ.items() if not k.endswith("DATABASE_URL")}
         env["SLOWWAVE_HOME"] = str(home)
         cli = [sys.executable, "-m", "slowwave"]
