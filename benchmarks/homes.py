@@ -10,21 +10,15 @@ environment's ``SLOWWAVE_HOME``, else ``./.slowwave``) has none, the fresh home 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 
 def fresh_home(home: Path | str) -> Path:
     """``home`` with the started-from home's embedding export linked in; returned as a Path."""
+    from slowwave.models.embedding.export import link_export
     from slowwave.models.llm.weights import model_folder
     from slowwave.models.settings import Settings
 
-    home = Path(home)
     started_from = Settings()
-    name = started_from.embedding.model
-    source = model_folder(started_from.home, name)
-    target = model_folder(home, name)
-    if (source / "export.json").is_file() and not os.path.lexists(target):
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.symlink_to(source.resolve(), target_is_directory=True)
-    return home
+    link_export(model_folder(started_from.home, started_from.embedding.model), Path(home))
+    return Path(home)

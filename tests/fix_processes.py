@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from slowwave.models.embedding.export import link_export
 from slowwave.models.settings.runtimes import EmbeddingSettings
 
 EMBEDDING = str(EmbeddingSettings.model_fields["model"].default)
@@ -22,10 +23,7 @@ def with_prepared_embedder(home: Path) -> Path:
     `slowwave models setup` would have made it: the ``auto`` runtime of every process the test
     starts loads it instead of torch (about 11 s a process on two cores), with the same
     vectors. Where none was made, the home goes without (sentence-transformers)."""
-    target = home / "models" / EMBEDDING
-    if (PREPARED_EMBEDDER / "export.json").is_file() and not os.path.lexists(target):
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.symlink_to(PREPARED_EMBEDDER, target_is_directory=True)
+    link_export(PREPARED_EMBEDDER, home)
     return home
 
 

@@ -20,6 +20,7 @@ with the command that makes it again (``exported_model``).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -122,6 +123,16 @@ def _remove(folder: Path) -> None:
         folder.unlink()
     elif folder.exists():
         shutil.rmtree(folder)
+
+
+def link_export(export: Path, home: Path) -> None:
+    """``home`` given the export made in another home (``export``, a folder named for its
+    model), linked where `slowwave models setup` would make it; nothing where ``home`` has one
+    already or ``export`` holds none."""
+    target = model_folder(home, export.name)
+    if (export / MANIFEST).is_file() and not os.path.lexists(target):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.symlink_to(export.resolve(), target_is_directory=True)
 
 
 def read_manifest(folder: Path) -> dict[str, Any]:

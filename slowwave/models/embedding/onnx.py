@@ -46,14 +46,14 @@ class OnnxEmbedder:
         self._options = {"query_prefix": query_prefix, "max_tokens": max_tokens, "pooling": pooling}
         self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self._tokenizer.enable_truncation(max_tokens)
-        self._tokenizer.no_padding()  # one text a run, every token real (MiniLM's pads to 128)
+        self._tokenizer.no_padding()  # padding is ours to mask (MiniLM's file pads to 128)
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3  # its warnings about unused initialisers are not ours
         self._session = onnxruntime.InferenceSession(
             str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"]
         )
         self._inputs = {i.name for i in self._session.get_inputs()}
-        self.dim = int(self._embed_one("dimension").shape[0])
+        self.dim = int(self._embed_one("dimension").shape[0])  # its width, whatever the pooling
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Sent to another process (an actor on a Ray worker), it is loaded there again from
@@ -103,13 +103,8 @@ class OnnxEmbedder:
         if "token_type_ids" in self._inputs:
             feed["token_type_ids"] = np.zeros_like(ids)
         hidden = self._session.run(None, feed)[0]
-        if hidden.ndim == 3:
-            tokens = hidden[0]
-            hidden = tokens.mean(axis=0) if self.pooling == "mean" else tokens[0]
-        else:
-            hidden = hidden[0]
-        vector = np.asarray(hidden, dtype=np.float32)
-        return vector / max(float(np.linalg.norm(vector)), 1e-12)
+        first = np.asarray(hidden[0, 0] if hidden.ndim == 3 else hidden[0], dtype=np.float32)
+        return first / max(float(np.linalg.norm(first)), 1e-12)
 
     def close(self) -> None:
         return None
