@@ -6,7 +6,8 @@ started on it (127.0.0.1). Then, side by side on the same machine:
 
 - in process: every question through ``Memory.search``, one after another (the baseline);
 - over HTTP: async httpx clients (1, 8, 32, 64 at once by default), each asking the questions
-  in turn for ``--seconds``: requests/s, p50 / p95 / p99 latency, errors, and the CPU share of
+  in turn for ``--seconds``: requests/s, p50 / p95 / p99 latency, errors (``errors_by``: how
+  many of each status, or of each exception where no answer came), and the CPU share of
   the load generator and of the server (they share the machine's cores);
 - recording: clients posting batches of 100 messages to conversations of their own;
 - findable: clients each recording one message with a word of its own, then searching for it
@@ -39,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -199,16 +201,15 @@ async def load(
     clients: int,
     seconds: float,
     memories: int | None = None,
-) -> tuple[list[float], int]:
+) -> tuple[list[float], Counter[str]]:
     latencies: list[float] = []
-    errors = 0
+    errors: Counter[str] = Counter()
     deadline = time.perf_counter() + seconds
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=30) as http:
 
         async def client(offset: int) -> None:
-            nonlocal errors
             i = offset
             while time.perf_counter() < deadline:
                 conversation, question = questions[i % len(questions)]
@@ -223,13 +224,13 @@ async def load(
                             **({} if memories is None else {"memories": memories}),
                         },
                     )
-                    ok = answer.status_code == 200
-                except httpx.HTTPError:
-                    ok = False
-                if ok:
+                except httpx.HTTPError as error:
+                    errors[type(error).__name__] += 1
+                    continue
+                if answer.status_code == 200:
                     latencies.append(time.perf_counter() - started)
                 else:
-                    errors += 1
+                    errors[str(answer.status_code)] += 1
 
         await asyncio.gather(*(client(n) for n in range(clients)))
     return latencies, errors
@@ -240,16 +241,19 @@ def stamp(batch: int, i: int) -> str:
     return f"2024-01-{1 + batch % 28:02d}T{i // 60 % 24:02d}:{i % 60:02d}:00Z"
 
 
-async def record(url: str, key: str, clients: int, seconds: float) -> tuple[int, int, float]:
+async def record(
+    url: str, key: str, clients: int, seconds: float
+) -> tuple[int, Counter[str], float]:
     """Clients posting batches of 100 messages, each to a conversation of its own."""
-    sent = errors = 0
+    sent = 0
+    errors: Counter[str] = Counter()
     headers = {"Authorization": f"Bearer {key}"}
     started = time.perf_counter()
     deadline = started + seconds
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as http:
 
         async def client(n: int) -> None:
-            nonlocal sent, errors
+            nonlocal sent
             batch = 0
             while time.perf_counter() < deadline:
                 messages = [
@@ -262,31 +266,38 @@ async def record(url: str, key: str, clients: int, seconds: float) -> tuple[int,
                     for i in range(100)
                 ]
                 batch += 1
-                answer = await http.post(
-                    f"/v1/conversations/bench-{n}/messages", json={"messages": messages}
-                )
-                if answer.status_code == 200 and answer.json()["recorded"] == 100:
-                    sent += 100
+                try:
+                    answer = await http.post(
+                        f"/v1/conversations/bench-{n}/messages", json={"messages": messages}
+                    )
+                except httpx.HTTPError as error:
+                    errors[type(error).__name__] += 1
+                    continue
+                if answer.status_code != 200:
+                    errors[str(answer.status_code)] += 1
+                elif answer.json()["recorded"] != 100:
+                    errors["not all recorded"] += 1
                 else:
-                    errors += 1
+                    sent += 100
 
         await asyncio.gather(*(client(n) for n in range(clients)))
     return sent, errors, time.perf_counter() - started
 
 
-async def findable(url: str, key: str, clients: int, seconds: float) -> tuple[list[float], int]:
+async def findable(
+    url: str, key: str, clients: int, seconds: float
+) -> tuple[list[float], Counter[str]]:
     """Clients each recording one message with a word of its own to a conversation of its own,
     then searching for the word until a search returns the message as an episodic memory: the
     seconds from the record's answer to the answer of the search that found it."""
     delays: list[float] = []
-    errors = 0
+    errors: Counter[str] = Counter()
     headers = {"Authorization": f"Bearer {key}"}
     deadline = time.perf_counter() + seconds
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=30) as http:
 
         async def client(n: int) -> None:
-            nonlocal errors
             i = 0
             while time.perf_counter() < deadline:
                 word = f"zq{n}x{i}marker"
@@ -298,22 +309,30 @@ async def findable(url: str, key: str, clients: int, seconds: float) -> tuple[li
                     "text": f"the parcel code is {word}",
                 }
                 i += 1
-                answer = await http.post(f"{path}/messages", json={"messages": [message]})
+                try:
+                    answer = await http.post(f"{path}/messages", json={"messages": [message]})
+                except httpx.HTTPError as error:
+                    errors[f"record {type(error).__name__}"] += 1
+                    continue
                 if answer.status_code != 200:
-                    errors += 1
+                    errors[f"record {answer.status_code}"] += 1
                     continue
                 recorded = time.perf_counter()
                 while time.perf_counter() - recorded < 5:
-                    found = await http.get(
-                        f"{path}/search", params={"query": word, "k": 1, "memories": 1}
-                    )
+                    try:
+                        found = await http.get(
+                            f"{path}/search", params={"query": word, "k": 1, "memories": 1}
+                        )
+                    except httpx.HTTPError as error:
+                        errors[f"search {type(error).__name__}"] += 1
+                        continue
                     if found.status_code == 200 and any(
                         word in m["text"] for m in found.json()["memories"]
                     ):
                         delays.append(time.perf_counter() - recorded)
                         break
                 else:
-                    errors += 1
+                    errors["not found in 5 s"] += 1
 
         await asyncio.gather(*(client(n) for n in range(clients)))
     return delays, errors
@@ -375,12 +394,14 @@ def main() -> None:
                 started = time.perf_counter()
                 latencies, errors = asyncio.run(load(url, key, questions, clients, args.seconds))
                 wall = time.perf_counter() - started
+                errors_by = dict(sorted(errors.items()))
                 figures[f"clients_{clients}"] = {
                     "requests_per_s": round(len(latencies) / wall, 1),
                     "p50_ms": ms(statistics.median(latencies)) if latencies else None,
                     "p95_ms": ms(percentile(latencies, 95)),
                     "p99_ms": ms(percentile(latencies, 99)),
-                    "errors": errors,
+                    "errors": errors.total(),
+                    "errors_by": errors_by,
                     "load_generator_cpu_share": round(
                         (measured(me, children=False) - cpu_me) / wall / cores, 2
                     ),
@@ -392,16 +413,17 @@ def main() -> None:
             figures["record"] = {
                 "clients": args.record_clients,
                 "messages_per_s": round(sent / wall),
-                "errors": record_errors,
+                "errors": record_errors.total(),
+                "errors_by": dict(sorted(record_errors.items())),
             }
             delays, find_errors = asyncio.run(findable(url, key, args.find_clients, args.seconds))
-            record_errors += find_errors
             figures["record_to_found"] = {
                 "clients": args.find_clients,
                 "messages": len(delays),
                 "p50_ms": ms(statistics.median(delays)) if delays else None,
                 "p99_ms": ms(percentile(delays, 99)),
-                "errors": find_errors,
+                "errors": find_errors.total(),
+                "errors_by": dict(sorted(find_errors.items())),
             }
         finally:
             stop(server)
@@ -418,7 +440,9 @@ def main() -> None:
         "p99_over_p50_at_32": round(many["p99_ms"] / many["p50_ms"], 2)
         if many.get("p50_ms")
         else None,
-        "errors": sum(figures[f"clients_{c}"]["errors"] for c in levels) + record_errors,
+        "errors": sum(figures[f"clients_{c}"]["errors"] for c in levels)
+        + figures["record"]["errors"]
+        + figures["record_to_found"]["errors"],
         "record_messages_per_s": figures["record"]["messages_per_s"],
         "memories_over_facts_only_p50_in_process": round(
             baseline["p50_ms"] / baseline["facts_only_p50_ms"], 2
