@@ -41,6 +41,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +195,22 @@ def stop(process: subprocess.Popen[bytes]) -> None:
             process.wait(timeout=10)
 
 
+async def answered(
+    request: Awaitable[httpx.Response], errors: Counter[str], label: str = ""
+) -> httpx.Response | None:
+    """``request``'s answer where it is a 200; else None, the error counted in ``errors`` under
+    ``label`` and its status, or the exception's name where no answer came."""
+    try:
+        answer = await request
+    except httpx.HTTPError as error:
+        errors[f"{label}{type(error).__name__}"] += 1
+        return None
+    if answer.status_code != 200:
+        errors[f"{label}{answer.status_code}"] += 1
+        return None
+    return answer
+
+
 async def load(
     url: str,
     key: str,
@@ -215,22 +232,16 @@ async def load(
                 conversation, question = questions[i % len(questions)]
                 i += clients
                 started = time.perf_counter()
-                try:
-                    answer = await http.get(
-                        f"/v1/conversations/{conversation}/search",
-                        params={
-                            "query": question,
-                            "k": 10,
-                            **({} if memories is None else {"memories": memories}),
-                        },
-                    )
-                except httpx.HTTPError as error:
-                    errors[type(error).__name__] += 1
-                    continue
-                if answer.status_code == 200:
+                search = http.get(
+                    f"/v1/conversations/{conversation}/search",
+                    params={
+                        "query": question,
+                        "k": 10,
+                        **({} if memories is None else {"memories": memories}),
+                    },
+                )
+                if await answered(search, errors) is not None:
                     latencies.append(time.perf_counter() - started)
-                else:
-                    errors[str(answer.status_code)] += 1
 
         await asyncio.gather(*(client(n) for n in range(clients)))
     return latencies, errors
@@ -266,16 +277,13 @@ async def record(
                     for i in range(100)
                 ]
                 batch += 1
-                try:
-                    answer = await http.post(
-                        f"/v1/conversations/bench-{n}/messages", json={"messages": messages}
-                    )
-                except httpx.HTTPError as error:
-                    errors[type(error).__name__] += 1
+                post = http.post(
+                    f"/v1/conversations/bench-{n}/messages", json={"messages": messages}
+                )
+                answer = await answered(post, errors)
+                if answer is None:
                     continue
-                if answer.status_code != 200:
-                    errors[str(answer.status_code)] += 1
-                elif answer.json()["recorded"] != 100:
+                if answer.json()["recorded"] != 100:
                     errors["not all recorded"] += 1
                 else:
                     sent += 100
@@ -309,13 +317,8 @@ async def findable(
                     "text": f"the parcel code is {word}",
                 }
                 i += 1
-                try:
-                    answer = await http.post(f"{path}/messages", json={"messages": [message]})
-                except httpx.HTTPError as error:
-                    errors[f"record {type(error).__name__}"] += 1
-                    continue
-                if answer.status_code != 200:
-                    errors[f"record {answer.status_code}"] += 1
+                post = http.post(f"{path}/messages", json={"messages": [message]})
+                if await answered(post, errors, "record ") is None:
                     continue
                 recorded = time.perf_counter()
                 while time.perf_counter() - recorded < 5:
